@@ -1,0 +1,14 @@
+// Package actors composes the roles of a ScaleStore node (paper §2.2): the
+// message handler, which serves both the directory side and the holder side
+// of the protocol; the requester side, driven by workers through the cache;
+// and the page provider, which keeps frames free (paper §4.2).
+//
+// A Node is a state machine driven from outside: messages go in through
+// Deliver, timers and I/O completions through the callbacks it registered
+// with its Env, and everything it does goes out through the Env. The
+// simulator drives it with its event queue (one event at a time); the real
+// world will drive the same code with goroutines and hollywood actors.
+//
+// It imports protocol and bufmgr; never a concrete transport, storage engine
+// or the simulator.
+package actors

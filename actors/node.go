@@ -1,0 +1,553 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// ErrProtocol is wrapped by every violation the node detects in what it
+// receives or in its own state.
+var ErrProtocol = errors.New("protocol violation")
+
+// Stats counts what a node did.
+type Stats struct {
+	Requests, RemoteFetches, Invalidations, Evictions, EvictDeclined, Pulls, IORetries uint64
+}
+
+// Node is one ScaleStore node.
+type Node struct {
+	cfg   Config
+	id    protocol.NodeID
+	env   Env
+	obs   Observer
+	dir   *protocol.Directory
+	cache *bufmgr.Cache
+
+	local    []localMsg // messages to itself, handled after the current step
+	draining bool
+
+	batches    [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
+	candidates []*bufmgr.Frame
+	entries    []protocol.EvictEntry
+	ioBufs     [][]byte
+	allocWait  [protocol.MaxNodes][]*allocWaiter
+	tickArmed  bool
+	stopped    bool
+	Stats      Stats
+}
+
+type localMsg struct {
+	m protocol.Message
+}
+
+type allocWaiter struct {
+	w     *bufmgr.Worker
+	f     *bufmgr.Frame
+	pid   protocol.PID
+	done  bool
+	full  bool
+	local bool
+}
+
+// New makes a node. pages is its page memory (cfg.CacheFrames pages).
+func New(cfg Config, env Env, obs Observer, pages []byte) *Node {
+	cfg.Defaults()
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	n := &Node{cfg: cfg, id: cfg.ID, env: env, obs: obs}
+	n.dir = protocol.NewDirectory(cfg.ID, cfg.Variant, cfg.SSDPages)
+	n.cache = bufmgr.NewCache(cfg.CacheFrames, pages, n)
+	return n
+}
+
+// ID is the node's id.
+func (n *Node) ID() protocol.NodeID { return n.id }
+
+// Cache is the node's page cache (workers take guards from it).
+func (n *Node) Cache() *bufmgr.Cache { return n.cache }
+
+// Directory is the node's directory.
+func (n *Node) Directory() *protocol.Directory { return n.dir }
+
+// Start arms the page provider's timer.
+func (n *Node) Start() {
+	n.armTick()
+	n.env.After(n.cfg.EpochInterval, n.epochTick)
+}
+
+// Stop lets the periodic timers lapse (the simulator stops when nothing is
+// scheduled).
+func (n *Node) Stop() { n.stopped = true }
+
+func (n *Node) epochTick() {
+	if n.stopped {
+		return
+	}
+	n.cache.AdvanceEpoch()
+	n.env.After(n.cfg.EpochInterval, n.epochTick)
+}
+
+func (n *Node) violation(format string, args ...any) {
+	n.obs.Violation(n.id, fmt.Errorf("node %d: %w: %s", n.id, ErrProtocol, fmt.Sprintf(format, args...)))
+}
+
+// send hands m to the transport, or queues it for this node itself.
+func (n *Node) send(m protocol.Message, payload []byte) {
+	m.From = n.id
+	if m.To == n.id {
+		if payload != nil {
+			panic("actors: local message with a payload")
+		}
+		n.local = append(n.local, localMsg{m})
+		return
+	}
+	n.env.Send(&m, payload)
+}
+
+// drain handles the messages a step sent to this node itself.
+func (n *Node) drain() {
+	if n.draining {
+		return
+	}
+	n.draining = true
+	for len(n.local) > 0 {
+		lm := n.local[0]
+		n.local = n.local[1:]
+		n.handle(&lm.m, nil)
+	}
+	n.local = n.local[:0]
+	n.draining = false
+}
+
+// Deliver handles one message from the network. payload is only valid
+// during the call.
+func (n *Node) Deliver(m *protocol.Message, payload []byte) {
+	if m.To != n.id {
+		n.violation("message for node %d delivered to node %d: %v", m.To, n.id, m)
+		return
+	}
+	if len(payload) != m.PayloadLen() {
+		n.violation("%v with a payload of %d bytes", m, len(payload))
+		return
+	}
+	n.handle(m, payload)
+	n.drain()
+}
+
+func (n *Node) handle(m *protocol.Message, payload []byte) {
+	switch m.Type {
+	case protocol.TRequest:
+		n.onRequest(m.From, m.PID, m.Mode)
+	case protocol.TGrant:
+		n.onGrant(m, payload)
+	case protocol.TForward:
+		n.onForward(m)
+	case protocol.TBusy:
+		n.onBusy(m)
+	case protocol.TTransfer:
+		n.enqueue(m.PID, bufmgr.Transfer{From: m.From, Mode: m.Mode, Epoch: m.Epoch, K: m.K, Pred: m.Pred}, m)
+	case protocol.TInvalidate:
+		n.enqueue(m.PID, bufmgr.Transfer{From: m.From, Epoch: m.Epoch, K: m.K, Invalidate: true}, m)
+	case protocol.TTransferReply:
+		n.onTransferReply(m, payload)
+	case protocol.TInvalidateAck:
+		n.onInvalidateAck(m)
+	case protocol.TDone:
+		if err := n.dir.Done(m.From, m.PID); err != nil {
+			n.violation("%v", err)
+			return
+		}
+		n.resumeParked(m.PID)
+	case protocol.TEvict:
+		n.onEvict(m, payload)
+	case protocol.TEvictReply:
+		n.onEvictReply(m, payload)
+	case protocol.TEvictData:
+		n.onEvictData(m, payload)
+	case protocol.TAlloc:
+		n.onAlloc(m)
+	case protocol.TAllocReply:
+		n.onAllocReply(m)
+	default:
+		n.violation("unexpected %v", m)
+	}
+}
+
+// ---- directory side ----
+
+func (n *Node) onRequest(from protocol.NodeID, pid protocol.PID, mode protocol.Mode) {
+	f := n.cache.Lookup(pid)
+	localCopy := f != nil && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting
+	dec, err := n.dir.Request(from, pid, mode, localCopy)
+	if err != nil {
+		n.violation("%v", err)
+		return
+	}
+	n.execute(dec)
+}
+
+// execute carries out a directory decision.
+func (n *Node) execute(dec protocol.Decision) {
+	if dec.Action != protocol.ActParked && dec.Action != protocol.ActBusy {
+		n.obs.Accepted(n.id, dec)
+	}
+	switch dec.Action {
+	case protocol.ActGrantFromSSD:
+		n.grantFromSSD(dec)
+	case protocol.ActGrantNoData:
+		n.send(protocol.Message{Type: protocol.TGrant, To: dec.Requester, Mode: dec.Mode, PID: dec.PID,
+			Epoch: dec.Epoch, Flags: protocol.FlagNoData, Set: dec.Set, Target: dec.Target, K: dec.K}, nil)
+	case protocol.ActForward:
+		n.send(protocol.Message{Type: protocol.TForward, To: dec.Requester, Mode: dec.Mode, PID: dec.PID,
+			Epoch: dec.Epoch, Target: dec.Target, K: dec.K, Set: dec.Set, Pred: dec.Pred}, nil)
+	case protocol.ActServeLocal:
+		f := n.cache.Lookup(dec.PID)
+		if f == nil || (f.Mode == protocol.ModeNone && f.Pending == protocol.ModeNone) {
+			n.violation("directory serves %v from its own cache, which holds no copy", dec.PID)
+			return
+		}
+		f.Queue = append(f.Queue, bufmgr.Transfer{From: dec.Requester, Mode: dec.Mode, Epoch: dec.Epoch, K: dec.K,
+			Pred: dec.Pred, AsGrant: true, GrantSet: dec.Set})
+		n.serve(f)
+	case protocol.ActBusy:
+		n.send(protocol.Message{Type: protocol.TBusy, To: dec.Requester, PID: dec.PID}, nil)
+	case protocol.ActParked:
+	}
+}
+
+func (n *Node) grantFromSSD(dec protocol.Decision) {
+	if dec.Requester == n.id {
+		f := n.cache.Lookup(dec.PID)
+		if f == nil || f.Pending == protocol.ModeNone {
+			n.violation("local grant of %v without an outstanding request", dec.PID)
+			return
+		}
+		n.readSSD(dec.PID, f.Data, 0, func() {
+			n.onGrant(&protocol.Message{Type: protocol.TGrant, From: n.id, To: n.id, Mode: dec.Mode, PID: dec.PID,
+				Epoch: dec.Epoch, Flags: protocol.FlagNoData, Set: dec.Set}, nil)
+		})
+		return
+	}
+	buf := n.getBuf()
+	n.readSSD(dec.PID, buf, 0, func() {
+		n.send(protocol.Message{Type: protocol.TGrant, To: dec.Requester, Mode: dec.Mode, PID: dec.PID, Epoch: dec.Epoch,
+			Set: dec.Set}, buf)
+		n.putBuf(buf)
+	})
+}
+
+func (n *Node) readSSD(pid protocol.PID, buf []byte, attempt int, done func()) {
+	n.env.ReadPage(pid.Slot(), buf, func(err error) {
+		if err != nil {
+			if attempt >= n.cfg.MaxIORetries {
+				n.violation("reading %v from the SSD failed %d times: %v", pid, attempt+1, err)
+				return
+			}
+			n.Stats.IORetries++
+			n.env.After(n.cfg.RetryDelay, func() { n.readSSD(pid, buf, attempt+1, done) })
+			return
+		}
+		done()
+		n.drain()
+	})
+}
+
+func (n *Node) writeSSD(pid protocol.PID, buf []byte, attempt int, done func()) {
+	n.env.WritePage(pid.Slot(), buf, func(err error) {
+		if err != nil {
+			if attempt >= n.cfg.MaxIORetries {
+				n.violation("writing %v to the SSD failed %d times: %v", pid, attempt+1, err)
+				return
+			}
+			n.Stats.IORetries++
+			n.env.After(n.cfg.RetryDelay, func() { n.writeSSD(pid, buf, attempt+1, done) })
+			return
+		}
+		done()
+		n.drain()
+	})
+}
+
+func (n *Node) getBuf() []byte {
+	if k := len(n.ioBufs); k > 0 {
+		b := n.ioBufs[k-1]
+		n.ioBufs = n.ioBufs[:k-1]
+		return b
+	}
+	return make([]byte, protocol.PageSize)
+}
+
+func (n *Node) putBuf(b []byte) { n.ioBufs = append(n.ioBufs, b) }
+
+// resumeParked lets requests parked at the directory proceed.
+func (n *Node) resumeParked(pid protocol.PID) {
+	for {
+		from, mode, ok := n.dir.NextParked(pid)
+		if !ok {
+			return
+		}
+		n.onRequest(from, pid, mode)
+	}
+}
+
+// ---- requester side ----
+
+// Request implements bufmgr.Remote: f.Pending was just set by a worker.
+func (n *Node) Request(f *bufmgr.Frame) {
+	n.Stats.Requests++
+	f.ReqStart = n.env.Now()
+	f.AwaitResp, f.AwaitData, f.AwaitAcks = true, false, 0
+	n.send(protocol.Message{Type: protocol.TRequest, To: f.PID.Dir(), Mode: f.Pending, PID: f.PID}, nil)
+	n.drain()
+}
+
+func (n *Node) pendingFrame(m *protocol.Message) *bufmgr.Frame {
+	f := n.cache.Lookup(m.PID)
+	if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp || f.Pending != m.Mode {
+		n.violation("%v without a matching outstanding request", m)
+		return nil
+	}
+	return f
+}
+
+func (n *Node) onGrant(m *protocol.Message, payload []byte) {
+	f := n.pendingFrame(m)
+	if f == nil {
+		return
+	}
+	f.AwaitResp = false
+	if payload != nil {
+		copy(f.Data, payload)
+	}
+	if m.Flags&protocol.FlagNoData != 0 && m.From != n.id && f.Mode == protocol.ModeNone {
+		n.violation("%v without data to a node that holds no copy", m)
+	}
+	f.ReqEpoch = m.Epoch
+	if m.From != n.id || payload != nil {
+		n.Stats.RemoteFetches++
+	}
+	n.invalidateAll(f, m)
+	n.maybeComplete(f)
+}
+
+func (n *Node) onForward(m *protocol.Message) {
+	f := n.pendingFrame(m)
+	if f == nil {
+		return
+	}
+	f.AwaitResp, f.AwaitData = false, true
+	f.ReqEpoch = m.Epoch
+	n.send(protocol.Message{Type: protocol.TTransfer, To: m.Target, Mode: f.Pending, PID: f.PID, Epoch: m.Epoch, K: m.K,
+		Pred: m.Pred}, nil)
+	n.invalidateAll(f, m)
+}
+
+// invalidateAll sends invalidations to the sharers the response names; the
+// one named Target serves K copies first.
+func (n *Node) invalidateAll(f *bufmgr.Frame, m *protocol.Message) {
+	set := m.Set
+	set.Each(func(s protocol.NodeID) {
+		if n.cfg.Mutations.SkipInvalidation != nil && n.cfg.Mutations.SkipInvalidation() {
+			return // mutation: leave this sharer's copy valid
+		}
+		k := uint32(0)
+		if m.Type == protocol.TGrant && s == m.Target {
+			k = m.K
+		}
+		n.Stats.Invalidations++
+		f.AwaitAcks++
+		n.send(protocol.Message{Type: protocol.TInvalidate, To: s, PID: f.PID, Epoch: m.Epoch, K: k}, nil)
+	})
+}
+
+func (n *Node) onBusy(m *protocol.Message) {
+	f := n.cache.Lookup(m.PID)
+	if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp {
+		n.violation("%v without an outstanding request", m)
+		return
+	}
+	pid := f.PID
+	delay := n.cfg.RetryDelay/2 + int64(n.env.Rand()%uint64(n.cfg.RetryDelay))
+	n.env.After(delay, func() {
+		f := n.cache.Lookup(pid)
+		if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp {
+			return
+		}
+		n.send(protocol.Message{Type: protocol.TRequest, To: pid.Dir(), Mode: f.Pending, PID: pid}, nil)
+		n.drain()
+	})
+}
+
+func (n *Node) onTransferReply(m *protocol.Message, payload []byte) {
+	f := n.cache.Lookup(m.PID)
+	if f == nil || f.Pending == protocol.ModeNone || !f.AwaitData {
+		n.violation("%v without a transfer outstanding", m)
+		return
+	}
+	copy(f.Data, payload)
+	f.AwaitData = false
+	n.Stats.RemoteFetches++
+	n.maybeComplete(f)
+}
+
+func (n *Node) onInvalidateAck(m *protocol.Message) {
+	f := n.cache.Lookup(m.PID)
+	if f == nil || f.Pending == protocol.ModeNone || f.AwaitAcks == 0 {
+		n.violation("%v without invalidations outstanding", m)
+		return
+	}
+	f.AwaitAcks--
+	n.maybeComplete(f)
+}
+
+func (n *Node) maybeComplete(f *bufmgr.Frame) {
+	if f.AwaitResp || f.AwaitData || f.AwaitAcks > 0 {
+		return
+	}
+	old := f.Mode
+	mode := f.Pending
+	f.Mode, f.Pending, f.Served, f.Epoch = mode, protocol.ModeNone, 0, f.ReqEpoch
+	n.obs.CopyChanged(n.id, f.PID, old, mode, f.Data)
+	n.obs.Obtained(n.id, f.PID, mode, n.env.Now()-f.ReqStart)
+	if n.cfg.Variant != protocol.Chaining {
+		n.send(protocol.Message{Type: protocol.TDone, To: f.PID.Dir(), Mode: mode, PID: f.PID}, nil)
+	}
+	n.cache.Granted(f)
+	n.serve(f)
+}
+
+// ---- holder side ----
+
+func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message) {
+	f := n.cache.Lookup(pid)
+	if f == nil || (f.Mode == protocol.ModeNone && f.Pending == protocol.ModeNone) {
+		n.violation("%v for a page this node neither holds nor awaits", m)
+		if t.Invalidate {
+			// Nothing to drop: acknowledge so the requester is not stuck.
+			n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: pid}, nil)
+		}
+		return
+	}
+	f.Queue = append(f.Queue, t)
+	n.serve(f)
+}
+
+// Released implements bufmgr.Remote.
+func (n *Node) Released(f *bufmgr.Frame) {
+	n.serve(f)
+	n.drain()
+}
+
+// serve answers queued transfers when the frame allows: copies whenever the
+// page is here and not being written, the hand-over (or invalidation) once
+// this node's own turn is over and the copies it owes are served (paper
+// §3.4.3: the predecessor serves its successor after its own access).
+func (n *Node) serve(f *bufmgr.Frame) {
+	for {
+		progressed := false
+		for i := 0; i < len(f.Queue); {
+			t := f.Queue[i]
+			if !t.GivesUp() && n.canCopy(f, &t) {
+				f.Queue = append(f.Queue[:i], f.Queue[i+1:]...)
+				n.serveCopy(f, &t)
+				progressed = true
+				continue
+			}
+			i++
+		}
+		// At most one hand-over is servable at a time: one accepted before
+		// this node's outstanding request (a back-off) or, once the node has
+		// had its turn, the one chained after it.
+		for i := range f.Queue {
+			t := f.Queue[i]
+			if t.GivesUp() && n.canGiveUp(f, &t) {
+				f.Queue = append(f.Queue[:i], f.Queue[i+1:]...)
+				n.giveUp(f, &t)
+				progressed = true
+				break
+			}
+		}
+		if !progressed {
+			break
+		}
+	}
+	n.cache.Changed(f)
+}
+
+// beforeOwnTurn decides, while this node has a request outstanding,
+// whether a queued transfer is for the copy it holds now (the directory
+// accepted the transfer's requester before this node's request: serve it
+// from that copy, backing off an upgrade if it takes the copy away) or for
+// the acquisition still outstanding (wait for this node's turn: chaining
+// moves the page strictly in acceptance order). An invalidation is always for
+// a held copy when there is one: nobody lists a node as a sharer because of
+// an upgrade, which makes it the owner. A transfer names the acquisition by
+// its acceptance epoch (Pred).
+func beforeOwnTurn(f *bufmgr.Frame, t *bufmgr.Transfer) bool {
+	if f.Pending == protocol.ModeNone {
+		return true
+	}
+	if f.Mode == protocol.ModeNone {
+		return false
+	}
+	return t.Invalidate || t.Pred == f.Epoch
+}
+
+func (n *Node) canCopy(f *bufmgr.Frame, t *bufmgr.Transfer) bool {
+	return beforeOwnTurn(f, t) && f.Mode != protocol.ModeNone && !f.Evicting && f.Entitled() == 0 && !f.Latch.HeldExclusive()
+}
+
+func (n *Node) canGiveUp(f *bufmgr.Frame, t *bufmgr.Transfer) bool {
+	if !beforeOwnTurn(f, t) || f.Served < t.K || f.Evicting || f.Entitled() > 0 || !f.Latch.Free() {
+		return false
+	}
+	if f.Pending != protocol.ModeNone && t.GivesUp() && t.Epoch <= f.Epoch {
+		// An upgrade is outstanding while we hold a shared copy, and a node
+		// accepted before our upgrade wants the copy gone. Deadlock avoidance
+		// (§3.4.3): the lower conflict epoch backs off. Ours is the copy's,
+		// which must be older than the other node's acceptance.
+		n.violation("hand-over of %v at epoch %d to a copy of epoch %d", f.PID, t.Epoch, f.Epoch)
+	}
+	return true
+}
+
+func (n *Node) serveCopy(f *bufmgr.Frame, t *bufmgr.Transfer) {
+	if t.AsGrant {
+		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch}, f.Data)
+	} else {
+		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, f.Data)
+	}
+	f.Served++
+	if f.Mode == protocol.ModeExclusive {
+		f.Mode = protocol.ModeShared
+		n.obs.CopyChanged(n.id, f.PID, protocol.ModeExclusive, protocol.ModeShared, f.Data)
+	}
+}
+
+func (n *Node) giveUp(f *bufmgr.Frame, t *bufmgr.Transfer) {
+	switch {
+	case t.Invalidate:
+		n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: f.PID}, nil)
+	case t.AsGrant:
+		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch,
+			Set: t.GrantSet}, f.Data)
+	default:
+		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, f.Data)
+	}
+	n.drop(f)
+}
+
+// drop invalidates the local copy of f.
+func (n *Node) drop(f *bufmgr.Frame) {
+	old := f.Mode
+	pid := f.PID
+	n.cache.DropEntitlements(f)
+	n.cache.Invalidate(f)
+	if old != protocol.ModeNone {
+		n.obs.CopyChanged(n.id, pid, old, protocol.ModeNone, nil)
+	}
+}

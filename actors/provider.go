@@ -1,0 +1,294 @@
+package actors
+
+import (
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// The page provider (paper §4.2): it keeps cfg.FreeTarget frames free by
+// sampling frames, picking the coldest by their LRU epoch, and evicting them:
+// pages of its own directory directly, others through batched eviction
+// requests to their directories, which pull the dirty ones.
+
+// NeedFrames implements bufmgr.Remote: a worker found no free frame.
+func (n *Node) NeedFrames() {
+	if !n.tickArmed {
+		n.armTickAfter(0)
+	}
+}
+
+func (n *Node) armTick() { n.armTickAfter(n.cfg.ProviderInterval) }
+
+func (n *Node) armTickAfter(d int64) {
+	if n.tickArmed {
+		return
+	}
+	n.tickArmed = true
+	n.env.After(d, n.providerTick)
+}
+
+func (n *Node) providerTick() {
+	n.tickArmed = false
+	if n.stopped {
+		return
+	}
+	n.EvictCold(n.cfg.FreeTarget)
+	n.checkProgress()
+	n.armTick()
+}
+
+// EvictCold starts evictions until target frames would be free (frames
+// already being evicted count as free soon).
+func (n *Node) EvictCold(target int) {
+	inFlight := 0
+	for i := range n.cache.Frames() {
+		if n.cache.Frame(i).Evicting {
+			inFlight++
+		}
+	}
+	need := target - n.cache.FreeFrames() - inFlight
+	for round := 0; need > 0 && round < 4; round++ {
+		n.candidates = n.cache.Candidates(n.candidates[:0], n.cfg.SampleSize, n.cfg.Percentile, n.env.Rand)
+		for _, f := range n.candidates {
+			if need <= 0 {
+				break
+			}
+			if !bufmgr.Evictable(f) {
+				continue
+			}
+			n.startEvict(f)
+			need--
+		}
+	}
+	n.flushBatches()
+	n.drain()
+}
+
+// EvictAll starts the eviction of every evictable frame (the final flush).
+func (n *Node) EvictAll() {
+	for i := range n.cache.Frames() {
+		if f := n.cache.Frame(i); bufmgr.Evictable(f) {
+			n.startEvict(f)
+		}
+	}
+	n.flushBatches()
+	n.drain()
+}
+
+// EvictPage starts the eviction of one page if its frame is evictable now.
+func (n *Node) EvictPage(pid protocol.PID) bool {
+	f := n.cache.Lookup(pid)
+	if f == nil || !bufmgr.Evictable(f) {
+		return false
+	}
+	n.startEvict(f)
+	n.flushBatches()
+	n.drain()
+	return true
+}
+
+func (n *Node) startEvict(f *bufmgr.Frame) {
+	// From now on no worker may use the copy (the directory may accept the
+	// eviction at once), so it stops counting as valid until a decline.
+	f.Evicting = true
+	n.obs.CopyChanged(n.id, f.PID, f.Mode, protocol.ModeNone, nil)
+	n.Stats.Evictions++
+	e := protocol.EvictEntry{PID: f.PID, Epoch: f.Epoch, Served: f.Served}
+	dir := f.PID.Dir()
+	if dir == n.id {
+		d, err := n.dir.Evict(n.id, e)
+		if err != nil {
+			n.violation("%v", err)
+		}
+		n.applyEviction(f, d, true)
+		return
+	}
+	n.batches[dir] = append(n.batches[dir], e)
+	if len(n.batches[dir]) == protocol.MaxEvictBatch {
+		n.flushBatch(dir)
+	}
+}
+
+func (n *Node) flushBatches() {
+	for d := range n.batches {
+		if len(n.batches[d]) > 0 {
+			n.flushBatch(protocol.NodeID(d))
+		}
+	}
+}
+
+func (n *Node) flushBatch(dir protocol.NodeID) {
+	b := n.batches[dir]
+	buf := n.getBuf()
+	protocol.EncodeEvictEntries(buf, b)
+	n.send(protocol.Message{Type: protocol.TEvict, To: dir, Count: uint16(len(b))}, buf[:len(b)*protocol.EvictEntrySize])
+	n.putBuf(buf)
+	n.batches[dir] = b[:0]
+}
+
+// onEvict decides an eviction batch at the directory.
+func (n *Node) onEvict(m *protocol.Message, payload []byte) {
+	var err error
+	n.entries, err = protocol.DecodeEvictEntries(n.entries[:0], payload, int(m.Count), false)
+	if err != nil {
+		n.violation("eviction batch from node %d: %v", m.From, err)
+		return
+	}
+	for i := range n.entries {
+		d, err := n.dir.Evict(m.From, n.entries[i])
+		if err != nil {
+			n.violation("%v", err)
+		}
+		n.entries[i].Decision = d
+	}
+	buf := n.getBuf()
+	protocol.EncodeEvictEntries(buf, n.entries)
+	n.send(protocol.Message{Type: protocol.TEvictReply, To: m.From, Count: m.Count}, buf[:len(n.entries)*protocol.EvictEntrySize])
+	n.putBuf(buf)
+}
+
+func (n *Node) onEvictReply(m *protocol.Message, payload []byte) {
+	var err error
+	n.entries, err = protocol.DecodeEvictEntries(n.entries[:0], payload, int(m.Count), true)
+	if err != nil {
+		n.violation("eviction reply from node %d: %v", m.From, err)
+		return
+	}
+	for _, e := range n.entries {
+		f := n.cache.Lookup(e.PID)
+		if f == nil || !f.Evicting || e.PID.Dir() != m.From {
+			n.violation("eviction reply for %v, which this node is not evicting", e.PID)
+			continue
+		}
+		n.applyEviction(f, e.Decision, false)
+	}
+}
+
+func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bool) {
+	f.Evicting = false
+	switch d {
+	case protocol.EvictDeclined:
+		n.Stats.EvictDeclined++
+		n.obs.CopyChanged(n.id, f.PID, protocol.ModeNone, f.Mode, f.Data)
+		n.serve(f)
+		return
+	case protocol.EvictPull:
+		n.Stats.Pulls++
+		if local {
+			pid := f.PID
+			if err := n.dir.PulledPage(n.id, pid); err != nil {
+				n.violation("%v", err)
+			}
+			buf := n.getBuf()
+			copy(buf, f.Data)
+			n.persist(pid, buf)
+		} else {
+			n.send(protocol.Message{Type: protocol.TEvictData, To: f.PID.Dir(), PID: f.PID}, f.Data)
+		}
+	case protocol.EvictAccepted:
+	}
+	if len(f.Queue) > 0 {
+		n.violation("eviction of %v accepted while %d transfer(s) wait for it (owner stability broken)", f.PID, len(f.Queue))
+		f.Queue = f.Queue[:0]
+	}
+	n.cache.DropEntitlements(f)
+	n.cache.Invalidate(f) // already reported as no longer valid
+}
+
+// onEvictData persists a pulled dirty page at the directory.
+func (n *Node) onEvictData(m *protocol.Message, payload []byte) {
+	if err := n.dir.PulledPage(m.From, m.PID); err != nil {
+		n.violation("%v", err)
+		return
+	}
+	buf := n.getBuf()
+	copy(buf, payload)
+	n.persist(m.PID, buf)
+}
+
+func (n *Node) persist(pid protocol.PID, buf []byte) {
+	done := func() {
+		n.putBuf(buf)
+		if err := n.dir.Persisted(pid); err != nil {
+			n.violation("%v", err)
+			return
+		}
+		n.resumeParked(pid)
+	}
+	if n.cfg.Mutations.DropDirty != nil && n.cfg.Mutations.DropDirty() {
+		done() // mutation: the dirty page never reaches the SSD
+		return
+	}
+	n.writeSSD(pid, buf, 0, done)
+}
+
+// checkProgress reports requests outstanding for longer than the bound.
+func (n *Node) checkProgress() {
+	// The bound is generous: stalls and slow links of the heavy fault plan
+	// delay requests by milliseconds, a lost or deadlocked request never
+	// completes.
+	const bound = 500_000_000 // 0.5 s simulated
+	now := n.env.Now()
+	for i := range n.cache.Frames() {
+		f := n.cache.Frame(i)
+		if f.Pending != protocol.ModeNone && now-f.ReqStart > bound {
+			n.violation("request for %v in mode %v outstanding for %d ns", f.PID, f.Pending, now-f.ReqStart)
+			f.ReqStart = now // report once per bound
+		}
+	}
+}
+
+// ---- page allocation (paper §3.3: the directory is where a page is created) ----
+
+// Allocate creates a page on directory dir's SSD and latches it
+// exclusively for w; the page starts zeroed. ok is false when dir's SSD is
+// full.
+func (n *Node) Allocate(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.ExclusiveGuard, ok bool) {
+	f := n.cache.Take()
+	for f == nil {
+		n.cache.WaitFrame(w)
+		f = n.cache.Take()
+	}
+	var pid protocol.PID
+	if dir == n.id {
+		pid, ok = n.dir.Allocate(n.id)
+	} else {
+		aw := &allocWaiter{w: w, f: f}
+		n.allocWait[dir] = append(n.allocWait[dir], aw)
+		n.send(protocol.Message{Type: protocol.TAlloc, To: dir}, nil)
+		for !aw.done {
+			w.P.Park()
+		}
+		pid, ok = aw.pid, !aw.full
+	}
+	if !ok {
+		n.cache.Untake(f)
+		return bufmgr.ExclusiveGuard{}, false
+	}
+	n.cache.Bind(f, pid)
+	clear(f.Data)
+	f.Mode = protocol.ModeExclusive
+	n.obs.CopyChanged(n.id, pid, protocol.ModeNone, protocol.ModeExclusive, f.Data)
+	return n.cache.Exclusive(w, pid), true
+}
+
+func (n *Node) onAlloc(m *protocol.Message) {
+	pid, ok := n.dir.Allocate(m.From)
+	reply := protocol.Message{Type: protocol.TAllocReply, To: m.From, PID: pid}
+	if !ok {
+		reply.PID, reply.Flags = 0, protocol.FlagFull
+	}
+	n.send(reply, nil)
+}
+
+func (n *Node) onAllocReply(m *protocol.Message) {
+	q := n.allocWait[m.From]
+	if len(q) == 0 {
+		n.violation("%v without an allocation outstanding", m)
+		return
+	}
+	aw := q[0]
+	n.allocWait[m.From] = q[1:]
+	aw.done, aw.pid, aw.full = true, m.PID, m.Flags&protocol.FlagFull != 0
+	aw.w.P.Wake()
+}

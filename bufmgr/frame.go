@@ -1,0 +1,75 @@
+package bufmgr
+
+import (
+	"encoding/binary"
+
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// Poison fills the data of dropped frames (every 8 bytes), so a reader that
+// skips validation reads a value no writer ever wrote.
+const Poison = 0xDEADBEEFDEADBEEF
+
+// Frame is one cache frame: a page's data plus what this node knows about its
+// ownership. Fields above the line are read by the cache and the guards; the
+// protocol fields below belong to the node runtime, which is the only writer
+// of Mode, Pending and Epoch.
+type Frame struct {
+	PID      protocol.PID
+	Mode     protocol.Mode // the valid copy this node holds
+	Pending  protocol.Mode // mode of the outstanding ownership request, ModeNone if none
+	Evicting bool          // the page provider asked the directory to evict it
+	Dirty    bool          // written since it was last persisted (informational)
+	LastUsed uint64        // epoch-based LRU stamp (paper §4.1)
+	Latch    HybridLatch
+	Data     []byte
+
+	waiters  []*Worker
+	entitled int // waiters granted a turn before queued transfers are served
+	inTable  bool
+	index    int32
+
+	// Protocol state of the node runtime.
+	Epoch     uint32     // conflict epoch at which the copy was obtained
+	ReqEpoch  uint32     // conflict epoch at which the outstanding request was accepted
+	Served    uint32     // copies served from this copy
+	Queue     []Transfer // transfers and invalidations waiting to be served
+	AwaitResp bool       // the outstanding request still waits for the directory
+	AwaitData bool       // the outstanding request still waits for the page
+	AwaitAcks int        // invalidation acknowledgements still due
+	ReqStart  int64      // when the outstanding request was issued
+}
+
+// Transfer is a request from another node that this frame must serve: a
+// copy (Mode shared), a hand-over (Mode exclusive) or an invalidation.
+type Transfer struct {
+	From       protocol.NodeID
+	Mode       protocol.Mode // ModeShared, ModeExclusive; ModeNone for an invalidation
+	Epoch      uint32
+	K          uint32           // copies to serve first
+	Pred       uint32           // acceptance epoch of the copy the transfer is for
+	AsGrant    bool             // answer with a TGrant (the directory serves from its own cache)
+	GrantSet   protocol.NodeSet // with AsGrant: sharers the requester invalidates
+	GrantK     uint32
+	GrantSrc   protocol.NodeID
+	Invalidate bool
+}
+
+// GivesUp reports whether serving t takes the page away from this node.
+func (t *Transfer) GivesUp() bool { return t.Invalidate || t.Mode == protocol.ModeExclusive }
+
+// Entitled is the number of waiters still owed their turn.
+func (f *Frame) Entitled() int { return f.entitled }
+
+// HasWaiters reports whether workers wait on the frame.
+func (f *Frame) HasWaiters() bool { return len(f.waiters) > 0 }
+
+// Value reads the register value a page holds (its first 8 bytes).
+func Value(data []byte) uint64 { return binary.LittleEndian.Uint64(data) }
+
+// poison fills the frame's data with Poison.
+func (f *Frame) poison() {
+	for i := 0; i+8 <= len(f.Data); i += 8 {
+		binary.LittleEndian.PutUint64(f.Data[i:], Poison)
+	}
+}

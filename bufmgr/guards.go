@@ -1,0 +1,147 @@
+package bufmgr
+
+import "github.com/scalestore-go/scalestore/protocol"
+
+// ExclusiveGuard holds a page latched exclusively in node-exclusive ownership:
+// cluster-wide exclusive access (paper §5.1). The page is fixed until Release.
+type ExclusiveGuard struct {
+	c *Cache
+	f *Frame
+}
+
+// Exclusive latches pid exclusively, fetching it (and invalidating other
+// copies) through the protocol when needed.
+func (c *Cache) Exclusive(w *Worker, pid protocol.PID) ExclusiveGuard {
+	f, _ := c.acquire(w, pid, protocol.ModeExclusive, latchExclusive)
+	return ExclusiveGuard{c, f}
+}
+
+// Data is the page, writable.
+func (g *ExclusiveGuard) Data() []byte { return g.f.Data }
+
+// PID is the latched page.
+func (g *ExclusiveGuard) PID() protocol.PID { return g.f.PID }
+
+// Frame exposes the frame (for the runtime's bookkeeping and tests).
+func (g *ExclusiveGuard) Frame() *Frame { return g.f }
+
+// MarkDirty records that the page was modified.
+func (g *ExclusiveGuard) MarkDirty() { g.f.Dirty = true }
+
+// Release unlatches the page.
+func (g *ExclusiveGuard) Release() {
+	f := g.f
+	g.f = nil
+	f.Latch.UnlockExclusive()
+	g.c.release(f)
+}
+
+// Downgrade keeps the page latched shared (node-exclusive ownership stays).
+func (g *ExclusiveGuard) Downgrade() SharedGuard {
+	f := g.f
+	g.f = nil
+	f.Latch.Downgrade()
+	g.c.wakeAll(f)
+	return SharedGuard{g.c, f, f.Latch.Version()}
+}
+
+// SharedGuard holds a page latched shared, in node-shared or node-exclusive
+// ownership. The page is fixed until Release.
+type SharedGuard struct {
+	c       *Cache
+	f       *Frame
+	version uint64
+}
+
+// Shared latches pid shared, fetching a copy through the protocol when needed.
+func (c *Cache) Shared(w *Worker, pid protocol.PID) SharedGuard {
+	f, _ := c.acquire(w, pid, protocol.ModeShared, latchShared)
+	return SharedGuard{c, f, f.Latch.Version()}
+}
+
+// Data is the page, read-only by contract.
+func (g *SharedGuard) Data() []byte { return g.f.Data }
+
+// PID is the latched page.
+func (g *SharedGuard) PID() protocol.PID { return g.f.PID }
+
+// Release unlatches the page.
+func (g *SharedGuard) Release() {
+	f := g.f
+	g.f = nil
+	f.Latch.UnlockShared()
+	g.c.release(f)
+}
+
+// Upgrade turns the shared guard into an exclusive one. When the node holds
+// the page exclusively and the caller is the only reader, it is a latch
+// upgrade in place. Otherwise the shared latch is released first (holding it
+// across a remote wait could deadlock with the invalidation the upgrade
+// causes, paper §3.4.3), node-exclusive ownership is obtained, and if the page
+// changed meanwhile the upgrade fails with ErrRestart and nothing stays
+// latched. w must be the worker that took the shared guard.
+func (g *SharedGuard) Upgrade(w *Worker) (ExclusiveGuard, error) {
+	f, pid, v := g.f, g.f.PID, g.version
+	g.f = nil
+	if f.Mode == protocol.ModeExclusive && len(f.Queue) == 0 && f.Latch.TryUpgrade() {
+		return ExclusiveGuard{g.c, f}, nil
+	}
+	f.Latch.UnlockShared()
+	g.c.release(f)
+	x := g.c.Exclusive(w, pid)
+	if x.f != f || f.Latch.Version() != v {
+		x.Release()
+		g.c.Stats.Restarts++
+		return ExclusiveGuard{}, ErrRestart
+	}
+	return x, nil
+}
+
+// OptimisticGuard reads a page without latching it (paper §3.2): the caller
+// reads Data and then asks HasChanged; the page is not fixed and may be
+// evicted or invalidated meanwhile, in which case HasChanged is true and the
+// caller restarts.
+type OptimisticGuard struct {
+	c       *Cache
+	f       *Frame
+	pid     protocol.PID
+	version uint64
+}
+
+// Optimistic makes pid available in at least node-shared ownership and
+// remembers its version.
+func (c *Cache) Optimistic(w *Worker, pid protocol.PID) OptimisticGuard {
+	f, v := c.acquire(w, pid, protocol.ModeShared, latchOptimistic)
+	return OptimisticGuard{c, f, pid, v}
+}
+
+// Data is the page as it is now: only meaningful if HasChanged is false
+// afterwards.
+func (g *OptimisticGuard) Data() []byte { return g.f.Data }
+
+// HasChanged reports whether the page may have changed (or left this frame)
+// since the guard was taken.
+func (g *OptimisticGuard) HasChanged() bool {
+	if g.c.SkipVersionCheck != nil && g.c.SkipVersionCheck() {
+		return false // mutation: the rule is broken on purpose
+	}
+	changed := !g.f.Latch.Validate(g.version) || g.f.PID != g.pid || g.f.Mode == protocol.ModeNone
+	if changed {
+		g.c.Stats.Restarts++
+	}
+	return changed
+}
+
+// ToShared latches the page shared if it has not changed; ErrRestart
+// otherwise.
+func (g *OptimisticGuard) ToShared() (SharedGuard, error) {
+	if g.HasChanged() || !g.f.Latch.TryLockShared() {
+		return SharedGuard{}, ErrRestart
+	}
+	if !g.f.Latch.Validate(g.version) {
+		g.f.Latch.UnlockShared()
+		g.c.release(g.f)
+		return SharedGuard{}, ErrRestart
+	}
+	return SharedGuard{g.c, g.f, g.version}, nil
+}

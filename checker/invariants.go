@@ -1,0 +1,161 @@
+package checker
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// TornValue is what a reader records when the two ends of a page disagree
+// (a write was only half visible): no writer ever writes it, so a history
+// containing it is never linearizable.
+const TornValue = ^uint64(0)
+
+// PageValue reads the register value of a page (its first 8 bytes) and
+// reports whether the copy of it in the page's last 8 bytes agrees.
+func PageValue(data []byte) (v uint64, whole bool) {
+	head := binary.LittleEndian.Uint64(data)
+	tail := binary.LittleEndian.Uint64(data[len(data)-8:])
+	return head, head == tail
+}
+
+// PutPageValue writes the register value into both ends of a page.
+func PutPageValue(data []byte, v uint64, end bool) {
+	if end {
+		binary.LittleEndian.PutUint64(data[len(data)-8:], v)
+	} else {
+		binary.LittleEndian.PutUint64(data, v)
+	}
+}
+
+// MaxViolations bounds how many violations are kept (the count goes on).
+const MaxViolations = 32
+
+// Invariants checks DESIGN.md §5 as the simulation runs. It sees every
+// change of a node's copy (an actors.Observer), keeps ghost state per page
+// (valid copies per mode, last completed write, accepted exclusive requests)
+// and checks after each change:
+//
+//  1. single writer or many readers;
+//  2. a copy that becomes valid holds the last completed write, whole;
+//  5. with chaining, exclusive grants follow the directory's acceptance order.
+//
+// Invariants 3 and 4 and the progress bound need the whole cluster at rest
+// and are checked by the simulation driver with the helpers below.
+type Invariants struct {
+	pages      map[protocol.PID]*ghost
+	CheckOrder bool // chaining: grants follow acceptance order
+	Now        func() int64
+	violations []string
+	count      int
+}
+
+type ghost struct {
+	x, s     int
+	last     uint64
+	accepted []protocol.NodeID // exclusive requests accepted and not yet granted
+}
+
+// NewInvariants makes an empty checker.
+func NewInvariants(checkOrder bool, now func() int64) *Invariants {
+	return &Invariants{pages: make(map[protocol.PID]*ghost), CheckOrder: checkOrder, Now: now}
+}
+
+func (v *Invariants) page(pid protocol.PID) *ghost {
+	g := v.pages[pid]
+	if g == nil {
+		g = &ghost{}
+		v.pages[pid] = g
+	}
+	return g
+}
+
+// Fail records a violation.
+func (v *Invariants) Fail(format string, args ...any) {
+	v.count++
+	if len(v.violations) < MaxViolations {
+		at := int64(0)
+		if v.Now != nil {
+			at = v.Now()
+		}
+		v.violations = append(v.violations, fmt.Sprintf("t=%dns: ", at)+fmt.Sprintf(format, args...))
+	}
+}
+
+// Violations returns the recorded violations (at most MaxViolations) and
+// how many there were.
+func (v *Invariants) Violations() ([]string, int) { return v.violations, v.count }
+
+// Violation implements actors.Observer.
+func (v *Invariants) Violation(node protocol.NodeID, err error) { v.Fail("%v", err) }
+
+// CopyChanged implements actors.Observer.
+func (v *Invariants) CopyChanged(node protocol.NodeID, pid protocol.PID, old, now protocol.Mode, data []byte) {
+	g := v.page(pid)
+	switch old {
+	case protocol.ModeExclusive:
+		g.x--
+	case protocol.ModeShared:
+		g.s--
+	}
+	switch now {
+	case protocol.ModeExclusive:
+		g.x++
+	case protocol.ModeShared:
+		g.s++
+	}
+	if g.x > 1 || (g.x == 1 && g.s > 0) {
+		v.Fail("page %v: %d exclusive and %d shared valid copies after node %d went %v->%v (single writer or many readers)",
+			pid, g.x, g.s, node, old, now)
+	}
+	if g.x < 0 || g.s < 0 {
+		v.Fail("page %v: negative copy count after node %d went %v->%v", pid, node, old, now)
+	}
+	if now != protocol.ModeNone && old == protocol.ModeNone {
+		val, whole := PageValue(data)
+		if !whole || val != g.last {
+			v.Fail("page %v: node %d obtained a copy holding %d (whole=%v), last completed write is %d", pid, node, val, whole, g.last)
+		}
+	}
+}
+
+// Accepted implements actors.Observer.
+func (v *Invariants) Accepted(dir protocol.NodeID, d protocol.Decision) {
+	if v.CheckOrder && d.Mode == protocol.ModeExclusive {
+		g := v.page(d.PID)
+		g.accepted = append(g.accepted, d.Requester)
+	}
+}
+
+// Obtained implements actors.Observer.
+func (v *Invariants) Obtained(node protocol.NodeID, pid protocol.PID, mode protocol.Mode, waited int64) {
+	if !v.CheckOrder || mode != protocol.ModeExclusive {
+		return
+	}
+	g := v.page(pid)
+	if len(g.accepted) == 0 || g.accepted[0] != node {
+		v.Fail("page %v: node %d obtained it exclusively out of the directory's acceptance order %v", pid, node, g.accepted)
+		return
+	}
+	g.accepted = g.accepted[1:]
+}
+
+// Wrote records a completed write (the writer still holds the exclusive latch).
+func (v *Invariants) Wrote(pid protocol.PID, value uint64) { v.page(pid).last = value }
+
+// Last is the last completed write of pid.
+func (v *Invariants) Last(pid protocol.PID) uint64 {
+	if g := v.pages[pid]; g != nil {
+		return g.last
+	}
+	return 0
+}
+
+// Copies returns the ghost counts of valid exclusive and shared copies.
+func (v *Invariants) Copies(pid protocol.PID) (x, s int) {
+	if g := v.pages[pid]; g != nil {
+		return g.x, g.s
+	}
+	return 0, 0
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/scenarios"
+)
+
+const simUsage = `Usage: scalestore sim [flags]
+
+Runs the page-register workload on a simulated cluster. Every node is a
+directory for some pages, caches others and runs --workers worker coroutines;
+workers read and write pages (writes carry unique values) through the buffer
+manager's guards, which fetch, share, upgrade and invalidate pages through the
+coherence protocol. A single-threaded seeded scheduler runs everything, so a
+seed reproduces a run bit for bit (same trace_hash).
+
+Checked after every step: single writer or many readers, every copy holds the
+last completed write, exclusive grants follow the directory's order (chaining),
+no protocol violation; at rest: the directories agree with the nodes; after the
+final flush: each directory's SSD holds the last write; and porcupine checks
+the history for linearizability, partitioned per page.
+
+On a violation it prints the seed, the command that replays it and writes
+porcupine's visualization to scalestore-seed-N.html; the exit status is 1.
+
+Flags:
+`
+
+type simFlags struct {
+	cfg        scenarios.SimConfig
+	seed       uint64
+	seeds      int
+	faults     string
+	protocol   string
+	historyOut string
+	traceOut   string
+	vizDir     string
+	json       bool
+	quiet      bool
+}
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
+	d := scenarios.DefaultSimConfig()
+	var f simFlags
+	fs.Uint64Var(&f.seed, "seed", 1, "the seed of a single run")
+	fs.IntVar(&f.seeds, "seeds", 0, "run seeds 1..N and stop at the first violation (overrides --seed)")
+	fs.IntVar(&f.cfg.Nodes, "nodes", d.Nodes, "nodes in the cluster (1..256)")
+	fs.IntVar(&f.cfg.Workers, "workers", d.Workers, "worker coroutines per node")
+	fs.IntVar(&f.cfg.Pages, "pages", d.Pages, "pages in the workload, spread over all directories")
+	fs.IntVar(&f.cfg.CachePages, "cache-pages", d.CachePages, "cache frames per node")
+	fs.IntVar(&f.cfg.Ops, "ops", d.Ops, "operations across the whole cluster")
+	fs.Float64Var(&f.cfg.ReadRatio, "read-ratio", d.ReadRatio, "share of reads (0..1)")
+	fs.Float64Var(&f.cfg.Zipf, "zipf", d.Zipf, "zipfian skew of page choice, 0 = uniform, up to 0.99")
+	fs.StringVar(&f.faults, "faults", d.Faults, "fault plan: none, default or heavy (each seed varies the intensities)")
+	fs.StringVar(&f.protocol, "protocol", "chaining", "conflict handling: chaining (the paper), fifo or polling (baselines)")
+	fs.StringVar(&f.cfg.Mutate, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
+	fs.StringVar(&f.historyOut, "history-out", "", "write the checked history as JSON lines to this file (last seed run)")
+	fs.StringVar(&f.traceOut, "trace-out", "", "write every network message to this file (single seed)")
+	fs.StringVar(&f.vizDir, "viz-dir", ".", "directory for porcupine's HTML visualization of a failing seed")
+	fs.DurationVar(&f.cfg.CheckTimeout, "check-timeout", time.Minute, "bound on porcupine's search per seed (0 = none)")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object as the last line")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	f.cfg.Faults = f.faults
+	v, err := protocol.ParseVariant(f.protocol)
+	if err != nil {
+		fmt.Fprintf(stderr, "sim: --protocol: %v\n", err)
+		return 2
+	}
+	f.cfg.Protocol = v
+	return simMain(&f, args, stdout, stderr)
+}
+
+type simSummary struct {
+	Seeds             int     `json:"seeds"`
+	Ops               int     `json:"ops"`
+	Violations        int     `json:"violations"`
+	FirstFailingSeed  *uint64 `json:"first_failing_seed"`
+	TraceHash         string  `json:"trace_hash,omitempty"`
+	SimMessages       uint64  `json:"sim_messages"`
+	WallSeconds       float64 `json:"wall_seconds"`
+	SimSeconds        float64 `json:"sim_seconds"`
+	SimMessagesPerSec float64 `json:"sim_messages_per_sec"`
+	CheckSeconds      float64 `json:"check_seconds"`
+	Protocol          string  `json:"protocol"`
+	Faults            string  `json:"faults"`
+	Mutate            string  `json:"mutate,omitempty"`
+	Nodes             int     `json:"nodes"`
+	HitRatio          float64 `json:"cache_hit_ratio"`
+	RemoteFetches     uint64  `json:"remote_page_fetches"`
+	Evictions         uint64  `json:"evictions"`
+	EvictionsDeclined uint64  `json:"evictions_declined"`
+	DirtyPulls        uint64  `json:"dirty_pulls"`
+	IORetries         uint64  `json:"io_retries"`
+	SimulatedNanos    int64   `json:"simulated_ns"`
+	Linearizable      bool    `json:"linearizable"`
+	ReplayCommand     string  `json:"replay,omitempty"`
+}
+
+func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
+	first, last := f.seed, f.seed
+	if f.seeds > 0 {
+		first, last = 1, uint64(f.seeds)
+	}
+	var sum simSummary
+	sum.Protocol, sum.Faults, sum.Mutate, sum.Nodes = f.protocol, f.faults, f.cfg.Mutate, f.cfg.Nodes
+	var trace *os.File
+	if f.traceOut != "" {
+		if first != last {
+			fmt.Fprintln(stderr, "sim: --trace-out needs a single seed")
+			return 2
+		}
+		var err error
+		if trace, err = os.Create(f.traceOut); err != nil {
+			fmt.Fprintf(stderr, "sim: %v\n", err)
+			return 1
+		}
+		defer trace.Close()
+		f.cfg.Trace = trace
+	}
+	progress := !f.quiet && isTerminal(stderr) && first != last
+	start := time.Now()
+	var hits, lookups uint64
+	var lastRes scenarios.SimResult
+	for seed := first; seed <= last; seed++ {
+		cfg := f.cfg
+		cfg.Seed = seed
+		res, err := scenarios.RunSim(cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "sim: %v\n", err)
+			return 2
+		}
+		lastRes = res
+		sum.Seeds++
+		sum.Ops += res.Ops
+		sum.SimMessages += res.Messages
+		sum.SimSeconds += res.SimWall.Seconds()
+		sum.CheckSeconds += res.CheckWall.Seconds()
+		sum.RemoteFetches += res.RemoteFetches
+		sum.Evictions += res.Evictions
+		sum.EvictionsDeclined += res.EvictDeclined
+		sum.DirtyPulls += res.Pulls
+		sum.IORetries += res.IORetries
+		sum.SimulatedNanos += res.SimNanos
+		hits += res.Hits
+		lookups += res.Hits + res.Misses
+		if first == last {
+			sum.TraceHash = fmt.Sprintf("%016x", res.TraceHash)
+		}
+		if progress {
+			fmt.Fprintf(stderr, "\rseed %d/%d  ops %d  messages %d  violations %d ", seed-first+1, last-first+1, sum.Ops, sum.SimMessages, sum.Violations)
+		}
+		if res.Failed() {
+			sum.Violations++
+			s := seed
+			sum.FirstFailingSeed = &s
+			sum.ReplayCommand = replayCommand(args, seed)
+			if progress {
+				fmt.Fprintln(stderr)
+			}
+			reportFailure(&res, f, sum.ReplayCommand, stdout, stderr)
+			break
+		}
+	}
+	if progress {
+		fmt.Fprintln(stderr)
+	}
+	if f.historyOut != "" {
+		if err := writeHistory(f.historyOut, lastRes.History); err != nil {
+			fmt.Fprintf(stderr, "sim: --history-out: %v\n", err)
+			return 1
+		}
+	}
+	sum.WallSeconds = time.Since(start).Seconds()
+	if sum.SimSeconds > 0 {
+		sum.SimMessagesPerSec = float64(sum.SimMessages) / sum.SimSeconds
+	}
+	if lookups > 0 {
+		sum.HitRatio = float64(hits) / float64(lookups)
+	}
+	sum.Linearizable = sum.Violations == 0
+	if !f.json || !f.quiet {
+		verdict := "OK: no violation"
+		if sum.Violations > 0 {
+			verdict = fmt.Sprintf("VIOLATION at seed %d", *sum.FirstFailingSeed)
+		}
+		w := stdout
+		if f.json {
+			w = stderr
+		}
+		fmt.Fprintf(w, "%s  seeds=%d ops=%d messages=%d sim=%.2fs (%.0f msg/s) check=%.2fs protocol=%s faults=%s",
+			verdict, sum.Seeds, sum.Ops, sum.SimMessages, sum.SimSeconds, sum.SimMessagesPerSec, sum.CheckSeconds, sum.Protocol, sum.Faults)
+		if sum.TraceHash != "" {
+			fmt.Fprintf(w, " trace_hash=%s", sum.TraceHash)
+		}
+		fmt.Fprintln(w)
+	}
+	if f.json {
+		b, _ := json.Marshal(sum)
+		fmt.Fprintln(stdout, string(b))
+	}
+	if sum.Violations > 0 {
+		return 1
+	}
+	return 0
+}
+
+func reportFailure(res *scenarios.SimResult, f *simFlags, replay string, stdout, stderr io.Writer) {
+	fmt.Fprintf(stderr, "violation at seed %d (fault plan %s):\n", res.Seed, res.Plan)
+	for _, v := range res.Violations {
+		fmt.Fprintf(stderr, "  %s\n", v)
+	}
+	if res.ViolationCount > len(res.Violations) {
+		fmt.Fprintf(stderr, "  ... and %d more\n", res.ViolationCount-len(res.Violations))
+	}
+	if !res.Linearizable {
+		if res.LinearUnknown {
+			fmt.Fprintf(stderr, "  porcupine could not decide linearizability within --check-timeout\n")
+		} else {
+			fmt.Fprintf(stderr, "  history not linearizable on pages %v\n", res.BadPages)
+		}
+	}
+	if res.Info != nil {
+		path := fmt.Sprintf("%s/scalestore-seed-%d.html", strings.TrimRight(f.vizDir, "/"), res.Seed)
+		if err := writeViz(path, res.Info); err != nil {
+			fmt.Fprintf(stderr, "  could not write the visualization: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "  porcupine visualization: %s\n", path)
+		}
+	}
+	fmt.Fprintf(stderr, "replay: %s\n", replay)
+}
+
+// replayCommand rebuilds the command line for one seed.
+func replayCommand(args []string, seed uint64) string {
+	out := []string{"scalestore", "sim"}
+	skip := false
+	for _, a := range args {
+		if skip {
+			skip = false
+			continue
+		}
+		name := strings.TrimLeft(a, "-")
+		if k := strings.IndexByte(name, '='); k >= 0 {
+			name = name[:k]
+		}
+		switch name {
+		case "seed", "seeds", "json", "quiet", "history-out", "trace-out":
+			if !strings.Contains(a, "=") && (name == "seed" || name == "seeds" || name == "history-out" || name == "trace-out") {
+				skip = true
+			}
+			continue
+		}
+		out = append(out, a)
+	}
+	return strings.Join(append(out, fmt.Sprintf("--seed %d", seed)), " ")
+}
+
+func writeHistory(path string, h *checker.History) error {
+	if h == nil {
+		return errors.New("no history recorded")
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := h.WriteJSONLines(file); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func mutationNames() []string { return mutation.Names }

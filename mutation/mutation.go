@@ -1,0 +1,63 @@
+// Package mutation names the mutation points: places in the protocol where
+// a rule can be broken on purpose, so the simulator's checks are shown to
+// catch each break. They are pingcap/failpoint failpoints, enabled with the
+// runtime API; whether an enabled point fires at a given moment is decided by
+// the simulator's seeded PRNG, never by failpoint's own random terms, so a
+// mutated run is as reproducible as any other.
+//
+// It imports failpoint only.
+package mutation
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/pingcap/failpoint"
+)
+
+// The mutation points.
+const (
+	// SkipInvalidation: an exclusive acquisition leaves other sharers' copies valid.
+	SkipInvalidation = "skip-invalidation"
+	// NoOwnerStability: the directory accepts evictions whatever the epoch.
+	NoOwnerStability = "no-owner-stability"
+	// DropDirty: a dirty page's eviction does not reach the directory's SSD.
+	DropDirty = "drop-dirty"
+	// StaleGrant: the directory answers from its own stale copy instead of
+	// sending the requester to the holder.
+	StaleGrant = "stale-grant"
+	// SkipVersionCheck: an optimistic read is not validated.
+	SkipVersionCheck = "skip-version-check"
+)
+
+// Names lists every mutation point.
+var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck}
+
+func path(name string) string { return "github.com/scalestore-go/scalestore/mutation/" + name }
+
+// Enable turns the named mutation on for the process.
+func Enable(name string) error {
+	if !slices.Contains(Names, name) {
+		return fmt.Errorf("unknown mutation %q (want one of %v)", name, Names)
+	}
+	return failpoint.Enable(path(name), "return(true)")
+}
+
+// Disable turns the named mutation off.
+func Disable(name string) { _ = failpoint.Disable(path(name)) }
+
+// Point returns the decision function of the named mutation point: nil when
+// the mutation is not enabled (the protocol then pays nothing), otherwise a
+// function that fires when the failpoint is active and draw says so.
+func Point(name string, draw func() bool) func() bool {
+	if _, err := failpoint.Status(path(name)); err != nil {
+		return nil
+	}
+	p := path(name)
+	return func() bool {
+		if _, err := failpoint.Eval(p); err != nil {
+			return false
+		}
+		return draw()
+	}
+}

@@ -1,0 +1,187 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// FrameSize is the size of every protocol message on the wire (one cache line,
+// paper §3.5).
+const FrameSize = 64
+
+const frameMagic = 0xA5
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed frame")
+
+// Frame layout (little endian):
+//
+//	0 magic  1 type  2 from  3 to  4 mode  5 flags  6-7 count
+//	8-15 pid  16-19 epoch  20-23 k  24 target  25-27 zero  28-31 pred
+//	32-63 node set
+//
+// Encode writes m into b, which must be at least FrameSize long.
+func Encode(b []byte, m *Message) {
+	_ = b[FrameSize-1]
+	b[0] = frameMagic
+	b[1] = byte(m.Type)
+	b[2] = byte(m.From)
+	b[3] = byte(m.To)
+	b[4] = byte(m.Mode)
+	b[5] = byte(m.Flags)
+	binary.LittleEndian.PutUint16(b[6:], m.Count)
+	binary.LittleEndian.PutUint64(b[8:], uint64(m.PID))
+	binary.LittleEndian.PutUint32(b[16:], m.Epoch)
+	binary.LittleEndian.PutUint32(b[20:], m.K)
+	b[24] = byte(m.Target)
+	clear(b[25:28])
+	binary.LittleEndian.PutUint32(b[28:], m.Pred)
+	for i, w := range m.Set {
+		binary.LittleEndian.PutUint64(b[32+8*i:], w)
+	}
+}
+
+// Decode parses and validates one frame. Every field is checked against the
+// message type; nothing in b can make it panic.
+func Decode(b []byte) (Message, error) {
+	var m Message
+	if len(b) != FrameSize {
+		return m, fmt.Errorf("%w: %d bytes, want %d", ErrMalformed, len(b), FrameSize)
+	}
+	if b[0] != frameMagic {
+		return m, fmt.Errorf("%w: bad magic %#x", ErrMalformed, b[0])
+	}
+	m.Type = Type(b[1])
+	m.From = NodeID(b[2])
+	m.To = NodeID(b[3])
+	m.Mode = Mode(b[4])
+	m.Flags = Flags(b[5])
+	m.Count = binary.LittleEndian.Uint16(b[6:])
+	m.PID = PID(binary.LittleEndian.Uint64(b[8:]))
+	m.Epoch = binary.LittleEndian.Uint32(b[16:])
+	m.K = binary.LittleEndian.Uint32(b[20:])
+	m.Target = NodeID(b[24])
+	m.Pred = binary.LittleEndian.Uint32(b[28:])
+	for i := range m.Set {
+		m.Set[i] = binary.LittleEndian.Uint64(b[32+8*i:])
+	}
+	for _, z := range b[25:28] {
+		if z != 0 {
+			return m, fmt.Errorf("%w: reserved bytes not zero", ErrMalformed)
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// Validate checks that the fields of m are consistent with its type. Encode
+// does not call it (our own messages are built right); Decode always does.
+func (m *Message) Validate() error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %v: %s", ErrMalformed, m.Type, why)
+	}
+	if m.Type == typeInvalid || m.Type >= typeCount {
+		return fmt.Errorf("%w: unknown type %d", ErrMalformed, uint8(m.Type))
+	}
+	if m.Flags&^flagsMask != 0 {
+		return bad(fmt.Sprintf("unknown flags %#x", uint8(m.Flags)))
+	}
+	if m.Mode > ModeExclusive {
+		return bad(fmt.Sprintf("unknown mode %d", uint8(m.Mode)))
+	}
+	if m.From == m.To {
+		return bad("sent to itself")
+	}
+	needsMode := m.Type == TRequest || m.Type == TGrant || m.Type == TForward ||
+		m.Type == TTransfer || m.Type == TTransferReply || m.Type == TDone
+	if needsMode != (m.Mode != ModeNone) {
+		return bad("mode does not fit the type")
+	}
+	batch := m.Type == TEvict || m.Type == TEvictReply
+	if batch {
+		if m.Count == 0 || m.Count > MaxEvictBatch {
+			return bad(fmt.Sprintf("batch of %d entries (1..%d)", m.Count, MaxEvictBatch))
+		}
+		if m.PID != 0 {
+			return bad("batch carries a pid")
+		}
+	} else if m.Count != 0 {
+		return bad("count on a non-batch message")
+	}
+	if m.Type != TForward && m.Type != TGrant && m.Target != 0 {
+		return bad("target on a message that names none")
+	}
+	if !m.Set.Empty() && m.Type != TGrant && m.Type != TForward {
+		return bad("node set on a message that carries none")
+	}
+	if m.K != 0 && m.Type != TForward && m.Type != TGrant && m.Type != TTransfer && m.Type != TInvalidate {
+		return bad("copy count on a message that carries none")
+	}
+	if m.Pred != 0 && m.Type != TForward && m.Type != TTransfer {
+		return bad("predecessor epoch on a message that carries none")
+	}
+	if m.Flags&FlagNoData != 0 && m.Type != TGrant {
+		return bad("nodata flag outside a grant")
+	}
+	if m.Flags&FlagFull != 0 && m.Type != TAllocReply {
+		return bad("full flag outside an allocation reply")
+	}
+	if m.Flags&FlagDirty != 0 && m.Type != TTransferReply && m.Type != TGrant {
+		return bad("dirty flag on a message without a page")
+	}
+	if m.Type == TForward && (m.Target == m.To) {
+		return bad("forwarded to the requester itself")
+	}
+	if m.Set.Has(m.To) && (m.Type == TGrant || m.Type == TForward) {
+		return bad("requester asked to invalidate itself")
+	}
+	if m.Type == TAllocReply && m.Flags&FlagFull == 0 && m.PID.Dir() != m.From {
+		return bad("allocated a page of another directory")
+	}
+	return nil
+}
+
+// EncodeEvictEntries writes entries into b (len(entries)*EvictEntrySize bytes).
+func EncodeEvictEntries(b []byte, entries []EvictEntry) {
+	for i, e := range entries {
+		o := b[i*EvictEntrySize : (i+1)*EvictEntrySize]
+		binary.LittleEndian.PutUint64(o, uint64(e.PID))
+		binary.LittleEndian.PutUint32(o[8:], e.Epoch)
+		binary.LittleEndian.PutUint16(o[12:], uint16(min(e.Served, 0xFFFF)))
+		o[14] = byte(e.Decision)
+		o[15] = 0
+	}
+}
+
+// DecodeEvictEntries parses a batch payload into dst (reused), validating it.
+// reply selects which kind of batch is expected: requests carry no decision,
+// replies must carry one.
+func DecodeEvictEntries(dst []EvictEntry, b []byte, count int, reply bool) ([]EvictEntry, error) {
+	dst = dst[:0]
+	if len(b) != count*EvictEntrySize {
+		return dst, fmt.Errorf("%w: eviction payload of %d bytes for %d entries", ErrMalformed, len(b), count)
+	}
+	for i := range count {
+		o := b[i*EvictEntrySize : (i+1)*EvictEntrySize]
+		e := EvictEntry{
+			PID:      PID(binary.LittleEndian.Uint64(o)),
+			Epoch:    binary.LittleEndian.Uint32(o[8:]),
+			Served:   uint32(binary.LittleEndian.Uint16(o[12:])),
+			Decision: EvictDecision(o[14]),
+		}
+		if o[15] != 0 {
+			return dst, fmt.Errorf("%w: eviction entry %d: reserved byte set", ErrMalformed, i)
+		}
+		if reply && (e.Decision == evictDecisionInvalid || e.Decision >= evictDecisionCount) {
+			return dst, fmt.Errorf("%w: eviction entry %d: bad decision %d", ErrMalformed, i, o[14])
+		}
+		if !reply && e.Decision != evictDecisionInvalid {
+			return dst, fmt.Errorf("%w: eviction entry %d: request carries a decision", ErrMalformed, i)
+		}
+		dst = append(dst, e)
+	}
+	return dst, nil
+}

@@ -1,0 +1,218 @@
+package protocol
+
+import "fmt"
+
+// Mode is an ownership mode: what a node may do with its copy of a page.
+type Mode uint8
+
+const (
+	// ModeNone: the node holds no valid copy.
+	ModeNone Mode = iota
+	// ModeShared: node-shared; the node may read, others may hold copies too.
+	ModeShared
+	// ModeExclusive: node-exclusive; the only valid copy, writable.
+	ModeExclusive
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeNone:
+		return "-"
+	case ModeShared:
+		return "S"
+	case ModeExclusive:
+		return "X"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Type is a message type. The comment of each names sender -> receiver.
+type Type uint8
+
+const (
+	typeInvalid Type = iota
+	// TRequest: requester -> directory. Asks for Mode on PID (paper Fig. 3 ①).
+	TRequest
+	// TGrant: directory (or the directory node's own cache) -> requester.
+	// Ownership is granted at Epoch; the page travels as payload unless
+	// FlagNoData (an upgrade of a copy the requester already has). Set lists
+	// the sharers the requester must invalidate before it holds the page
+	// exclusively.
+	TGrant
+	// TForward: directory -> requester. The page must be fetched from Target
+	// (exclusive conflict, shared conflict, copy from a sharer). Set lists the
+	// sharers to invalidate, K how many copies Target must serve before it
+	// hands the page on (see Directory).
+	TForward
+	// TBusy: directory -> requester. Polling baseline only: the page is in a
+	// transition; ask again later.
+	TBusy
+	// TTransfer: requester -> holder. Ownership transfer request for Mode,
+	// accepted by the directory at Epoch; the holder serves K copies first.
+	TTransfer
+	// TTransferReply: holder -> requester, with the page as payload.
+	TTransferReply
+	// TInvalidate: requester -> sharer. Drop your copy; the requester was
+	// accepted at Epoch; if you are the copy source, serve K copies first.
+	TInvalidate
+	// TInvalidateAck: sharer -> requester.
+	TInvalidateAck
+	// TDone: requester -> directory. FIFO and polling baselines only: the
+	// transfer has completed and the directory may update its metadata.
+	TDone
+	// TEvict: page provider -> directory page provider. Count entries of
+	// (PID, epoch, served) as payload (paper §4.3: batched eviction).
+	TEvict
+	// TEvictReply: directory -> evicting node. Count entries of (PID,
+	// decision) as payload.
+	TEvictReply
+	// TEvictData: evicting node -> directory, the dirty page the directory
+	// pulled, as payload.
+	TEvictData
+	// TAlloc: node -> directory: allocate a page on your SSD for me.
+	TAlloc
+	// TAllocReply: directory -> node: PID is yours, exclusive; FlagFull when
+	// the directory's SSD has no free slot.
+	TAllocReply
+	typeCount
+)
+
+var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
+	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply"}
+
+func (t Type) String() string {
+	if t < typeCount {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Flags modify a message.
+type Flags uint8
+
+const (
+	// FlagNoData: a grant without a page (the requester keeps its copy).
+	FlagNoData Flags = 1 << iota
+	// FlagFull: an allocation failed because the directory's SSD is full.
+	FlagFull
+	// FlagDirty: the page travelling with a transfer reply differs from the
+	// directory's SSD copy.
+	FlagDirty
+	flagsMask = FlagNoData | FlagFull | FlagDirty
+)
+
+// MaxEvictBatch bounds an eviction batch (paper §4.3: up to 100 pages).
+const MaxEvictBatch = 100
+
+// EvictEntrySize is the wire size of one eviction request or reply entry.
+const EvictEntrySize = 16
+
+// Message is a decoded 64-byte protocol frame. Fields a type does not use
+// are zero, and the codec rejects frames where they are not.
+type Message struct {
+	Type   Type
+	From   NodeID
+	To     NodeID
+	Mode   Mode
+	Flags  Flags
+	Count  uint16 // entries in an eviction batch payload
+	PID    PID
+	Epoch  uint32 // conflict epoch (paper §3.4.3)
+	K      uint32 // copies the target must serve first
+	Target NodeID // node to fetch the page from (TForward)
+	// Pred names the acquisition of Target the transfer refers to: the
+	// conflict epoch at which the directory accepted the request that gives
+	// Target its copy (TForward, TTransfer). A holder that has its own
+	// request outstanding uses it to tell whether the transfer comes before
+	// or after its own turn.
+	Pred uint32
+	Set  NodeSet
+}
+
+// PayloadLen is the exact payload length the message must travel with.
+func (m *Message) PayloadLen() int {
+	switch m.Type {
+	case TGrant:
+		if m.Flags&FlagNoData != 0 {
+			return 0
+		}
+		return PageSize
+	case TTransferReply, TEvictData:
+		return PageSize
+	case TEvict, TEvictReply:
+		return int(m.Count) * EvictEntrySize
+	case TAllocReply:
+		if m.Flags&FlagFull != 0 {
+			return 0
+		}
+		return 0
+	}
+	return 0
+}
+
+func (m Message) String() string {
+	s := fmt.Sprintf("%v %d->%d pid=%v", m.Type, m.From, m.To, m.PID)
+	if m.Mode != ModeNone {
+		s += " mode=" + m.Mode.String()
+	}
+	if m.Epoch != 0 {
+		s += fmt.Sprintf(" epoch=%d", m.Epoch)
+	}
+	if m.Type == TForward {
+		s += fmt.Sprintf(" from=%d", m.Target)
+	}
+	if m.Pred != 0 {
+		s += fmt.Sprintf(" pred=%d", m.Pred)
+	}
+	if m.K != 0 {
+		s += fmt.Sprintf(" k=%d", m.K)
+	}
+	if !m.Set.Empty() {
+		s += " inval=" + m.Set.String()
+	}
+	if m.Count != 0 {
+		s += fmt.Sprintf(" n=%d", m.Count)
+	}
+	if m.Flags&FlagNoData != 0 {
+		s += " nodata"
+	}
+	if m.Flags&FlagFull != 0 {
+		s += " full"
+	}
+	return s
+}
+
+// EvictDecision is the directory's answer to one eviction request entry.
+type EvictDecision uint8
+
+const (
+	evictDecisionInvalid EvictDecision = iota
+	// EvictDeclined: keep the page; a successor is chained behind you (owner
+	// stability) or the page is in a transition.
+	EvictDeclined
+	// EvictAccepted: drop the page, the directory's SSD is up to date.
+	EvictAccepted
+	// EvictPull: send the page with TEvictData, then drop it: it is dirty.
+	EvictPull
+	evictDecisionCount
+)
+
+func (d EvictDecision) String() string {
+	switch d {
+	case EvictDeclined:
+		return "declined"
+	case EvictAccepted:
+		return "accepted"
+	case EvictPull:
+		return "pull"
+	}
+	return fmt.Sprintf("decision(%d)", uint8(d))
+}
+
+// EvictEntry is one page of an eviction batch.
+type EvictEntry struct {
+	PID      PID
+	Epoch    uint32 // the conflict epoch at which the node obtained the page
+	Served   uint32 // copies the node has served from this copy
+	Decision EvictDecision
+}

@@ -1,0 +1,197 @@
+package scenarios
+
+import (
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/actors"
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// cluster is a simulated cluster: the world, its nodes and their SSDs, and
+// the invariant checker watching them.
+type cluster struct {
+	w      *sim.World
+	nodes  []*actors.Node
+	stores []*memfile.Store
+	inv    *checker.Invariants
+}
+
+type clusterConfig struct {
+	seed       uint64
+	nodes      int
+	cachePages int
+	ssdPages   uint64
+	variant    protocol.Variant
+	plan       sim.FaultPlan
+	latency    sim.Latency
+	mutate     string
+	// observer, when set, is told everything the invariant checker is.
+	observer actors.Observer
+	// provider overrides (0: defaults)
+	freeTarget       int
+	providerInterval int64
+}
+
+func newCluster(cc clusterConfig) (*cluster, error) {
+	if cc.nodes < 1 || cc.nodes > protocol.MaxNodes {
+		return nil, fmt.Errorf("--nodes %d: a cluster has 1 to %d nodes", cc.nodes, protocol.MaxNodes)
+	}
+	if cc.cachePages < 2 {
+		return nil, fmt.Errorf("--cache-pages %d: need at least 2 frames per node", cc.cachePages)
+	}
+	w := sim.New(cc.seed, cc.nodes, cc.latency, cc.plan)
+	c := &cluster{w: w}
+	c.inv = checker.NewInvariants(cc.variant == protocol.Chaining, w.Now)
+	fire := func(p float64) func() bool { return func() bool { return w.Chance(p) } }
+	for i := range cc.nodes {
+		id := protocol.NodeID(i)
+		store := memfile.New(cc.ssdPages, w)
+		env := &sim.NodeEnv{W: w, ID: id, Store: store}
+		cfg := actors.Config{
+			ID: id, Variant: cc.variant, CacheFrames: cc.cachePages, SSDPages: cc.ssdPages,
+			FreeTarget: cc.freeTarget, ProviderInterval: cc.providerInterval,
+		}
+		if cc.plan.Pressure && cfg.FreeTarget == 0 {
+			cfg.FreeTarget = max(2, cc.cachePages/4)
+		}
+		if cc.mutate != "" {
+			cfg.Mutations.SkipInvalidation = mutation.Point(mutation.SkipInvalidation, fire(0.5))
+			cfg.Mutations.DropDirty = mutation.Point(mutation.DropDirty, fire(0.5))
+		}
+		var obs actors.Observer = c.inv
+		if debugObserver != nil {
+			obs = tee{c.inv, debugObserver}
+		}
+		if cc.observer != nil {
+			obs = tee{c.inv, cc.observer}
+		}
+		n := actors.New(cfg, env, obs, make([]byte, cc.cachePages*protocol.PageSize))
+		if cc.mutate != "" {
+			n.Directory().NoOwnerStability = mutation.Point(mutation.NoOwnerStability, fire(1))
+			n.Directory().StaleGrant = mutation.Point(mutation.StaleGrant, fire(0.5))
+			n.Cache().SkipVersionCheck = mutation.Point(mutation.SkipVersionCheck, fire(0.5))
+		}
+		w.Attach(id, n)
+		c.nodes = append(c.nodes, n)
+		c.stores = append(c.stores, store)
+	}
+	return c, nil
+}
+
+// drain runs the world until no event is left, at most limit steps; false
+// when the limit was hit.
+func (c *cluster) drain(limit int) bool {
+	for i := 0; i < limit; i++ {
+		if !c.w.Step() {
+			return true
+		}
+	}
+	return false
+}
+
+// checkQuiet checks invariant 3: with the network quiet, every directory's
+// metadata agrees with the nodes' copies, and nothing is in flight.
+func (c *cluster) checkQuiet(pids []protocol.PID) {
+	for _, pid := range pids {
+		meta := c.nodes[pid.Dir()].Directory().Meta(pid)
+		if meta == nil {
+			c.inv.Fail("page %v: unknown to its directory", pid)
+			continue
+		}
+		if meta.InTransition() {
+			c.inv.Fail("page %v: directory still in a transition at rest", pid)
+		}
+		for _, n := range c.nodes {
+			mode := protocol.ModeNone
+			if f := n.Cache().Lookup(pid); f != nil {
+				mode = f.Mode
+				if f.Pending != protocol.ModeNone || f.Evicting || len(f.Queue) > 0 {
+					c.inv.Fail("page %v: node %d still has work in flight at rest (pending=%v evicting=%v queued=%d)",
+						pid, n.ID(), f.Pending, f.Evicting, len(f.Queue))
+				}
+			}
+			want := protocol.ModeNone
+			switch {
+			case meta.Mode == protocol.ModeExclusive && meta.Owner == n.ID():
+				want = protocol.ModeExclusive
+			case meta.Mode == protocol.ModeShared && meta.Sharers.Has(n.ID()):
+				want = protocol.ModeShared
+			}
+			if mode != want {
+				c.inv.Fail("page %v: directory says node %d holds it %v, the node holds %v", pid, n.ID(), want, mode)
+			}
+		}
+	}
+}
+
+// flush evicts every page from every cache and checks invariant 4: each
+// directory's SSD holds the last written value.
+func (c *cluster) flush(pids []protocol.PID) {
+	for round := 0; round < 64; round++ {
+		left := 0
+		for _, n := range c.nodes {
+			left += n.Cache().Frames() - n.Cache().FreeFrames()
+		}
+		if left == 0 {
+			break
+		}
+		for _, n := range c.nodes {
+			n.EvictAll()
+		}
+		if !c.drain(50_000_000) {
+			c.inv.Fail("final flush did not come to rest")
+			return
+		}
+	}
+	for _, n := range c.nodes {
+		if used := n.Cache().Frames() - n.Cache().FreeFrames(); used != 0 {
+			c.inv.Fail("node %d: %d frames still used after the final flush", n.ID(), used)
+		}
+	}
+	buf := make([]byte, protocol.PageSize)
+	for _, pid := range pids {
+		meta := c.nodes[pid.Dir()].Directory().Meta(pid)
+		if meta.Mode != protocol.ModeNone || meta.Stale {
+			c.inv.Fail("page %v: after the flush the directory says mode %v stale=%v", pid, meta.Mode, meta.Stale)
+		}
+		if err := c.stores[pid.Dir()].ReadPage(pid.Slot(), buf); err != nil {
+			c.inv.Fail("page %v: reading the SSD after the flush: %v", pid, err)
+			continue
+		}
+		v, whole := checker.PageValue(buf)
+		if want := c.inv.Last(pid); v != want || !whole {
+			c.inv.Fail("page %v: the directory's SSD holds %d (whole=%v), the last write was %d (nothing lost)", pid, v, whole, want)
+		}
+	}
+}
+
+func (c *cluster) stop() {
+	c.w.StopFaults()
+	for _, n := range c.nodes {
+		n.Stop()
+	}
+}
+
+// debugObserver, set by a debugging test, sees everything.
+var debugObserver actors.Observer
+
+// tee tells two observers everything.
+type tee struct{ a, b actors.Observer }
+
+func (t tee) Violation(n protocol.NodeID, err error) { t.a.Violation(n, err); t.b.Violation(n, err) }
+func (t tee) CopyChanged(n protocol.NodeID, pid protocol.PID, old, now protocol.Mode, data []byte) {
+	t.a.CopyChanged(n, pid, old, now, data)
+	t.b.CopyChanged(n, pid, old, now, data)
+}
+func (t tee) Accepted(d protocol.NodeID, dec protocol.Decision) {
+	t.a.Accepted(d, dec)
+	t.b.Accepted(d, dec)
+}
+func (t tee) Obtained(n protocol.NodeID, pid protocol.PID, m protocol.Mode, waited int64) {
+	t.a.Obtained(n, pid, m, waited)
+	t.b.Obtained(n, pid, m, waited)
+}

@@ -1,0 +1,365 @@
+package scenarios
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// SimConfig configures one simulated run of the page-register workload.
+type SimConfig struct {
+	Seed       uint64
+	Nodes      int
+	Workers    int // per node
+	Pages      int
+	CachePages int // per node
+	Ops        int // across the cluster
+	ReadRatio  float64
+	Zipf       float64
+	Faults     string
+	Protocol   protocol.Variant
+	Mutate     string
+	// Trace, when set, receives one line per network message.
+	Trace io.Writer
+	// CheckTimeout bounds porcupine's search (0: no bound).
+	CheckTimeout time.Duration
+	// SkipLinearizability skips porcupine (the invariants still run).
+	SkipLinearizability bool
+}
+
+// DefaultSimConfig is `scalestore sim` without flags.
+func DefaultSimConfig() SimConfig {
+	return SimConfig{Seed: 1, Nodes: 3, Workers: 2, Pages: 64, CachePages: 16, Ops: 2000, ReadRatio: 0.5,
+		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute}
+}
+
+// SimResult is what one run found.
+type SimResult struct {
+	Seed            uint64
+	Plan            string
+	Ops             int
+	Messages        uint64
+	PageBytes       uint64
+	Steps           uint64
+	TraceHash       uint64
+	SimNanos        int64         // simulated time
+	SimWall         time.Duration // wall time of the simulation loop (checking excluded)
+	CheckWall       time.Duration // wall time of porcupine
+	Violations      []string
+	ViolationCount  int
+	Linearizable    bool
+	LinearUnknown   bool
+	BadPages        []uint64
+	History         *checker.History
+	Info            any // porcupine.LinearizationInfo, for the visualization
+	Hits, Misses    uint64
+	RemoteFetches   uint64
+	Evictions       uint64
+	EvictDeclined   uint64
+	Pulls           uint64
+	IORetries       uint64
+	OptimisticRetry uint64
+}
+
+// Failed reports whether the run found a violation.
+func (r *SimResult) Failed() bool { return r.ViolationCount > 0 || !r.Linearizable }
+
+func (c *SimConfig) validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > protocol.MaxNodes:
+		return fmt.Errorf("--nodes %d: want 1..%d", c.Nodes, protocol.MaxNodes)
+	case c.Workers < 1:
+		return fmt.Errorf("--workers %d: want at least 1", c.Workers)
+	case c.Pages < 1:
+		return fmt.Errorf("--pages %d: want at least 1", c.Pages)
+	case c.CachePages < c.Workers+1:
+		return fmt.Errorf("--cache-pages %d: want more frames than workers per node (%d)", c.CachePages, c.Workers)
+	case c.Ops < 0:
+		return fmt.Errorf("--ops %d: want at least 0", c.Ops)
+	case c.ReadRatio < 0 || c.ReadRatio > 1:
+		return fmt.Errorf("--read-ratio %v: want 0..1", c.ReadRatio)
+	case c.Zipf < 0 || c.Zipf >= 1 && c.Zipf != 0:
+		if c.Zipf >= 1 {
+			return fmt.Errorf("--zipf %v: want 0 (uniform) up to below 1 (YCSB uses 0.99)", c.Zipf)
+		}
+		return fmt.Errorf("--zipf %v: want at least 0", c.Zipf)
+	}
+	return nil
+}
+
+type simRun struct {
+	cfg       SimConfig
+	c         *cluster
+	pids      []protocol.PID
+	perm      []int
+	zipf      *zipf
+	started   int
+	completed int
+	nextValue uint64
+	lastOp    int64
+	hist      *checker.History
+}
+
+// RunSim runs one seed: set-up (pages allocated through the protocol),
+// workload, checks at rest, final flush, and porcupine over the history.
+func RunSim(cfg SimConfig) (SimResult, error) {
+	res := SimResult{Seed: cfg.Seed}
+	if err := cfg.validate(); err != nil {
+		return res, err
+	}
+	if cfg.Mutate != "" {
+		if err := mutation.Enable(cfg.Mutate); err != nil {
+			return res, err
+		}
+		defer mutation.Disable(cfg.Mutate)
+	}
+	// The fault plan's intensities come from the seed, so a swarm varies them.
+	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
+	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	if err != nil {
+		return res, err
+	}
+	res.Plan = plan.String()
+	ssd := uint64(cfg.Pages/cfg.Nodes + 8)
+	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes, cachePages: cfg.CachePages, ssdPages: ssd,
+		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate})
+	if err != nil {
+		return res, err
+	}
+	if cfg.Trace != nil {
+		c.w.SetTrace(func(at int64, m *protocol.Message, plen int) {
+			fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
+		})
+	}
+	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages), zipf: newZipf(uint64(cfg.Pages), cfg.Zipf),
+		hist: checker.NewHistory(cfg.Ops)}
+	// Hot ranks land on random pages, hence on every directory.
+	r.perm = make([]int, cfg.Pages)
+	for i := range r.perm {
+		r.perm[i] = i
+	}
+	for i := len(r.perm) - 1; i > 0; i-- {
+		j := int(c.w.Intn(int64(i + 1)))
+		r.perm[i], r.perm[j] = r.perm[j], r.perm[i]
+	}
+
+	wallStart := time.Now()
+	for _, n := range c.nodes {
+		n.Start()
+	}
+	if !r.setup() {
+		res.finish(r, wallStart)
+		return res, nil
+	}
+	r.runWorkload()
+	res.SimWall = time.Since(wallStart)
+	_, bad := c.inv.Violations()
+	c.stop()
+	if bad == 0 {
+		if !c.drain(50_000_000) {
+			c.inv.Fail("the cluster did not come to rest after the workload")
+		} else {
+			c.checkQuiet(r.pids)
+			c.flush(r.pids)
+		}
+	}
+	res.finish(r, time.Time{})
+	if !cfg.SkipLinearizability {
+		start := time.Now()
+		lin, info := checker.Check(r.hist.Ops(), cfg.CheckTimeout)
+		res.CheckWall = time.Since(start)
+		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
+	} else {
+		res.Linearizable = true
+	}
+	return res, nil
+}
+
+func (res *SimResult) finish(r *simRun, wallStart time.Time) {
+	c := r.c
+	if !wallStart.IsZero() {
+		res.SimWall = time.Since(wallStart)
+	}
+	res.Ops = r.completed
+	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
+	res.TraceHash = c.w.Hash()
+	res.SimNanos = c.w.Now()
+	res.Violations, res.ViolationCount = c.inv.Violations()
+	res.History = r.hist
+	for _, n := range c.nodes {
+		st := n.Cache().Stats
+		res.Hits += st.Hits
+		res.Misses += st.Misses
+		res.OptimisticRetry += st.Restarts
+		res.RemoteFetches += n.Stats.RemoteFetches
+		res.Evictions += n.Stats.Evictions
+		res.EvictDeclined += n.Stats.EvictDeclined
+		res.Pulls += n.Stats.Pulls
+		res.IORetries += n.Stats.IORetries
+	}
+}
+
+// setup allocates the pages through the protocol: page i lives on directory
+// i mod nodes and is created by another node, so most allocations are
+// remote (paper §3.3).
+func (r *simRun) setup() bool {
+	n := len(r.c.nodes)
+	var cos []*sim.Coroutine
+	for k := range n {
+		node := r.c.nodes[k]
+		cos = append(cos, r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) {
+			bw := &bufmgr.Worker{ID: -1 - k, P: co}
+			for i := range r.pids {
+				if (i+i/n)%n != k {
+					continue
+				}
+				g, ok := node.Allocate(bw, protocol.NodeID(i%n))
+				if !ok {
+					r.c.inv.Fail("allocating page %d on node %d: SSD full", i, i%n)
+					return
+				}
+				r.pids[i] = g.PID()
+				g.Release()
+			}
+		}))
+	}
+	return r.runUntil(cos, "set-up")
+}
+
+func (r *simRun) runWorkload() {
+	var cos []*sim.Coroutine
+	for k, node := range r.c.nodes {
+		for j := range r.cfg.Workers {
+			client := k*r.cfg.Workers + j
+			cos = append(cos, r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
+				r.worker(co, node.Cache(), client)
+			}))
+		}
+	}
+	r.runUntil(cos, "workload")
+}
+
+// runUntil steps the world until every coroutine returned. It stops at the
+// first violation, when nothing is left to run while coroutines still wait
+// (a deadlock), or when no operation completed for a long simulated time.
+func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
+	const watchdog = 2_000_000_000 // 2 s simulated without a completed operation
+	r.lastOp = r.c.w.Now()
+	w := r.c.w
+	for {
+		done := true
+		for _, co := range cos {
+			if !co.Done() {
+				done = false
+				break
+			}
+		}
+		if done {
+			return true
+		}
+		for range 1024 {
+			if !w.Step() {
+				r.c.inv.Fail("%s: deadlock: nothing left to run while workers wait", phase)
+				r.stopAll(cos)
+				return false
+			}
+		}
+		if _, bad := r.c.inv.Violations(); bad > 0 {
+			r.stopAll(cos)
+			return false
+		}
+		if w.Now()-r.lastOp > watchdog {
+			r.c.inv.Fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
+			r.stopAll(cos)
+			return false
+		}
+	}
+}
+
+func (r *simRun) stopAll(cos []*sim.Coroutine) {
+	for _, co := range cos {
+		co.Stop()
+	}
+}
+
+// worker runs operations until the cluster-wide budget is used up.
+func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
+	bw := &bufmgr.Worker{ID: client, P: co}
+	w := r.c.w
+	for r.started < r.cfg.Ops {
+		r.started++
+		co.Sleep(w.Intn(2_000))
+		i := r.perm[r.zipf.next(w.Rand())]
+		pid := r.pids[i]
+		call := w.Now()
+		op := checker.Op{Client: client, Page: uint64(i), Call: call}
+		if w.Chance(r.cfg.ReadRatio) {
+			op.Kind, op.Value = "read", r.read(co, bw, c, pid)
+		} else {
+			r.nextValue++
+			op.Kind, op.Value = "write", r.nextValue
+			r.write(co, bw, c, pid, r.nextValue)
+		}
+		op.Return = w.Now()
+		r.hist.Add(op)
+		r.completed++
+		r.lastOp = op.Return
+	}
+}
+
+func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {
+	if r.c.w.Chance(0.5) {
+		// Optimistic read (paper §3.2): read, then validate; after a few
+		// restarts fall back to a shared latch for progress.
+		for range 3 {
+			g := c.Optimistic(bw, pid)
+			head := bufmgr.Value(g.Data())
+			co.MaybeYield()
+			_, whole := checker.PageValue(g.Data())
+			if !g.HasChanged() {
+				if !whole || bufmgr.Value(g.Data()) != head {
+					return checker.TornValue
+				}
+				return head
+			}
+		}
+	}
+	g := c.Shared(bw, pid)
+	head := bufmgr.Value(g.Data())
+	co.MaybeYield()
+	v, whole := checker.PageValue(g.Data())
+	g.Release()
+	if !whole || v != head {
+		r.c.inv.Fail("page %v: torn page under a shared latch", pid)
+		return checker.TornValue
+	}
+	return v
+}
+
+func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID, v uint64) {
+	var x bufmgr.ExclusiveGuard
+	if r.c.w.Chance(0.3) {
+		// Read, then upgrade (paper §5.1): exercises S->X upgrades and their
+		// deadlock avoidance.
+		s := c.Shared(bw, pid)
+		co.MaybeYield()
+		var err error
+		if x, err = s.Upgrade(bw); err != nil {
+			x = c.Exclusive(bw, pid)
+		}
+	} else {
+		x = c.Exclusive(bw, pid)
+	}
+	checker.PutPageValue(x.Data(), v, false)
+	co.MaybeYield()
+	checker.PutPageValue(x.Data(), v, true)
+	x.MarkDirty()
+	r.c.inv.Wrote(pid, v)
+	x.Release()
+}

@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"iter"
+
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// Coroutine is a worker of simulated application code. Exactly one
+// coroutine or event handler runs at a time; a coroutine runs until it parks
+// (blocks on a page, a latch, an I/O or a think time) and resumes only when
+// the scheduler picks its resume event.
+type Coroutine struct {
+	w         *World
+	node      protocol.NodeID
+	next      func() (struct{}, bool)
+	stop      func()
+	yield     func(struct{}) bool
+	scheduled bool
+	done      bool
+	yieldProb float64
+}
+
+// Spawn starts body as a coroutine of node; it first runs at the current
+// time plus delay.
+func (w *World) Spawn(node protocol.NodeID, delay int64, body func(co *Coroutine)) *Coroutine {
+	co := &Coroutine{w: w, node: node, yieldProb: w.faults.YieldProb}
+	co.next, co.stop = iter.Pull(func(yield func(struct{}) bool) {
+		co.yield = yield
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(stopped); !ok {
+					panic(r)
+				}
+			}
+		}()
+		body(co)
+	})
+	co.scheduled = true
+	co.schedule(w.now + delay)
+	return co
+}
+
+func (co *Coroutine) schedule(at int64) {
+	e := co.w.alloc()
+	e.at, e.kind, e.node, e.co = at, evResume, co.node, co
+	co.w.push(e)
+}
+
+func (co *Coroutine) resume() {
+	co.scheduled = false
+	if co.done {
+		return
+	}
+	if _, ok := co.next(); !ok {
+		co.done = true
+	}
+}
+
+// Done reports whether the body returned.
+func (co *Coroutine) Done() bool { return co.done }
+
+// Stop ends a coroutine that will not run to its end (its body sees Park
+// return into a dead yield and must not be resumed again).
+func (co *Coroutine) Stop() {
+	if !co.done {
+		co.done = true
+		co.stop()
+	}
+}
+
+// Park yields to the scheduler until Wake.
+func (co *Coroutine) Park() {
+	if !co.yield(struct{}{}) {
+		panic(stopped{})
+	}
+}
+
+type stopped struct{}
+
+// Wake schedules the coroutine to run now (idempotent while scheduled).
+func (co *Coroutine) Wake() {
+	if co.scheduled || co.done {
+		return
+	}
+	co.scheduled = true
+	co.schedule(co.w.now)
+}
+
+// Sleep parks for d nanoseconds of simulated time.
+func (co *Coroutine) Sleep(d int64) {
+	co.scheduled = true
+	co.schedule(co.w.now + d)
+	co.Park()
+}
+
+// MaybeYield lets others run at a guard operation, with the fault plan's
+// probability, so optimistic readers meet concurrent writers.
+func (co *Coroutine) MaybeYield() {
+	if co.w.Chance(co.yieldProb) {
+		co.Sleep(co.w.Intn(500))
+	}
+}

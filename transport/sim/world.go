@@ -1,0 +1,241 @@
+package sim
+
+import (
+	"container/heap"
+	"math/rand/v2"
+
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// Receiver gets the messages addressed to one node.
+type Receiver interface {
+	Deliver(m *protocol.Message, payload []byte)
+}
+
+type eventKind uint8
+
+const (
+	evMsg eventKind = iota + 1
+	evFunc
+	evResume
+)
+
+type event struct {
+	at      int64
+	seq     uint64
+	kind    eventKind
+	node    protocol.NodeID
+	msg     protocol.Message
+	payload []byte
+	fn      func()
+	co      *Coroutine
+}
+
+type eventHeap []*event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
+func (h *eventHeap) Pop() any     { old := *h; e := old[len(old)-1]; *h = old[:len(old)-1]; return e }
+func (h eventHeap) peekAt() int64 { return h[0].at }
+
+// TraceFunc sees every network message right after its receiver handled it.
+type TraceFunc func(at int64, m *protocol.Message, payloadLen int)
+
+// World is the simulated cluster's scheduler, clock and network.
+type World struct {
+	now       int64
+	seq       uint64
+	events    eventHeap
+	free      []*event
+	pages     [][]byte
+	rng       *rand.Rand
+	hash      uint64
+	nodes     []Receiver
+	n         int
+	latency   Latency
+	faults    FaultPlan
+	linkLast  []int64
+	linkSlow  []uint8
+	stalled   []int64
+	trace     TraceFunc
+	stopFault bool
+
+	// Messages counts network messages delivered; PageBytes the payload
+	// bytes they carried; Steps the events processed.
+	Messages, PageBytes, Steps uint64
+}
+
+// New makes a world of n nodes with the given seed, latency model and fault
+// plan. Receivers are attached with Attach.
+func New(seed uint64, n int, lat Latency, faults FaultPlan) *World {
+	w := &World{
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
+		hash:     0xcbf29ce484222325,
+		nodes:    make([]Receiver, n),
+		n:        n,
+		latency:  lat,
+		faults:   faults,
+		linkLast: make([]int64, n*n),
+		stalled:  make([]int64, n),
+	}
+	w.faults.prepare(w)
+	return w
+}
+
+// Attach sets the receiver of node id.
+func (w *World) Attach(id protocol.NodeID, r Receiver) { w.nodes[id] = r }
+
+// SetTrace installs a message trace.
+func (w *World) SetTrace(t TraceFunc) { w.trace = t }
+
+// Now is the simulated time in nanoseconds.
+func (w *World) Now() int64 { return w.now }
+
+// Rand draws from the world's seeded PRNG.
+func (w *World) Rand() uint64 { return w.rng.Uint64() }
+
+// Chance is true with probability p.
+func (w *World) Chance(p float64) bool {
+	if p <= 0 {
+		return false
+	}
+	return float64(w.rng.Uint64()>>11)*(1.0/(1<<53)) < p
+}
+
+// Intn draws from [0, n).
+func (w *World) Intn(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return int64(w.rng.Uint64() % uint64(n))
+}
+
+// Hash is the running hash of every event processed so far.
+func (w *World) Hash() uint64 { return w.hash }
+
+// Pending is the number of scheduled events.
+func (w *World) Pending() int { return len(w.events) }
+
+func (w *World) mix(x uint64) {
+	w.hash ^= x
+	w.hash *= 0x100000001b3
+}
+
+func (w *World) alloc() *event {
+	if k := len(w.free); k > 0 {
+		e := w.free[k-1]
+		w.free = w.free[:k-1]
+		return e
+	}
+	return &event{}
+}
+
+func (w *World) push(e *event) {
+	w.seq++
+	e.seq = w.seq
+	heap.Push(&w.events, e)
+}
+
+// At schedules fn at absolute time t on behalf of node (a stalled node's
+// events wait for the stall to end).
+func (w *World) At(node protocol.NodeID, t int64, fn func()) {
+	e := w.alloc()
+	e.at, e.kind, e.node, e.fn = max(t, w.now), evFunc, node, fn
+	w.push(e)
+}
+
+// After schedules fn after delay.
+func (w *World) After(node protocol.NodeID, delay int64, fn func()) { w.At(node, w.now+delay, fn) }
+
+// Send puts m on the link m.From -> m.To. The payload is copied.
+func (w *World) Send(m *protocol.Message, payload []byte) {
+	if int(m.To) >= w.n || int(m.From) >= w.n {
+		panic("sim: message to or from a node outside the world")
+	}
+	e := w.alloc()
+	e.kind, e.node, e.msg = evMsg, m.To, *m
+	e.payload = e.payload[:0]
+	if len(payload) > 0 {
+		e.payload = w.getPage()[:len(payload)]
+		copy(e.payload, payload)
+	}
+	lat := w.latency.Message + w.latency.PerKiB*int64(len(payload))/1024
+	lat += w.faults.messageDelay(w, m.From, m.To)
+	link := int(m.From)*w.n + int(m.To)
+	at := w.now + lat
+	if at < w.linkLast[link] {
+		at = w.linkLast[link] // per-link FIFO, like an RC queue pair
+	}
+	w.linkLast[link] = at
+	e.at = at
+	w.push(e)
+}
+
+func (w *World) getPage() []byte {
+	if k := len(w.pages); k > 0 {
+		p := w.pages[k-1]
+		w.pages = w.pages[:k-1]
+		return p[:cap(p)]
+	}
+	return make([]byte, protocol.PageSize)
+}
+
+// Step processes the next event; false when none is left.
+func (w *World) Step() bool {
+	if len(w.events) == 0 {
+		return false
+	}
+	e := heap.Pop(&w.events).(*event)
+	w.now = e.at
+	if w.stalled[e.node] > w.now && !w.stopFault {
+		// A stalled node processes nothing: its events wait, in order.
+		e.at = w.stalled[e.node]
+		w.push(e)
+		return true
+	}
+	w.Steps++
+	w.mix(uint64(e.at))
+	w.mix(uint64(e.kind)<<8 | uint64(e.node))
+	switch e.kind {
+	case evMsg:
+		m := &e.msg
+		w.mix(uint64(m.Type) | uint64(m.From)<<8 | uint64(m.To)<<16 | uint64(m.Mode)<<24 | uint64(m.Epoch)<<32)
+		w.mix(uint64(m.PID))
+		w.Messages++
+		w.PageBytes += uint64(len(e.payload))
+		w.nodes[m.To].Deliver(m, e.payload)
+		if w.trace != nil {
+			w.trace(w.now, m, len(e.payload))
+		}
+		if cap(e.payload) >= protocol.PageSize {
+			w.pages = append(w.pages, e.payload)
+		}
+		e.payload = nil
+	case evFunc:
+		fn := e.fn
+		e.fn = nil
+		fn()
+	case evResume:
+		co := e.co
+		e.co = nil
+		co.resume()
+	}
+	w.free = append(w.free, e)
+	return true
+}
+
+// StopFaults ends fault injection (the final flush runs without faults, so
+// it terminates).
+func (w *World) StopFaults() {
+	w.stopFault = true
+	for i := range w.stalled {
+		w.stalled[i] = 0
+	}
+}
