@@ -30,6 +30,7 @@ type Node struct {
 	draining bool
 
 	batches    [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
+	batchDirs  []protocol.NodeID                        // directories with a batch being filled
 	candidates []*bufmgr.Frame
 	entries    []protocol.EvictEntry
 	ioBufs     [][]byte

@@ -103,6 +103,9 @@ func (n *Node) startEvict(f *bufmgr.Frame) {
 		n.applyEviction(f, d, true)
 		return
 	}
+	if len(n.batches[dir]) == 0 {
+		n.batchDirs = append(n.batchDirs, dir)
+	}
 	n.batches[dir] = append(n.batches[dir], e)
 	if len(n.batches[dir]) == protocol.MaxEvictBatch {
 		n.flushBatch(dir)
@@ -110,11 +113,12 @@ func (n *Node) startEvict(f *bufmgr.Frame) {
 }
 
 func (n *Node) flushBatches() {
-	for d := range n.batches {
+	for _, d := range n.batchDirs {
 		if len(n.batches[d]) > 0 {
-			n.flushBatch(protocol.NodeID(d))
+			n.flushBatch(d)
 		}
 	}
+	n.batchDirs = n.batchDirs[:0]
 }
 
 func (n *Node) flushBatch(dir protocol.NodeID) {

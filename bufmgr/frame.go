@@ -67,9 +67,14 @@ func (f *Frame) HasWaiters() bool { return len(f.waiters) > 0 }
 // Value reads the register value a page holds (its first 8 bytes).
 func Value(data []byte) uint64 { return binary.LittleEndian.Uint64(data) }
 
-// poison fills the frame's data with Poison.
-func (f *Frame) poison() {
-	for i := 0; i+8 <= len(f.Data); i += 8 {
-		binary.LittleEndian.PutUint64(f.Data[i:], Poison)
+// poisonPage is a page of Poison words, copied over dropped frames.
+var poisonPage = func() []byte {
+	b := make([]byte, protocol.PageSize)
+	for i := 0; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], Poison)
 	}
-}
+	return b
+}()
+
+// poison fills the frame's data with Poison.
+func (f *Frame) poison() { copy(f.Data, poisonPage) }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"math/rand/v2"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -31,19 +30,57 @@ type event struct {
 	co      *Coroutine
 }
 
+// eventHeap is a binary min-heap on (at, seq): typed, so the hot loop does
+// no interface calls.
 type eventHeap []*event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
-func (h *eventHeap) Pop() any     { old := *h; e := old[len(old)-1]; *h = old[:len(old)-1]; return e }
-func (h eventHeap) peekAt() int64 { return h[0].at }
+
+func (h *eventHeap) push(e *event) {
+	*h = append(*h, e)
+	q := *h
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() *event {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = nil
+	q = q[:last]
+	*h = q
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(q) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(q) && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	return top
+}
 
 // TraceFunc sees every network message right after its receiver handled it.
 type TraceFunc func(at int64, m *protocol.Message, payloadLen int)
@@ -140,7 +177,7 @@ func (w *World) alloc() *event {
 func (w *World) push(e *event) {
 	w.seq++
 	e.seq = w.seq
-	heap.Push(&w.events, e)
+	w.events.push(e)
 }
 
 // At schedules fn at absolute time t on behalf of node (a stalled node's
@@ -192,7 +229,7 @@ func (w *World) Step() bool {
 	if len(w.events) == 0 {
 		return false
 	}
-	e := heap.Pop(&w.events).(*event)
+	e := w.events.pop()
 	w.now = e.at
 	if w.stalled[e.node] > w.now && !w.stopFault {
 		// A stalled node processes nothing: its events wait, in order.
