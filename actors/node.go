@@ -211,8 +211,12 @@ func (n *Node) execute(dec protocol.Decision) {
 			n.violation("directory serves %v from its own cache, which holds no copy", dec.PID)
 			return
 		}
+		pred := dec.Pred
+		if dec.LocalCopy {
+			pred = f.Epoch // the copy held now, even if a request of our own follows
+		}
 		f.Queue = append(f.Queue, bufmgr.Transfer{From: dec.Requester, Mode: dec.Mode, Epoch: dec.Epoch, K: dec.K,
-			Pred: dec.Pred, AsGrant: true, GrantSet: dec.Set})
+			Pred: pred, AsGrant: true, GrantSet: dec.Set})
 		n.serve(f)
 	case protocol.ActBusy:
 		n.send(protocol.Message{Type: protocol.TBusy, To: dec.Requester, PID: dec.PID}, nil)

@@ -90,6 +90,9 @@ type Decision struct {
 	Target    NodeID  // where the page comes from (ActForward, ActServeLocal), and who serves K copies first
 	K         uint32  // copies Target must serve before giving the page up
 	Pred      uint32  // the acceptance epoch of Target's copy (see Message.Pred)
+	// LocalCopy: the directory node serves from the stable copy it holds
+	// now (the localCopy of Request), not from one it is still acquiring.
+	LocalCopy bool
 	Set       NodeSet // sharers the requester must invalidate
 }
 
@@ -289,6 +292,7 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 			if localCopy && m.Sharers.Has(d.self) && from != d.self {
 				// The directory node holds a copy: serve it from cache.
 				d.forwardTo(&dec, d.self, 0, NodeSet{}, m.Epoch)
+				dec.LocalCopy = true
 				return dec, nil
 			}
 			dec.Action, dec.Epoch = ActGrantFromSSD, m.Epoch
@@ -320,6 +324,7 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 			// The directory node's own copy serves.
 			sharers.Remove(d.self)
 			d.forwardTo(&dec, d.self, 0, sharers, m.Epoch)
+			dec.LocalCopy = true
 		default:
 			// The SSD copy is the latest: the directory sends it and the
 			// requester invalidates every sharer. (The paper lets the

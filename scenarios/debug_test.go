@@ -38,3 +38,18 @@ func TestDebugSeed(t *testing.T) {
 	res, _ := RunSim(cfg)
 	fmt.Println(res.Violations)
 }
+
+func TestDebugSeedFull(t *testing.T) {
+	if os.Getenv("DEBUG_FULL") == "" {
+		t.Skip()
+	}
+	var pid protocol.PID
+	fmt.Sscanf(os.Getenv("DEBUG_PID"), "%d", &pid)
+	debugObserver = debugObs{pid}
+	cfg := SimConfig{Nodes: 4, Workers: 3, Pages: 48, CachePages: 12, Ops: 2000, ReadRatio: 0.6, Zipf: 0.9, Faults: "heavy"}
+	fmt.Sscanf(os.Getenv("DEBUG_FULL"), "%d", &cfg.Seed)
+	cfg.Protocol, _ = protocol.ParseVariant(os.Getenv("DEBUG_PROTO"))
+	cfg.Trace = os.Stdout
+	res, _ := RunSim(cfg)
+	fmt.Println(res.Violations)
+}
