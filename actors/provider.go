@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"fmt"
+
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -236,7 +238,7 @@ func (n *Node) checkProgress() {
 	for i := range n.cache.Frames() {
 		f := n.cache.Frame(i)
 		if f.Pending != protocol.ModeNone && now-f.ReqStart > bound {
-			n.violation("request for %v in mode %v outstanding for %d ns", f.PID, f.Pending, now-f.ReqStart)
+			n.violation("request for %v in mode %v outstanding for %d ns (%s)", f.PID, f.Pending, now-f.ReqStart, n.DescribeFrame(f.PID))
 			f.ReqStart = now // report once per bound
 		}
 	}
@@ -295,4 +297,15 @@ func (n *Node) onAllocReply(m *protocol.Message) {
 	n.allocWait[m.From] = q[1:]
 	aw.done, aw.pid, aw.full = true, m.PID, m.Flags&protocol.FlagFull != 0
 	aw.w.P.Wake()
+}
+
+// DescribeFrame summarises this node's frame of pid (for violation reports).
+func (n *Node) DescribeFrame(pid protocol.PID) string {
+	f := n.cache.Lookup(pid)
+	if f == nil {
+		return fmt.Sprintf("node %d: no frame for %v", n.id, pid)
+	}
+	return fmt.Sprintf("node %d frame %v: mode=%v pending=%v awaitResp=%v awaitData=%v acks=%d epoch=%d reqEpoch=%d served=%d evicting=%v entitled=%d waiters=%v latchFree=%v queue=%+v",
+		n.id, pid, f.Mode, f.Pending, f.AwaitResp, f.AwaitData, f.AwaitAcks, f.Epoch, f.ReqEpoch, f.Served, f.Evicting,
+		f.Entitled(), f.HasWaiters(), f.Latch.Free(), f.Queue)
 }

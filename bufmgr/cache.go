@@ -32,12 +32,16 @@ type Parker interface {
 
 // Worker is one thread of application code using the cache.
 type Worker struct {
-	ID       int
-	P        Parker
-	want     protocol.Mode
-	entitled *Frame
-	waiting  *Frame
+	ID          int
+	P           Parker
+	want        protocol.Mode
+	entitled    *Frame // the frame whose grant gave this worker a turn
+	entitledGen uint64 // ... and which grant
+	waiting     *Frame
 }
+
+// hasTurn reports whether w holds a still valid entitlement on f.
+func (w *Worker) hasTurn(f *Frame) bool { return w.entitled == f && w.entitledGen == f.grantGen }
 
 // Stats counts what the cache did.
 type Stats struct {
@@ -113,6 +117,7 @@ func (c *Cache) Insert(pid protocol.PID) *Frame {
 	f.ReqEpoch = 0
 	f.LastUsed, f.Epoch, f.Served, f.AwaitResp, f.AwaitData, f.AwaitAcks = c.epoch, 0, 0, false, false, 0
 	f.Queue, f.entitled = f.Queue[:0], 0
+	f.grantGen++
 	f.inTable = true
 	c.table[pid] = f
 	return f
@@ -142,6 +147,7 @@ func (c *Cache) MaybeFree(f *Frame) {
 	delete(c.table, f.PID)
 	f.inTable = false
 	f.entitled = 0
+	f.grantGen++
 	c.free = append(c.free, f.index)
 	if len(c.freeWaiters) > 0 {
 		w := c.freeWaiters[0]
@@ -154,9 +160,11 @@ func (c *Cache) MaybeFree(f *Frame) {
 // completed: f.Mode holds the new mode. Every waiter whose wish it satisfies
 // is entitled to one access before queued transfers are served.
 func (c *Cache) Granted(f *Frame) {
+	f.grantGen++
+	f.entitled = 0
 	for _, w := range f.waiters {
-		if w.want <= f.Mode && w.entitled != f {
-			w.entitled = f
+		if w.want <= f.Mode && !w.hasTurn(f) {
+			w.entitled, w.entitledGen = f, f.grantGen
 			f.entitled++
 		}
 	}
@@ -178,11 +186,7 @@ func (c *Cache) wakeAll(f *Frame) {
 // DropEntitlements is called when the frame gave the page up: entitlements
 // lapse.
 func (c *Cache) DropEntitlements(f *Frame) {
-	for _, w := range f.waiters {
-		if w.entitled == f {
-			w.entitled = nil
-		}
-	}
+	f.grantGen++
 	f.entitled = 0
 }
 
@@ -191,7 +195,7 @@ func usable(f *Frame, w *Worker, mode protocol.Mode) bool {
 	if f.Mode < mode || f.Evicting {
 		return false
 	}
-	return len(f.Queue) == 0 || w.entitled == f
+	return len(f.Queue) == 0 || w.hasTurn(f)
 }
 
 type latchKind uint8
@@ -229,7 +233,7 @@ func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind la
 				v, ok = f.Latch.Optimistic()
 			}
 			if ok {
-				if w.entitled == f {
+				if w.hasTurn(f) {
 					w.entitled = nil
 					f.entitled--
 					if kind == latchOptimistic {
@@ -317,7 +321,7 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 // Evictable reports whether the page provider may try to evict f now.
 func Evictable(f *Frame) bool {
 	return f.inTable && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting &&
-		f.Latch.Free() && len(f.Queue) == 0 && len(f.waiters) == 0
+		f.Latch.Free() && len(f.Queue) == 0 && len(f.waiters) == 0 && f.entitled == 0
 }
 
 // Take removes a free frame from the free list without binding it to a PID

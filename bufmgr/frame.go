@@ -25,7 +25,8 @@ type Frame struct {
 	Data     []byte
 
 	waiters  []*Worker
-	entitled int // waiters granted a turn before queued transfers are served
+	entitled int    // waiters granted a turn before queued transfers are served
+	grantGen uint64 // entitlements of older grants (or older pages) no longer count
 	inTable  bool
 	index    int32
 

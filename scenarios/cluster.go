@@ -63,9 +63,6 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 			cfg.Mutations.DropDirty = mutation.Point(mutation.DropDirty, fire(0.5))
 		}
 		var obs actors.Observer = c.inv
-		if debugObserver != nil {
-			obs = tee{c.inv, debugObserver}
-		}
 		if cc.observer != nil {
 			obs = tee{c.inv, cc.observer}
 		}
@@ -175,9 +172,6 @@ func (c *cluster) stop() {
 		n.Stop()
 	}
 }
-
-// debugObserver, set by a debugging test, sees everything.
-var debugObserver actors.Observer
 
 // tee tells two observers everything.
 type tee struct{ a, b actors.Observer }

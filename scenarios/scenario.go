@@ -60,6 +60,7 @@ type ScenarioResult struct {
 	Steps        []Step   `json:"trace"`
 	Violations   []string `json:"violations"`
 	PID          string   `json:"page"`
+	AtRest       string   `json:"directory_at_rest"`
 }
 
 // scenario is the running state of a scenario.
@@ -68,6 +69,7 @@ type scenario struct {
 	pid      protocol.PID
 	res      *ScenarioResult
 	tracing  bool
+	t0       int64
 	requests []int
 	grants   []int
 }
@@ -168,6 +170,7 @@ func RunScenario(cfg ScenarioConfig) (*ScenarioResult, error) {
 	if s.res.GrantOrder == nil {
 		s.res.GrantOrder = []int{}
 	}
+	s.res.AtRest = s.dirState()
 	c.checkQuiet([]protocol.PID{s.pid})
 	s.res.Violations, _ = c.inv.Violations()
 	if s.res.Violations == nil {
@@ -176,13 +179,13 @@ func RunScenario(cfg ScenarioConfig) (*ScenarioResult, error) {
 	return s.res, nil
 }
 
-func (s *scenario) trace(at int64, m *protocol.Message, plen int) {
+func (s *scenario) trace(at int64, m *protocol.Message, payload []byte) {
 	if !s.tracing {
 		return
 	}
 	s.res.Messages++
-	s.res.Steps = append(s.res.Steps, Step{At: at, From: int(m.From), To: int(m.To), Message: describe(m),
-		PageSent: plen == protocol.PageSize, Dir: s.dirState()})
+	s.res.Steps = append(s.res.Steps, Step{At: at - s.t0, From: int(m.From), To: int(m.To), Message: describe(m, payload),
+		PageSent: len(payload) == protocol.PageSize, Dir: s.dirState()})
 }
 
 func (s *scenario) dirState() string {
@@ -215,7 +218,7 @@ func (s *scenario) dirState() string {
 }
 
 // describe names a message for the chart without repeating from/to.
-func describe(m *protocol.Message) string {
+func describe(m *protocol.Message, payload []byte) string {
 	var b strings.Builder
 	b.WriteString(m.Type.String())
 	if m.Mode != protocol.ModeNone {
@@ -227,6 +230,9 @@ func describe(m *protocol.Message) string {
 	if m.Epoch != 0 {
 		fmt.Fprintf(&b, " epoch=%d", m.Epoch)
 	}
+	if m.Type == protocol.TForward || m.Type == protocol.TTransfer {
+		fmt.Fprintf(&b, " pred=%d", m.Pred)
+	}
 	if m.K != 0 {
 		fmt.Fprintf(&b, " after-copies=%d", m.K)
 	}
@@ -237,7 +243,18 @@ func describe(m *protocol.Message) string {
 		b.WriteString(" (keeps its copy)")
 	}
 	if m.Count != 0 {
-		fmt.Fprintf(&b, " entries=%d", m.Count)
+		reply := m.Type == protocol.TEvictReply
+		entries, err := protocol.DecodeEvictEntries(nil, payload, int(m.Count), reply)
+		if err != nil {
+			fmt.Fprintf(&b, " (bad batch: %v)", err)
+		}
+		for _, e := range entries {
+			if reply {
+				fmt.Fprintf(&b, " [%v %v]", e.PID, e.Decision)
+			} else {
+				fmt.Fprintf(&b, " [%v epoch=%d served=%d]", e.PID, e.Epoch, e.Served)
+			}
+		}
 	}
 	return b.String()
 }
@@ -245,6 +262,7 @@ func describe(m *protocol.Message) string {
 // traced runs fn with the chart recording.
 func (s *scenario) traced(fn func()) {
 	s.tracing = true
+	s.t0 = s.c.w.Now()
 	fn()
 	s.tracing = false
 }
@@ -356,6 +374,7 @@ func WriteChart(w io.Writer, r *ScenarioResult) {
 		}
 		fmt.Fprintf(w, "%7.2fus  %3d -> %-2d  %-58s  %s\n", float64(st.At)/1000, st.From, st.To, msg, st.Dir)
 	}
+	fmt.Fprintf(w, "%9s  at rest: %s\n", "", r.AtRest)
 	fmt.Fprintf(w, "\nmessages: %d\n", r.Messages)
 	fmt.Fprintf(w, "request order: %v\ngrant order:   %v\n", r.RequestOrder, r.GrantOrder)
 	if len(r.Violations) > 0 {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
@@ -27,6 +28,9 @@ type SimConfig struct {
 	Mutate     string
 	// Trace, when set, receives one line per network message.
 	Trace io.Writer
+	// WatchPage, when at least 0, adds to the trace every directory decision
+	// and every change of a node's copy of that page (a page index).
+	WatchPage int
 	// CheckTimeout bounds porcupine's search (0: no bound).
 	CheckTimeout time.Duration
 	// SkipLinearizability skips porcupine (the invariants still run).
@@ -36,7 +40,7 @@ type SimConfig struct {
 // DefaultSimConfig is `scalestore sim` without flags.
 func DefaultSimConfig() SimConfig {
 	return SimConfig{Seed: 1, Nodes: 3, Workers: 2, Pages: 64, CachePages: 16, Ops: 2000, ReadRatio: 0.5,
-		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute}
+		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute, WatchPage: -1}
 }
 
 // SimResult is what one run found.
@@ -127,13 +131,23 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	res.Plan = plan.String()
 	ssd := uint64(cfg.Pages/cfg.Nodes + 8)
+	var watch *pageWatch
+	var obs actors.Observer
+	if cfg.Trace != nil && cfg.WatchPage >= 0 && cfg.WatchPage < cfg.Pages {
+		// Pages are allocated round-robin over the directories (see setup).
+		watch = &pageWatch{w: cfg.Trace, pid: protocol.MakePID(protocol.NodeID(cfg.WatchPage%cfg.Nodes), uint64(cfg.WatchPage/cfg.Nodes))}
+		obs = watch
+	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes, cachePages: cfg.CachePages, ssdPages: ssd,
-		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate})
+		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs})
 	if err != nil {
 		return res, err
 	}
+	if watch != nil {
+		watch.now = c.w.Now
+	}
 	if cfg.Trace != nil {
-		c.w.SetTrace(func(at int64, m *protocol.Message, plen int) {
+		c.w.SetTrace(func(at int64, m *protocol.Message, _ []byte) {
 			fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
 		})
 	}
@@ -270,14 +284,26 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 				return false
 			}
 		}
-		if _, bad := r.c.inv.Violations(); bad > 0 {
+		if _, bad := r.c.inv.Violations(); bad > 0 || w.Now()-r.lastOp > watchdog {
+			if bad == 0 {
+				r.c.inv.Fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
+			}
+			r.describeStuck()
 			r.stopAll(cos)
 			return false
 		}
-		if w.Now()-r.lastOp > watchdog {
-			r.c.inv.Fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
-			r.stopAll(cos)
-			return false
+	}
+}
+
+// describeStuck adds the state of every frame with work in flight to the
+// violations, so a liveness failure can be read without a debugger.
+func (r *simRun) describeStuck() {
+	for _, n := range r.c.nodes {
+		for i := range n.Cache().Frames() {
+			f := n.Cache().Frame(i)
+			if f.Pending != protocol.ModeNone || len(f.Queue) > 0 || f.Evicting {
+				r.c.inv.Fail("in flight: %s", n.DescribeFrame(f.PID))
+			}
 		}
 	}
 }
@@ -362,4 +388,31 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pi
 	x.MarkDirty()
 	r.c.inv.Wrote(pid, v)
 	x.Release()
+}
+
+// pageWatch writes what happens to one page into the trace.
+type pageWatch struct {
+	w   io.Writer
+	pid protocol.PID
+	now func() int64
+}
+
+func (p *pageWatch) Violation(n protocol.NodeID, err error) {
+	fmt.Fprintf(p.w, "%d ! %v\n", p.now(), err)
+}
+func (p *pageWatch) CopyChanged(n protocol.NodeID, pid protocol.PID, old, now protocol.Mode, _ []byte) {
+	if pid == p.pid {
+		fmt.Fprintf(p.w, "%d   node %d copy of %v: %v -> %v\n", p.now(), n, pid, old, now)
+	}
+}
+func (p *pageWatch) Accepted(dir protocol.NodeID, d protocol.Decision) {
+	if d.PID == p.pid {
+		fmt.Fprintf(p.w, "%d   directory %d: %v: %v for node %d (%v) epoch=%d target=%d pred=%d k=%d set=%v\n",
+			p.now(), dir, d.PID, d.Action, d.Requester, d.Mode, d.Epoch, d.Target, d.Pred, d.K, d.Set)
+	}
+}
+func (p *pageWatch) Obtained(n protocol.NodeID, pid protocol.PID, m protocol.Mode, waited int64) {
+	if pid == p.pid {
+		fmt.Fprintf(p.w, "%d   node %d obtained %v in %v after %d ns\n", p.now(), n, pid, m, waited)
+	}
 }

@@ -70,6 +70,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.cfg.Mutate, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
 	fs.StringVar(&f.historyOut, "history-out", "", "write the checked history as JSON lines to this file (last seed run)")
 	fs.StringVar(&f.traceOut, "trace-out", "", "write every network message to this file (single seed)")
+	fs.IntVar(&f.cfg.WatchPage, "watch-page", -1, "with --trace-out: also trace every directory decision and copy change of this page index")
 	fs.StringVar(&f.vizDir, "viz-dir", ".", "directory for porcupine's HTML visualization of a failing seed")
 	fs.DurationVar(&f.cfg.CheckTimeout, "check-timeout", time.Minute, "bound on porcupine's search per seed (0 = none)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object as the last line")

@@ -83,7 +83,7 @@ func (h *eventHeap) pop() *event {
 }
 
 // TraceFunc sees every network message right after its receiver handled it.
-type TraceFunc func(at int64, m *protocol.Message, payloadLen int)
+type TraceFunc func(at int64, m *protocol.Message, payload []byte)
 
 // World is the simulated cluster's scheduler, clock and network.
 type World struct {
@@ -249,7 +249,7 @@ func (w *World) Step() bool {
 		w.PageBytes += uint64(len(e.payload))
 		w.nodes[m.To].Deliver(m, e.payload)
 		if w.trace != nil {
-			w.trace(w.now, m, len(e.payload))
+			w.trace(w.now, m, e.payload)
 		}
 		if cap(e.payload) >= protocol.PageSize {
 			w.pages = append(w.pages, e.payload)

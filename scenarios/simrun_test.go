@@ -1,0 +1,182 @@
+package scenarios
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// acceptanceConfig is the configuration of the issue's swarm command.
+func acceptanceConfig(seed uint64) SimConfig {
+	return SimConfig{Seed: seed, Nodes: 4, Workers: 3, Pages: 48, CachePages: 12, Ops: 2000, ReadRatio: 0.6,
+		Zipf: 0.9, Faults: "heavy", Protocol: protocol.Chaining}
+}
+
+func seedsFor(t *testing.T, long, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return long
+}
+
+// The swarm: many seeds under heavy faults, every check on, no violation.
+// (The 300-seed run of the acceptance criteria is `make swarm`.)
+func TestSwarm(t *testing.T) {
+	for _, v := range []protocol.Variant{protocol.Chaining, protocol.FIFO, protocol.Polling} {
+		n := seedsFor(t, 60, 10)
+		for seed := uint64(1); seed <= uint64(n); seed++ {
+			cfg := acceptanceConfig(seed)
+			cfg.Protocol = v
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failed() {
+				t.Fatalf("%v seed %d: %v (linearizable=%v)\nreplay: scalestore sim --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9 --faults heavy --protocol %v --seed %d",
+					v, seed, res.Violations, res.Linearizable, v, seed)
+			}
+			if res.Ops != cfg.Ops {
+				t.Fatalf("%v seed %d: %d of %d operations ran", v, seed, res.Ops, cfg.Ops)
+			}
+		}
+	}
+}
+
+// The swarm must exercise what it claims to check: conflicts, declined
+// evictions (owner stability), dirty pulls, storage retries, optimistic
+// restarts.
+func TestSwarmExercisesTheProtocol(t *testing.T) {
+	var agg SimResult
+	for seed := uint64(1); seed <= 10; seed++ {
+		res, err := RunSim(acceptanceConfig(seed))
+		if err != nil || res.Failed() {
+			t.Fatalf("seed %d: %v %v", seed, err, res.Violations)
+		}
+		agg.EvictDeclined += res.EvictDeclined
+		agg.Pulls += res.Pulls
+		agg.IORetries += res.IORetries
+		agg.OptimisticRetry += res.OptimisticRetry
+		agg.RemoteFetches += res.RemoteFetches
+	}
+	if agg.EvictDeclined == 0 || agg.Pulls == 0 || agg.IORetries == 0 || agg.OptimisticRetry == 0 || agg.RemoteFetches == 0 {
+		t.Fatalf("swarm did not exercise the protocol: %+v", agg)
+	}
+}
+
+// Every mutation breaks one rule; the swarm must catch each within 200 seeds.
+func TestMutantsAreCaught(t *testing.T) {
+	for _, m := range mutation.Names {
+		caught := uint64(0)
+		for seed := uint64(1); seed <= 200 && caught == 0; seed++ {
+			cfg := acceptanceConfig(seed)
+			cfg.Mutate = m
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failed() {
+				caught = seed
+			}
+		}
+		if caught == 0 {
+			t.Errorf("mutation %s survived 200 seeds", m)
+		} else {
+			t.Logf("mutation %s caught at seed %d", m, caught)
+		}
+	}
+	// And the mutation is off again afterwards.
+	res, err := RunSim(acceptanceConfig(1))
+	if err != nil || res.Failed() {
+		t.Fatalf("clean run after the mutants failed: %v %v", err, res.Violations)
+	}
+}
+
+// A seed reproduces a run bit for bit; another seed gives another run.
+func TestDeterminism(t *testing.T) {
+	a, _ := RunSim(acceptanceConfig(7))
+	b, _ := RunSim(acceptanceConfig(7))
+	c, _ := RunSim(acceptanceConfig(8))
+	if a.TraceHash != b.TraceHash || a.Messages != b.Messages {
+		t.Fatalf("same seed, different runs: %x/%d vs %x/%d", a.TraceHash, a.Messages, b.TraceHash, b.Messages)
+	}
+	if a.TraceHash == c.TraceHash {
+		t.Fatalf("different seeds, same trace hash %x", a.TraceHash)
+	}
+	var ha, hb bytes.Buffer
+	_ = a.History.WriteJSONLines(&ha)
+	_ = b.History.WriteJSONLines(&hb)
+	if ha.String() != hb.String() {
+		t.Fatal("same seed, different histories")
+	}
+}
+
+// 256 nodes, the most a PID can address, run to the end linearizable.
+func TestScale256(t *testing.T) {
+	if testing.Short() {
+		t.Skip("256 nodes")
+	}
+	res, err := RunSim(SimConfig{Seed: 1, Nodes: 256, Workers: 1, Pages: 1024, CachePages: 64, Ops: 20000,
+		ReadRatio: 0.5, Faults: "default", Protocol: protocol.Chaining})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed() || res.Ops != 20000 {
+		t.Fatalf("256 nodes: ops %d violations %v linearizable %v", res.Ops, res.Violations, res.Linearizable)
+	}
+}
+
+// The history is written in the documented JSON lines and checks out.
+func TestHistoryFormat(t *testing.T) {
+	res, err := RunSim(acceptanceConfig(3))
+	if err != nil || res.Failed() {
+		t.Fatal(err, res.Violations)
+	}
+	var b bytes.Buffer
+	if err := res.History.WriteJSONLines(&b); err != nil {
+		t.Fatal(err)
+	}
+	first := strings.SplitN(b.String(), "\n", 2)[0]
+	if !strings.HasPrefix(first, `{"client":`) || !strings.Contains(first, `,"page":`) || !strings.Contains(first, `,"call":`) {
+		t.Fatalf("unexpected line %q", first)
+	}
+	ops, err := checker.ReadJSONLines(&b)
+	if err != nil || len(ops) != 2000 {
+		t.Fatalf("read back %d ops: %v", len(ops), err)
+	}
+	if r, _ := checker.Check(ops, 0); !r.Ok {
+		t.Fatalf("exported history not linearizable: %+v", r)
+	}
+	// A forged stale read makes it fail.
+	for i := range ops {
+		if ops[i].Kind == "read" && ops[i].Value != 0 {
+			ops[i].Value = 1 << 60
+			break
+		}
+	}
+	if r, _ := checker.Check(ops, 0); r.Ok {
+		t.Fatal("a forged read was accepted")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	bad := []func(*SimConfig){
+		func(c *SimConfig) { c.Nodes = 0 },
+		func(c *SimConfig) { c.Nodes = 257 },
+		func(c *SimConfig) { c.CachePages = 1 },
+		func(c *SimConfig) { c.ReadRatio = 2 },
+		func(c *SimConfig) { c.Zipf = 1.5 },
+		func(c *SimConfig) { c.Faults = "storm" },
+		func(c *SimConfig) { c.Mutate = "nope" },
+	}
+	for i, f := range bad {
+		cfg := DefaultSimConfig()
+		f(&cfg)
+		if _, err := RunSim(cfg); err == nil {
+			t.Errorf("case %d: bad configuration accepted", i)
+		}
+	}
+}
