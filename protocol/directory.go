@@ -86,10 +86,10 @@ type Decision struct {
 	Requester NodeID
 	PID       PID
 	Mode      Mode
-	Epoch     uint32  // conflict epoch at acceptance; the requester remembers it
-	Target    NodeID  // where the page comes from (ActForward, ActServeLocal), and who serves K copies first
-	K         uint32  // copies Target must serve before giving the page up
-	Pred      uint32  // the acceptance epoch of Target's copy (see Message.Pred)
+	Epoch     uint32 // conflict epoch at acceptance; the requester remembers it
+	Target    NodeID // where the page comes from (ActForward, ActServeLocal), and who serves K copies first
+	K         uint32 // copies Target must serve before giving the page up
+	Pred      uint32 // the acceptance epoch of Target's copy (see Message.Pred)
 	// LocalCopy: the directory node serves from the stable copy it holds
 	// now (the localCopy of Request), not from one it is still acquiring.
 	LocalCopy bool
