@@ -2,6 +2,7 @@ package bufmgr
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -149,9 +150,16 @@ func (c *Cache) MaybeFree(f *Frame) {
 	f.entitled = 0
 	f.grantGen++
 	c.free = append(c.free, f.index)
-	if len(c.freeWaiters) > 0 {
-		w := c.freeWaiters[0]
-		c.freeWaiters = c.freeWaiters[1:]
+	c.wakeFreeWaiters()
+}
+
+// wakeFreeWaiters wakes every worker waiting for a free frame. All of them,
+// not one: a worker resumed for another reason may still sit in the list,
+// and waking only that stale entry would lose the wake-up of a real waiter.
+func (c *Cache) wakeFreeWaiters() {
+	ws := c.freeWaiters
+	c.freeWaiters = c.freeWaiters[:0]
+	for _, w := range ws {
 		w.P.Wake()
 	}
 }
@@ -347,11 +355,7 @@ func (c *Cache) Bind(f *Frame, pid protocol.PID) {
 // Untake returns a frame obtained with Take.
 func (c *Cache) Untake(f *Frame) {
 	c.free = append(c.free, f.index)
-	if len(c.freeWaiters) > 0 {
-		w := c.freeWaiters[0]
-		c.freeWaiters = c.freeWaiters[1:]
-		w.P.Wake()
-	}
+	c.wakeFreeWaiters()
 }
 
 // WaitFrame parks w until a frame may be free.
@@ -359,4 +363,19 @@ func (c *Cache) WaitFrame(w *Worker) {
 	c.freeWaiters = append(c.freeWaiters, w)
 	c.remote.NeedFrames()
 	w.P.Park()
+}
+
+// Describe summarises the cache for stuck-state reports: the free frames,
+// the workers waiting for one, and every frame in use.
+func (c *Cache) Describe() string {
+	s := fmt.Sprintf("free=%d freeWaiters=%d", len(c.free), len(c.freeWaiters))
+	for i := range c.frames {
+		f := &c.frames[i]
+		if !f.inTable {
+			continue
+		}
+		s += fmt.Sprintf(" [%v %v pend=%v ev=%v waiters=%d ent=%d q=%d latch=%d]", f.PID, f.Mode, f.Pending, f.Evicting,
+			len(f.waiters), f.entitled, len(f.Queue), f.Latch.state.Load())
+	}
+	return s
 }

@@ -299,6 +299,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 // violations, so a liveness failure can be read without a debugger.
 func (r *simRun) describeStuck() {
 	for _, n := range r.c.nodes {
+		r.c.inv.Fail("node %d cache: %s", n.ID(), n.Cache().Describe())
 		for i := range n.Cache().Frames() {
 			f := n.Cache().Frame(i)
 			if f.Pending != protocol.ModeNone || len(f.Queue) > 0 || f.Evicting {

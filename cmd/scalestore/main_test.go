@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scalestore-go/scalestore/checker"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"sim", "--help"}, {"scenario", "--help"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 || !strings.Contains(out+errOut, "Usage") {
+			t.Errorf("%v: code %d, no usage:\n%s%s", args, code, out, errOut)
+		}
+	}
+	if code, _, _ := runCLI(); code != 2 {
+		t.Errorf("no command: exit %d, want 2", code)
+	}
+	if code, _, e := runCLI("frobnicate"); code != 2 || !strings.Contains(e, "unknown command") {
+		t.Errorf("unknown command: %d %q", code, e)
+	}
+}
+
+func TestSimBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"sim", "--nodes", "0"},
+		{"sim", "--faults", "storm"},
+		{"sim", "--protocol", "paxos"},
+		{"sim", "--mutate", "nope"},
+		{"sim", "--zipf", "1.2"},
+		{"sim", "extra"},
+		{"sim", "--seeds", "2", "--trace-out", "x"},
+	} {
+		if code, _, e := runCLI(args...); code != 2 || e == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, e)
+		}
+	}
+}
+
+// --json prints one object as the last line with the documented keys.
+func TestSimJSON(t *testing.T) {
+	dir := t.TempDir()
+	hist := filepath.Join(dir, "h.jsonl")
+	code, out, errOut := runCLI("sim", "--seed", "3", "--ops", "500", "--faults", "heavy", "--json", "--history-out", hist)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("last line is not JSON: %v", err)
+	}
+	for _, k := range []string{"seeds", "ops", "violations", "first_failing_seed", "trace_hash", "sim_messages", "wall_seconds", "sim_messages_per_sec"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if m["ops"].(float64) != 500 || m["violations"].(float64) != 0 || m["first_failing_seed"] != nil {
+		t.Errorf("unexpected summary %v", m)
+	}
+	f, err := os.Open(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ops, err := checker.ReadJSONLines(f)
+	if err != nil || len(ops) != 500 {
+		t.Fatalf("history: %d ops, %v", len(ops), err)
+	}
+}
+
+// A violation exits 1 and prints the seed, the replay command and the
+// visualization.
+func TestSimViolationReport(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI("sim", "--seeds", "5", "--ops", "800", "--faults", "heavy", "--mutate", "skip-invalidation",
+		"--viz-dir", dir, "--json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "replay: scalestore sim --ops 800 --faults heavy --mutate skip-invalidation --viz-dir") ||
+		!strings.Contains(errOut, "--seed 1") {
+		t.Errorf("no replay command:\n%s", errOut)
+	}
+	var m map[string]any
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &m)
+	if m["violations"].(float64) != 1 || m["first_failing_seed"].(float64) != 1 {
+		t.Errorf("summary %v", m)
+	}
+}
+
+func TestScenarioCLI(t *testing.T) {
+	code, out, _ := runCLI("scenario", "list")
+	if code != 0 || !strings.Contains(out, "exclusive-conflict") {
+		t.Fatalf("list: %d %s", code, out)
+	}
+	code, out, _ = runCLI("scenario", "chaining", "--requesters", "6", "--json")
+	if code != 0 {
+		t.Fatalf("chaining: exit %d", code)
+	}
+	var m struct {
+		Messages     int   `json:"messages"`
+		RequestOrder []int `json:"request_order"`
+		GrantOrder   []int `json:"grant_order"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Messages == 0 || len(m.GrantOrder) != 6 {
+		t.Fatalf("chaining JSON: %v %+v", err, m)
+	}
+	if code, _, _ := runCLI("scenario", "--protocol", "fifo", "base-case"); code != 0 {
+		t.Fatal("flags before the name rejected")
+	}
+	if code, _, e := runCLI("scenario", "nope"); code != 2 || !strings.Contains(e, "unknown scenario") {
+		t.Fatalf("unknown scenario: %d %s", code, e)
+	}
+}
