@@ -32,7 +32,7 @@ bench: build
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 $(PKGS)
 
 # Coverage-guided fuzzing of the decoders (runs until interrupted per target
 # for FUZZTIME, default 30s each).

@@ -45,12 +45,11 @@ type localMsg struct {
 }
 
 type allocWaiter struct {
-	w     *bufmgr.Worker
-	f     *bufmgr.Frame
-	pid   protocol.PID
-	done  bool
-	full  bool
-	local bool
+	w    *bufmgr.Worker
+	f    *bufmgr.Frame
+	pid  protocol.PID
+	done bool
+	full bool
 }
 
 // New makes a node. pages is its page memory (cfg.CacheFrames pages).

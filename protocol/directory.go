@@ -52,7 +52,7 @@ func (v Variant) String() string {
 type Action uint8
 
 const (
-	actionInvalid Action = iota
+	_ Action = iota // the zero Action is invalid
 	// ActGrantFromSSD: read the page from the directory's SSD and send it with
 	// a TGrant (the directory node holds no copy of it).
 	ActGrantFromSSD
