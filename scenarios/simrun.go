@@ -71,8 +71,14 @@ type SimResult struct {
 	OptimisticRetry uint64
 }
 
-// Failed reports whether the run found a violation.
-func (r *SimResult) Failed() bool { return r.ViolationCount > 0 || !r.Linearizable }
+// Failed reports whether the run found a violation. A history porcupine
+// could not decide within the timeout is not a violation (Undecided).
+func (r *SimResult) Failed() bool {
+	return r.ViolationCount > 0 || (!r.Linearizable && !r.LinearUnknown)
+}
+
+// Undecided reports whether porcupine timed out on the history.
+func (r *SimResult) Undecided() bool { return r.LinearUnknown }
 
 func (c *SimConfig) validate() error {
 	switch {

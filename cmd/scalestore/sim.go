@@ -96,29 +96,30 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 }
 
 type simSummary struct {
-	Seeds             int     `json:"seeds"`
-	Ops               int     `json:"ops"`
-	Violations        int     `json:"violations"`
-	FirstFailingSeed  *uint64 `json:"first_failing_seed"`
-	TraceHash         string  `json:"trace_hash,omitempty"`
-	SimMessages       uint64  `json:"sim_messages"`
-	WallSeconds       float64 `json:"wall_seconds"`
-	SimSeconds        float64 `json:"sim_seconds"`
-	SimMessagesPerSec float64 `json:"sim_messages_per_sec"`
-	CheckSeconds      float64 `json:"check_seconds"`
-	Protocol          string  `json:"protocol"`
-	Faults            string  `json:"faults"`
-	Mutate            string  `json:"mutate,omitempty"`
-	Nodes             int     `json:"nodes"`
-	HitRatio          float64 `json:"cache_hit_ratio"`
-	RemoteFetches     uint64  `json:"remote_page_fetches"`
-	Evictions         uint64  `json:"evictions"`
-	EvictionsDeclined uint64  `json:"evictions_declined"`
-	DirtyPulls        uint64  `json:"dirty_pulls"`
-	IORetries         uint64  `json:"io_retries"`
-	SimulatedNanos    int64   `json:"simulated_ns"`
-	Linearizable      bool    `json:"linearizable"`
-	ReplayCommand     string  `json:"replay,omitempty"`
+	Seeds             int      `json:"seeds"`
+	Ops               int      `json:"ops"`
+	Violations        int      `json:"violations"`
+	FirstFailingSeed  *uint64  `json:"first_failing_seed"`
+	TraceHash         string   `json:"trace_hash,omitempty"`
+	SimMessages       uint64   `json:"sim_messages"`
+	WallSeconds       float64  `json:"wall_seconds"`
+	SimSeconds        float64  `json:"sim_seconds"`
+	SimMessagesPerSec float64  `json:"sim_messages_per_sec"`
+	CheckSeconds      float64  `json:"check_seconds"`
+	Protocol          string   `json:"protocol"`
+	Faults            string   `json:"faults"`
+	Mutate            string   `json:"mutate,omitempty"`
+	Nodes             int      `json:"nodes"`
+	HitRatio          float64  `json:"cache_hit_ratio"`
+	RemoteFetches     uint64   `json:"remote_page_fetches"`
+	Evictions         uint64   `json:"evictions"`
+	EvictionsDeclined uint64   `json:"evictions_declined"`
+	DirtyPulls        uint64   `json:"dirty_pulls"`
+	IORetries         uint64   `json:"io_retries"`
+	SimulatedNanos    int64    `json:"simulated_ns"`
+	Linearizable      bool     `json:"linearizable"`
+	UndecidedSeeds    []uint64 `json:"undecided_seeds"`
+	ReplayCommand     string   `json:"replay,omitempty"`
 }
 
 func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
@@ -171,6 +172,14 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		if first == last {
 			sum.TraceHash = fmt.Sprintf("%016x", res.TraceHash)
 		}
+		if res.Undecided() && !res.Failed() {
+			sum.UndecidedSeeds = append(sum.UndecidedSeeds, seed)
+			if progress {
+				fmt.Fprintln(stderr)
+			}
+			fmt.Fprintf(stderr, "warning: seed %d: porcupine could not decide linearizability within --check-timeout %v (not counted as a violation; invariants passed)\n",
+				seed, f.cfg.CheckTimeout)
+		}
 		if progress {
 			fmt.Fprintf(stderr, "\rseed %d/%d  ops %d  messages %d  violations %d ", seed-first+1, last-first+1, sum.Ops, sum.SimMessages, sum.Violations)
 		}
@@ -202,7 +211,10 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 	if lookups > 0 {
 		sum.HitRatio = float64(hits) / float64(lookups)
 	}
-	sum.Linearizable = sum.Violations == 0
+	sum.Linearizable = sum.Violations == 0 && len(sum.UndecidedSeeds) == 0
+	if sum.UndecidedSeeds == nil {
+		sum.UndecidedSeeds = []uint64{}
+	}
 	if !f.json || !f.quiet {
 		verdict := "OK: no violation"
 		if sum.Violations > 0 {
