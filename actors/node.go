@@ -8,6 +8,9 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
+// maxQueue bounds the transfers queued on one frame.
+const maxQueue = 2 * protocol.MaxNodes
+
 // ErrProtocol is wrapped by every violation the node detects in what it
 // receives or in its own state.
 var ErrProtocol = errors.New("protocol violation")
@@ -434,6 +437,11 @@ func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message)
 			// Nothing to drop: acknowledge so the requester is not stuck.
 			n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: pid}, nil)
 		}
+		return
+	}
+	if len(f.Queue) >= maxQueue {
+		// A holder owes at most one copy per node and one hand-over.
+		n.violation("%v dropped: %d transfers already queued for the page", m, len(f.Queue))
 		return
 	}
 	f.Queue = append(f.Queue, t)

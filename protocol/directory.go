@@ -207,6 +207,10 @@ func (d *Directory) Request(from NodeID, pid PID, mode Mode, localCopy bool) (De
 	if mode != ModeShared && mode != ModeExclusive {
 		return Decision{}, fmt.Errorf("request for %v from node %d: %w: mode %v", pid, from, ErrUnexpected, mode)
 	}
+	if len(m.parked) >= MaxNodes {
+		// Each node has at most one request per page outstanding.
+		return Decision{}, fmt.Errorf("request for %v from node %d: %w: %d requests already parked", pid, from, ErrUnexpected, len(m.parked))
+	}
 	if m.writingBack {
 		m.parked = append(m.parked, parkedRequest{from, mode})
 		return Decision{Action: ActParked, Requester: from, PID: pid, Mode: mode}, nil

@@ -35,6 +35,9 @@ type SimConfig struct {
 	CheckTimeout time.Duration
 	// SkipLinearizability skips porcupine (the invariants still run).
 	SkipLinearizability bool
+	// Progress, when set, is called now and then with the operations
+	// completed so far (the simulation does not depend on it).
+	Progress func(done, total int)
 }
 
 // DefaultSimConfig is `scalestore sim` without flags.
@@ -282,6 +285,9 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 		}
 		if done {
 			return true
+		}
+		if r.cfg.Progress != nil && w.Steps&(1<<16-1) < 1024 {
+			r.cfg.Progress(r.completed, r.cfg.Ops)
 		}
 		for range 1024 {
 			if !w.Step() {

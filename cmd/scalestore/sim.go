@@ -144,6 +144,21 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		f.cfg.Trace = trace
 	}
 	progress := !f.quiet && isTerminal(stderr) && first != last
+	if !f.quiet && isTerminal(stderr) && first == last {
+		// One long run: a progress line at most every half second.
+		var shown time.Time
+		f.cfg.Progress = func(done, total int) {
+			if time.Since(shown) > 500*time.Millisecond {
+				shown = time.Now()
+				fmt.Fprintf(stderr, "\rops %d/%d ", done, total)
+			}
+		}
+		defer func() {
+			if !shown.IsZero() {
+				fmt.Fprintln(stderr)
+			}
+		}()
+	}
 	start := time.Now()
 	var hits, lookups uint64
 	var lastRes scenarios.SimResult
