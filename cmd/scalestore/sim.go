@@ -144,20 +144,15 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		f.cfg.Trace = trace
 	}
 	progress := !f.quiet && isTerminal(stderr) && first != last
+	var shown time.Time
 	if !f.quiet && isTerminal(stderr) && first == last {
 		// One long run: a progress line at most every half second.
-		var shown time.Time
 		f.cfg.Progress = func(done, total int) {
 			if time.Since(shown) > 500*time.Millisecond {
 				shown = time.Now()
 				fmt.Fprintf(stderr, "\rops %d/%d ", done, total)
 			}
 		}
-		defer func() {
-			if !shown.IsZero() {
-				fmt.Fprintln(stderr)
-			}
-		}()
 	}
 	start := time.Now()
 	var hits, lookups uint64
@@ -210,7 +205,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			break
 		}
 	}
-	if progress {
+	if progress || !shown.IsZero() {
 		fmt.Fprintln(stderr)
 	}
 	if f.historyOut != "" {
