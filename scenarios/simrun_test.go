@@ -185,3 +185,38 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeSwarm varies the cluster's shape as well as the seed: node and
+// worker counts, cache sizes down to barely more frames than workers, skew,
+// read ratio, fault plan and protocol variant. Tiny caches with many workers
+// found the liveness bugs the fixed-shape swarm missed.
+func TestShapeSwarm(t *testing.T) {
+	x := uint64(0x9E3779B97F4A7C15)
+	next := func(n int) int {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
+	shapes := seedsFor(t, 120, 10)
+	for i := range shapes {
+		workers := 1 + next(4)
+		cfg := SimConfig{
+			Nodes: 1 + next(6), Workers: workers, Pages: 1 + next(40), CachePages: workers + 1 + next(8),
+			Ops: 800, ReadRatio: float64(next(10)) / 10, Zipf: float64(next(10)) / 10,
+			Faults:   []string{"none", "default", "heavy"}[next(3)],
+			Protocol: protocol.Variant(next(3)), WatchPage: -1,
+		}
+		for seed := uint64(1); seed <= 3; seed++ {
+			cfg.Seed = seed
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatalf("shape %d: %v", i, err)
+			}
+			if res.Failed() {
+				t.Fatalf("shape %d seed %d %+v: %v\nreplay: scalestore sim --nodes %d --workers %d --pages %d --cache-pages %d --ops %d --read-ratio %v --zipf %v --faults %s --protocol %v --seed %d",
+					i, seed, cfg, res.Violations, cfg.Nodes, cfg.Workers, cfg.Pages, cfg.CachePages, cfg.Ops, cfg.ReadRatio, cfg.Zipf, cfg.Faults, cfg.Protocol, seed)
+			}
+		}
+	}
+}
