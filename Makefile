@@ -20,7 +20,8 @@ run: build
 # mutation checks (bounded so the suite stays well under 15 minutes on 2 cores).
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 14m $(PKGS)
+	$(GO) test -count=1 -timeout 12m $(PKGS)
+	$(GO) test -count=1 -short -tags invariants ./scenarios/...
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)

@@ -295,6 +295,9 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 				r.stopAll(cos)
 				return false
 			}
+			if w.Steps%crossCheckEvery == 0 && phase == "workload" {
+				r.c.crossCheck(r.pids)
+			}
 		}
 		if _, bad := r.c.inv.Violations(); bad > 0 || w.Now()-r.lastOp > watchdog {
 			if bad == 0 {
