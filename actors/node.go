@@ -29,7 +29,7 @@ type Node struct {
 	dir   *protocol.Directory
 	cache *bufmgr.Cache
 
-	local    []localMsg // messages to itself, handled after the current step
+	local    []protocol.Message // messages to itself, handled after the current step
 	draining bool
 
 	batches    [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
@@ -41,10 +41,6 @@ type Node struct {
 	tickArmed  bool
 	stopped    bool
 	Stats      Stats
-}
-
-type localMsg struct {
-	m protocol.Message
 }
 
 type allocWaiter struct {
@@ -105,7 +101,7 @@ func (n *Node) send(m protocol.Message, payload []byte) {
 		if payload != nil {
 			panic("actors: local message with a payload")
 		}
-		n.local = append(n.local, localMsg{m})
+		n.local = append(n.local, m)
 		return
 	}
 	n.env.Send(&m, payload)
@@ -118,9 +114,9 @@ func (n *Node) drain() {
 	}
 	n.draining = true
 	for len(n.local) > 0 {
-		lm := n.local[0]
+		m := n.local[0]
 		n.local = n.local[1:]
-		n.handle(&lm.m, nil)
+		n.handle(&m, nil)
 	}
 	n.local = n.local[:0]
 	n.draining = false

@@ -51,8 +51,6 @@ type Transfer struct {
 	Pred       uint32           // acceptance epoch of the copy the transfer is for
 	AsGrant    bool             // answer with a TGrant (the directory serves from its own cache)
 	GrantSet   protocol.NodeSet // with AsGrant: sharers the requester invalidates
-	GrantK     uint32
-	GrantSrc   protocol.NodeID
 	Invalidate bool
 }
 
