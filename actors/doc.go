@@ -9,6 +9,6 @@
 // simulator drives it with its event queue (one event at a time); the real
 // world will drive the same code with goroutines and hollywood actors.
 //
-// It imports protocol and bufmgr; never a concrete transport, storage engine
-// or the simulator.
+// It imports protocol, bufmgr and the storage interface (for its error
+// kinds); never a concrete transport, storage engine or the simulator.
 package actors

@@ -6,6 +6,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/storage"
 )
 
 // maxQueue bounds the transfers queued on one frame.
@@ -244,30 +245,29 @@ func (n *Node) grantFromSSD(dec protocol.Decision) {
 }
 
 func (n *Node) readSSD(pid protocol.PID, buf []byte, attempt int, done func()) {
-	n.env.ReadPage(pid.Slot(), buf, func(err error) {
-		if err != nil {
-			if attempt >= n.cfg.MaxIORetries {
-				n.violation("reading %v from the SSD failed %d times: %v", pid, attempt+1, err)
-				return
-			}
-			n.Stats.IORetries++
-			n.env.After(n.cfg.RetryDelay, func() { n.readSSD(pid, buf, attempt+1, done) })
-			return
-		}
-		done()
-		n.drain()
-	})
+	n.storageOp(false, pid, buf, attempt, done)
 }
 
 func (n *Node) writeSSD(pid protocol.PID, buf []byte, attempt int, done func()) {
-	n.env.WritePage(pid.Slot(), buf, func(err error) {
+	n.storageOp(true, pid, buf, attempt, done)
+}
+
+// storageOp reads or writes pid's slot, retrying transient errors after a
+// back-off (up to cfg.MaxIORetries); any other error, or one that does not
+// go away, is reported and the operation abandoned.
+func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, done func()) {
+	op, verb := n.env.ReadPage, "reading"
+	if write {
+		op, verb = n.env.WritePage, "writing"
+	}
+	op(pid.Slot(), buf, func(err error) {
 		if err != nil {
-			if attempt >= n.cfg.MaxIORetries {
-				n.violation("writing %v to the SSD failed %d times: %v", pid, attempt+1, err)
+			if !errors.Is(err, storage.ErrTransient) || attempt >= n.cfg.MaxIORetries {
+				n.violation("%s %v on the SSD failed (attempt %d): %v", verb, pid, attempt+1, err)
 				return
 			}
 			n.Stats.IORetries++
-			n.env.After(n.cfg.RetryDelay, func() { n.writeSSD(pid, buf, attempt+1, done) })
+			n.env.After(n.cfg.RetryDelay, func() { n.storageOp(write, pid, buf, attempt+1, done) })
 			return
 		}
 		done()
