@@ -240,6 +240,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(w, " trace_hash=%s", sum.TraceHash)
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
+			sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
 	}
 	if f.json {
 		b, _ := json.Marshal(sum)
