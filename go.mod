@@ -2,14 +2,17 @@ module github.com/scalestore-go/scalestore
 
 go 1.26.0
 
-require github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86
+require (
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/cockroachdb/datadriven v1.0.2
+	github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86
+	github.com/tidwall/btree v1.8.2
+	pgregory.net/rapid v1.3.0
+)
 
 require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/cockroachdb/datadriven v1.0.2 // indirect
 	github.com/pingcap/errors v0.11.4 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/stretchr/testify v1.8.4 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -65,6 +65,10 @@ type Cache struct {
 	// SkipVersionCheck is the skip-version-check mutation: when it returns
 	// true, an optimistic guard reports no change without validating.
 	SkipVersionCheck func() bool
+	// OnExclusiveRelease, when set, sees every page an exclusive guard
+	// releases or downgrades, before others can see it (the simulator
+	// records the page's content as the last completed write).
+	OnExclusiveRelease func(f *Frame)
 }
 
 // NewCache makes a cache of n frames whose page memory is pages (n *

@@ -32,6 +32,9 @@ func (g *ExclusiveGuard) MarkDirty() { g.f.Dirty = true }
 func (g *ExclusiveGuard) Release() {
 	f := g.f
 	g.f = nil
+	if g.c.OnExclusiveRelease != nil {
+		g.c.OnExclusiveRelease(f)
+	}
 	f.Latch.UnlockExclusive()
 	g.c.release(f)
 }
@@ -40,6 +43,9 @@ func (g *ExclusiveGuard) Release() {
 func (g *ExclusiveGuard) Downgrade() SharedGuard {
 	f := g.f
 	g.f = nil
+	if g.c.OnExclusiveRelease != nil {
+		g.c.OnExclusiveRelease(f)
+	}
 	f.Latch.Downgrade()
 	g.c.wakeAll(f)
 	return SharedGuard{g.c, f, f.Latch.Version()}
@@ -145,3 +151,26 @@ func (g *OptimisticGuard) ToShared() (SharedGuard, error) {
 	}
 	return SharedGuard{g.c, g.f, g.version}, nil
 }
+
+// ToExclusive latches the page exclusively (fetching node-exclusive
+// ownership if needed) and checks that it has not changed since the
+// optimistic guard was taken; ErrRestart otherwise, with nothing latched.
+// The optimistic guard is spent either way.
+func (g *OptimisticGuard) ToExclusive(w *Worker) (ExclusiveGuard, error) {
+	f, pid, v := g.f, g.pid, g.version
+	g.f = nil
+	x := g.c.Exclusive(w, pid)
+	if x.f != f || f.Latch.Version() != v {
+		x.Release()
+		g.c.Stats.Restarts++
+		return ExclusiveGuard{}, ErrRestart
+	}
+	return x, nil
+}
+
+// Release forgets an optimistic guard (it holds no latch; this only makes
+// accidental reuse fail loudly).
+func (g *OptimisticGuard) Release() { g.f = nil }
+
+// PID is the page the guard was taken on.
+func (g *OptimisticGuard) PID() protocol.PID { return g.pid }

@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
@@ -31,8 +30,8 @@ func (c *cluster) crossCheck(pids []protocol.PID) {
 			if f.Latch.HeldExclusive() {
 				continue // a writer is at work on it
 			}
-			if v, whole := checker.PageValue(f.Data); !whole || v != c.inv.Last(pid) {
-				c.inv.Fail("page %v: node %d holds a valid %v copy of %d (whole=%v), the last write is %d", pid, n.ID(), f.Mode, v, whole, c.inv.Last(pid))
+			if ok, why := c.inv.Matches(pid, f.Data); !ok {
+				c.inv.Fail("page %v: node %d holds a valid %v copy that is not the last write: %s", pid, n.ID(), f.Mode, why)
 			}
 		}
 		if gx, gs := c.inv.Copies(pid); gx != x || gs != s {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scalestore-go/scalestore/actors"
+	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
@@ -26,6 +27,10 @@ type SimConfig struct {
 	Faults     string
 	Protocol   protocol.Variant
 	Mutate     string
+	// Workload is "register" (pages as registers) or "btree" (the B-tree of
+	// paper §5.2 over Keys keys, history per key).
+	Workload string
+	Keys     int
 	// Trace, when set, receives one line per network message.
 	Trace io.Writer
 	// WatchPage, when at least 0, adds to the trace every directory decision
@@ -43,7 +48,8 @@ type SimConfig struct {
 // DefaultSimConfig is `scalestore sim` without flags.
 func DefaultSimConfig() SimConfig {
 	return SimConfig{Seed: 1, Nodes: 3, Workers: 2, Pages: 64, CachePages: 16, Ops: 2000, ReadRatio: 0.5,
-		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute, WatchPage: -1}
+		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute, WatchPage: -1,
+		Workload: "register", Keys: 1000}
 }
 
 // SimResult is what one run found.
@@ -93,6 +99,10 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--pages %d: want at least 1", c.Pages)
 	case c.CachePages < c.Workers+1:
 		return fmt.Errorf("--cache-pages %d: want more frames than workers per node (%d)", c.CachePages, c.Workers)
+	case c.Workload != "" && c.Workload != "register" && c.Workload != "btree":
+		return fmt.Errorf("--workload %q: want register or btree", c.Workload)
+	case c.Workload == "btree" && c.Keys < 1:
+		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
 	case c.Ops < 0:
 		return fmt.Errorf("--ops %d: want at least 0", c.Ops)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -117,6 +127,7 @@ type simRun struct {
 	nextValue uint64
 	lastOp    int64
 	hist      *checker.History
+	tree      *btree.Tree
 }
 
 // RunSim runs one seed: set-up (pages allocated through the protocol),
@@ -139,7 +150,12 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		return res, err
 	}
 	res.Plan = plan.String()
+	btreeMode := cfg.Workload == "btree"
 	ssd := uint64(cfg.Pages/cfg.Nodes + 8)
+	if btreeMode {
+		// Any node may split any leaf: room for the whole tree on each.
+		ssd = uint64(cfg.Keys/8 + 64)
+	}
 	var watch *pageWatch
 	var obs actors.Observer
 	if cfg.Trace != nil && cfg.WatchPage >= 0 && cfg.WatchPage < cfg.Pages {
@@ -160,10 +176,18 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
 		})
 	}
-	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages), zipf: newZipf(uint64(cfg.Pages), cfg.Zipf),
+	items := cfg.Pages
+	if btreeMode {
+		items = cfg.Keys
+		c.checkContent()
+	}
+	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages), zipf: newZipf(uint64(items), cfg.Zipf),
 		hist: checker.NewHistory(cfg.Ops)}
-	// Hot ranks land on random pages, hence on every directory.
-	r.perm = make([]int, cfg.Pages)
+	if btreeMode {
+		r.pids = nil
+	}
+	// Hot ranks land on random pages (keys), hence on every directory.
+	r.perm = make([]int, items)
 	for i := range r.perm {
 		r.perm[i] = i
 	}
@@ -176,11 +200,15 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	for _, n := range c.nodes {
 		n.Start()
 	}
-	if !r.setup() {
+	setup, work := r.setup, r.runWorkload
+	if btreeMode {
+		setup, work = r.setupTree, r.runTreeWorkload
+	}
+	if !setup() {
 		res.finish(r, wallStart)
 		return res, nil
 	}
-	r.runWorkload()
+	work()
 	res.SimWall = time.Since(wallStart)
 	_, bad := c.inv.Violations()
 	c.stop()
@@ -188,6 +216,9 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		if !c.drain(50_000_000) {
 			c.inv.Fail("the cluster did not come to rest after the workload")
 		} else {
+			if btreeMode {
+				r.pids = r.allPIDs()
+			}
 			c.checkQuiet(r.pids)
 			c.flush(r.pids)
 		}

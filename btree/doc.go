@@ -1,0 +1,17 @@
+// Package btree is the B-tree of the ScaleStore paper (§5.2), written as
+// ordinary code over the buffer manager's guards: optimistic lock coupling
+// on the way down, a catalog page that holds the root, eager splits of full
+// nodes on the way down (so a parent always has room for a separator), and
+// variable-length byte keys and values.
+//
+// Because it only calls guards, the same code runs on one node, across the
+// nodes of a real cluster, and inside the simulator, where its history is
+// checked with porcupine.
+//
+// Limits: a key is 1 to MaxKey bytes, a value 0 to MaxValue bytes, and a
+// key and value together at most MaxEntry bytes. Deleted entries free their
+// space in the leaf, but leaves are never merged (the tree does not shrink).
+// The last PageTrailer bytes of every page are left to the storage layer.
+//
+// It imports bufmgr and protocol only.
+package btree

@@ -1,0 +1,227 @@
+package btree
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+const (
+	// PageTrailer bytes at the end of every page belong to the storage layer
+	// (checksum and slot number on an NVMe store).
+	PageTrailer = 16
+	usable      = protocol.PageSize - PageTrailer
+	headerSize  = 16
+	slotSize    = 6 // offset, key length, value length: 2 bytes each
+
+	// MaxKey is the longest key.
+	MaxKey = 256
+	// MaxEntry bounds a key and its value together (YCSB needs 8 + 128).
+	MaxEntry = 1024
+	// MaxValue is the longest value.
+	MaxValue = MaxEntry - 1
+
+	kindLeaf  = 1
+	kindInner = 2
+)
+
+// node is a view of a B-tree page (a slotted page):
+//
+//	0 kind  1 unused  2-3 count  4-5 start of the entry heap (grows down)
+//	6-7 unused  8-15 upper: an inner node's rightmost child; a leaf's next
+//	leaf plus one (0: none; PID 0 is a valid page)
+//	16.. slots (offset, key length, value length), then free space, then
+//	the heap of keys and values up to `usable`.
+//
+// An inner node with n slots has n+1 children: slot i's value is the child
+// holding keys <= key i; upper holds the keys greater than the last key.
+//
+// Every accessor checks its bounds: an optimistic reader may see a page
+// that is being changed, and must get a restart, not a panic.
+type node []byte
+
+func (n node) kind() byte        { return n[0] }
+func (n node) isLeaf() bool      { return n[0] == kindLeaf }
+func (n node) count() int        { return int(binary.LittleEndian.Uint16(n[2:])) }
+func (n node) heapStart() int    { return int(binary.LittleEndian.Uint16(n[4:])) }
+func (n node) upper() uint64     { return binary.LittleEndian.Uint64(n[8:]) }
+func (n node) setUpper(v uint64) { binary.LittleEndian.PutUint64(n[8:], v) }
+func (n node) setCount(c int)    { binary.LittleEndian.PutUint16(n[2:], uint16(c)) }
+func (n node) setHeap(h int)     { binary.LittleEndian.PutUint16(n[4:], uint16(h)) }
+
+func initNode(b []byte, kind byte) {
+	clear(b[:headerSize])
+	n := node(b)
+	n[0] = kind
+	n.setHeap(usable)
+}
+
+// valid checks the page's structure; false means a torn or foreign page.
+func (n node) valid() bool {
+	if len(n) < usable || (n.kind() != kindLeaf && n.kind() != kindInner) {
+		return false
+	}
+	c, h := n.count(), n.heapStart()
+	if headerSize+c*slotSize > h || h > usable {
+		return false
+	}
+	for i := range c {
+		off, kl, vl := n.slot(i)
+		if off < h || off+kl+vl > usable || kl == 0 || kl > MaxKey {
+			return false
+		}
+		if n.kind() == kindInner && vl != 8 {
+			return false
+		}
+	}
+	return true
+}
+
+func (n node) slot(i int) (off, kl, vl int) {
+	s := n[headerSize+i*slotSize:]
+	return int(binary.LittleEndian.Uint16(s)), int(binary.LittleEndian.Uint16(s[2:])), int(binary.LittleEndian.Uint16(s[4:]))
+}
+
+func (n node) setSlot(i, off, kl, vl int) {
+	s := n[headerSize+i*slotSize:]
+	binary.LittleEndian.PutUint16(s, uint16(off))
+	binary.LittleEndian.PutUint16(s[2:], uint16(kl))
+	binary.LittleEndian.PutUint16(s[4:], uint16(vl))
+}
+
+func (n node) key(i int) []byte {
+	off, kl, _ := n.slot(i)
+	return n[off : off+kl]
+}
+
+func (n node) value(i int) []byte {
+	off, kl, vl := n.slot(i)
+	return n[off+kl : off+kl+vl]
+}
+
+func (n node) child(i int) uint64 { return binary.LittleEndian.Uint64(n.value(i)) }
+
+// lowerBound is the first slot whose key is >= key, and whether it is equal.
+func (n node) lowerBound(key []byte) (int, bool) {
+	lo, hi := 0, n.count()
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if bytes.Compare(n.key(mid), key) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, lo < n.count() && bytes.Equal(n.key(lo), key)
+}
+
+// childFor is the child of an inner node that covers key.
+func (n node) childFor(key []byte) uint64 {
+	i, _ := n.lowerBound(key)
+	if i == n.count() {
+		return n.upper()
+	}
+	return n.child(i)
+}
+
+// free is the room between the slots and the heap.
+func (n node) free() int { return n.heapStart() - headerSize - n.count()*slotSize }
+
+// live is the room the entries would need after a compaction.
+func (n node) live() int {
+	s := 0
+	for i := range n.count() {
+		_, kl, vl := n.slot(i)
+		s += kl + vl + slotSize
+	}
+	return s
+}
+
+// room reports whether an entry of kl+vl bytes fits (after compaction).
+func (n node) room(kl, vl int) bool {
+	return usable-headerSize-n.live() >= kl+vl+slotSize
+}
+
+// compact rewrites the heap without the space of deleted entries.
+func (n node) compact() {
+	var tmp [protocol.PageSize]byte
+	copy(tmp[:], n)
+	t := node(tmp[:])
+	h := usable
+	for i := range t.count() {
+		off, kl, vl := t.slot(i)
+		h -= kl + vl
+		copy(n[h:], t[off:off+kl+vl])
+		n.setSlot(i, h, kl, vl)
+	}
+	n.setHeap(h)
+}
+
+// insertAt puts key/value in slot i, shifting the slots after it. The
+// caller checked room().
+func (n node) insertAt(i int, key, val []byte) {
+	need := len(key) + len(val)
+	if n.free() < need+slotSize {
+		n.compact()
+	}
+	c := n.count()
+	copy(n[headerSize+(i+1)*slotSize:headerSize+(c+1)*slotSize], n[headerSize+i*slotSize:headerSize+c*slotSize])
+	h := n.heapStart() - need
+	copy(n[h:], key)
+	copy(n[h+len(key):], val)
+	n.setSlot(i, h, len(key), len(val))
+	n.setHeap(h)
+	n.setCount(c + 1)
+}
+
+// removeAt deletes slot i (its heap space is reclaimed by the next compact).
+func (n node) removeAt(i int) {
+	c := n.count()
+	copy(n[headerSize+i*slotSize:], n[headerSize+(i+1)*slotSize:headerSize+c*slotSize])
+	n.setCount(c - 1)
+}
+
+// splitInto moves the upper half of n into the empty node r (same kind)
+// and returns the separator: every key left in n is <= sep < every key in r.
+// rightPID is r's page: a leaf links to it.
+func (n node) splitInto(r node, rightPID uint64) []byte {
+	c := n.count()
+	mid := c / 2
+	var sep []byte
+	if n.isLeaf() {
+		// n keeps [0, mid], r gets (mid, c).
+		for i := mid + 1; i < c; i++ {
+			r.insertAt(r.count(), n.key(i), n.value(i))
+		}
+		sep = append([]byte(nil), n.key(mid)...)
+		r.setUpper(n.upper())
+		n.setUpper(rightPID + 1)
+		n.setCount(mid + 1)
+	} else {
+		// n keeps [0, mid) with mid's child as its upper; r gets (mid, c).
+		for i := mid + 1; i < c; i++ {
+			r.insertAt(r.count(), n.key(i), n.value(i))
+		}
+		r.setUpper(n.upper())
+		sep = append([]byte(nil), n.key(mid)...)
+		n.setUpper(n.child(mid))
+		n.setCount(mid)
+	}
+	n.compact()
+	return sep
+}
+
+// insertSeparator records in inner node n that child left (which used to
+// cover this key range alone) now covers keys <= sep and right the rest.
+func (n node) insertSeparator(sep []byte, left, right uint64) {
+	i, _ := n.lowerBound(sep)
+	var lv [8]byte
+	binary.LittleEndian.PutUint64(lv[:], left)
+	if i == n.count() {
+		n.setUpper(right)
+	} else {
+		binary.LittleEndian.PutUint64(n.value(i), right)
+	}
+	n.insertAt(i, sep, lv[:])
+}

@@ -1,0 +1,333 @@
+package btree
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// Session is what one worker needs to use a tree on its node: the node's
+// cache, the worker, and how to allocate a page.
+type Session struct {
+	Cache    *bufmgr.Cache
+	Worker   *bufmgr.Worker
+	Allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
+}
+
+// Errors.
+var (
+	ErrKeySize   = fmt.Errorf("btree: key must be 1 to %d bytes", MaxKey)
+	ErrEntrySize = fmt.Errorf("btree: key and value together must be at most %d bytes", MaxEntry)
+	ErrCorrupt   = errors.New("btree: corrupt page")
+)
+
+const catalogMagic = 0x5343415441 // "SCATA"
+
+// Tree is a B-tree identified by its catalog page, which holds the root PID.
+// The value is shared by every node and worker using the tree.
+type Tree struct {
+	catalog protocol.PID
+}
+
+// Open names an existing tree by its catalog page.
+func Open(catalog protocol.PID) *Tree { return &Tree{catalog: catalog} }
+
+// Catalog is the tree's catalog page.
+func (t *Tree) Catalog() protocol.PID { return t.catalog }
+
+// Create makes a tree: a catalog page pointing to an empty root leaf.
+func Create(s Session) (*Tree, error) {
+	root, err := s.Allocate(s.Worker)
+	if err != nil {
+		return nil, fmt.Errorf("btree: allocating the root: %w", err)
+	}
+	initNode(root.Data(), kindLeaf)
+	root.MarkDirty()
+	cat, err := s.Allocate(s.Worker)
+	if err != nil {
+		root.Release()
+		return nil, fmt.Errorf("btree: allocating the catalog: %w", err)
+	}
+	binary.LittleEndian.PutUint64(cat.Data(), catalogMagic)
+	binary.LittleEndian.PutUint64(cat.Data()[8:], uint64(root.PID()))
+	cat.MarkDirty()
+	t := &Tree{catalog: cat.PID()}
+	cat.Release()
+	root.Release()
+	return t, nil
+}
+
+func rootOf(cat []byte) (protocol.PID, bool) {
+	if binary.LittleEndian.Uint64(cat) != catalogMagic {
+		return 0, false
+	}
+	return protocol.PID(binary.LittleEndian.Uint64(cat[8:])), true
+}
+
+// step is one optimistic read of a node; ok false means restart.
+type path struct {
+	parent  bufmgr.OptimisticGuard
+	isCat   bool // parent is the catalog
+	current bufmgr.OptimisticGuard
+}
+
+// descend follows the tree optimistically to the leaf for key. With
+// forInsert, a node on the way that might not take one more entry of
+// kl+vl bytes is split first (and the descent restarts), so a parent always
+// has room for a separator.
+func (t *Tree) descend(s Session, key []byte, forInsert bool, kl, vl int) (path, error) {
+	for attempt := 0; ; attempt++ {
+		if attempt > 1_000_000 {
+			return path{}, fmt.Errorf("btree: descent did not settle: %w", ErrCorrupt)
+		}
+		p, restart, err := t.try(s, key, forInsert, kl, vl)
+		if err != nil {
+			return path{}, err
+		}
+		if !restart {
+			return p, nil
+		}
+	}
+}
+
+func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, bool, error) {
+	cat := s.Cache.Optimistic(s.Worker, t.catalog)
+	root, ok := rootOf(cat.Data())
+	if cat.HasChanged() {
+		return path{}, true, nil
+	}
+	if !ok {
+		return path{}, false, fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
+	}
+	p := path{parent: cat, isCat: true}
+	p.current = s.Cache.Optimistic(s.Worker, root)
+	if p.parent.HasChanged() {
+		return path{}, true, nil
+	}
+	for {
+		n := node(p.current.Data())
+		valid := n.valid()
+		leaf := valid && n.isLeaf()
+		full := false
+		var next uint64
+		if valid {
+			if forInsert {
+				if leaf {
+					full = !n.room(kl, vl)
+				} else {
+					full = !n.room(MaxKey, 8)
+				}
+			}
+			if !leaf && !full {
+				next = n.childFor(key)
+			}
+		}
+		if p.current.HasChanged() {
+			return path{}, true, nil
+		}
+		if !valid {
+			return path{}, false, fmt.Errorf("page %v: %w", p.current.PID(), ErrCorrupt)
+		}
+		if full {
+			return path{}, true, t.split(s, p)
+		}
+		if leaf {
+			return p, false, nil
+		}
+		p.parent, p.isCat = p.current, false
+		p.current = s.Cache.Optimistic(s.Worker, protocol.PID(next))
+		if p.parent.HasChanged() {
+			return path{}, true, nil
+		}
+	}
+}
+
+// split splits p.current, whose parent is p.parent (or the catalog, for the
+// root); both are latched exclusively, parent first. A restart of the
+// descent follows either way.
+func (t *Tree) split(s Session, p path) error {
+	px, err := p.parent.ToExclusive(s.Worker)
+	if err != nil {
+		return nil // changed: restart
+	}
+	nx, err := p.current.ToExclusive(s.Worker)
+	if err != nil {
+		px.Release()
+		return nil
+	}
+	defer px.Release()
+	defer nx.Release()
+	n := node(nx.Data())
+	right, err := s.Allocate(s.Worker)
+	if err != nil {
+		return fmt.Errorf("btree: allocating a split page: %w", err)
+	}
+	defer right.Release()
+	initNode(right.Data(), n.kind())
+	sep := n.splitInto(node(right.Data()), uint64(right.PID()))
+	nx.MarkDirty()
+	right.MarkDirty()
+	if p.isCat {
+		// A new root above the old one.
+		root, err := s.Allocate(s.Worker)
+		if err != nil {
+			return fmt.Errorf("btree: allocating a new root: %w", err)
+		}
+		initNode(root.Data(), kindInner)
+		r := node(root.Data())
+		r.setUpper(uint64(right.PID()))
+		var lv [8]byte
+		binary.LittleEndian.PutUint64(lv[:], uint64(nx.PID()))
+		r.insertAt(0, sep, lv[:])
+		root.MarkDirty()
+		binary.LittleEndian.PutUint64(px.Data()[8:], uint64(root.PID()))
+		px.MarkDirty()
+		root.Release()
+		return nil
+	}
+	node(px.Data()).insertSeparator(sep, uint64(nx.PID()), uint64(right.PID()))
+	px.MarkDirty()
+	return nil
+}
+
+func checkSizes(key []byte, vlen int) error {
+	if len(key) == 0 || len(key) > MaxKey {
+		return ErrKeySize
+	}
+	if len(key)+vlen > MaxEntry {
+		return ErrEntrySize
+	}
+	return nil
+}
+
+// Get appends the value of key to dst; ok is false when the key is absent.
+func (t *Tree) Get(s Session, key, dst []byte) (val []byte, ok bool, err error) {
+	if err := checkSizes(key, 0); err != nil {
+		return dst, false, err
+	}
+	for {
+		p, err := t.descend(s, key, false, 0, 0)
+		if err != nil {
+			return dst, false, err
+		}
+		sg, err := p.current.ToShared()
+		if err != nil {
+			continue
+		}
+		n := node(sg.Data())
+		i, found := n.lowerBound(key)
+		if found {
+			dst = append(dst, n.value(i)...)
+		}
+		sg.Release()
+		return dst, found, nil
+	}
+}
+
+// Put inserts key or replaces its value.
+func (t *Tree) Put(s Session, key, val []byte) error {
+	if err := checkSizes(key, len(val)); err != nil {
+		return err
+	}
+	for {
+		p, err := t.descend(s, key, true, len(key), len(val))
+		if err != nil {
+			return err
+		}
+		x, err := p.current.ToExclusive(s.Worker)
+		if err != nil {
+			continue
+		}
+		n := node(x.Data())
+		i, found := n.lowerBound(key)
+		if found {
+			n.removeAt(i)
+		}
+		if !n.room(len(key), len(val)) {
+			x.Release() // filled up meanwhile: split on the next descent
+			continue
+		}
+		n.insertAt(i, key, val)
+		x.MarkDirty()
+		x.Release()
+		return nil
+	}
+}
+
+// Delete removes key; found reports whether it was there.
+func (t *Tree) Delete(s Session, key []byte) (found bool, err error) {
+	if err := checkSizes(key, 0); err != nil {
+		return false, err
+	}
+	for {
+		p, err := t.descend(s, key, false, 0, 0)
+		if err != nil {
+			return false, err
+		}
+		x, err := p.current.ToExclusive(s.Worker)
+		if err != nil {
+			continue
+		}
+		n := node(x.Data())
+		i, found := n.lowerBound(key)
+		if found {
+			n.removeAt(i)
+			x.MarkDirty()
+		}
+		x.Release()
+		return found, nil
+	}
+}
+
+// Scan calls fn with every key in [from, to) in order (to nil: no upper
+// bound) until fn returns false. Each leaf is read under a shared latch and
+// released before the next is taken; key and value are only valid during
+// the call. Entries inserted concurrently may or may not be seen.
+func (t *Tree) Scan(s Session, from, to []byte, fn func(key, val []byte) bool) error {
+	p, err := t.descend(s, from, false, 0, 0)
+	if err != nil {
+		return err
+	}
+	sg, err := p.current.ToShared()
+	for err != nil {
+		if p, err = t.descend(s, from, false, 0, 0); err != nil {
+			return err
+		}
+		sg, err = p.current.ToShared()
+	}
+	var last []byte
+	for {
+		n := node(sg.Data())
+		i := 0
+		if last == nil {
+			i, _ = n.lowerBound(from)
+		} else {
+			i, _ = n.lowerBound(last)
+			if i < n.count() && bytes.Equal(n.key(i), last) {
+				i++
+			}
+		}
+		for ; i < n.count(); i++ {
+			k := n.key(i)
+			if to != nil && bytes.Compare(k, to) >= 0 {
+				sg.Release()
+				return nil
+			}
+			if !fn(k, n.value(i)) {
+				sg.Release()
+				return nil
+			}
+			last = append(last[:0], k...)
+		}
+		next := n.upper()
+		sg.Release()
+		if next == 0 {
+			return nil
+		}
+		sg = s.Cache.Shared(s.Worker, protocol.PID(next-1))
+	}
+}
