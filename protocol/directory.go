@@ -465,3 +465,20 @@ func (d *Directory) Persisted(pid PID) error {
 	m.writingBack, m.Stale, m.Copies, m.Source = false, false, 0, 0
 	return nil
 }
+
+// Restore recreates the directory of a reopened store: slots 0..allocated-1
+// exist, no node holds a copy and the SSD copies are the latest (a clean
+// close flushed every page).
+func (d *Directory) Restore(allocated uint64) error {
+	if len(d.pages) != 0 {
+		return fmt.Errorf("restore into a directory that already has %d pages: %w", len(d.pages), ErrUnexpected)
+	}
+	if allocated > d.capacity {
+		return fmt.Errorf("restore of %d pages into a directory of %d: %w", allocated, d.capacity, ErrUnexpected)
+	}
+	d.pages = make([]Meta, allocated)
+	for i := range d.pages {
+		d.pages[i].allocated = true
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+// Package scalestore is the embedded API: open a single-node store in a
+// directory and get, put, delete and scan keys. Underneath it is the same
+// engine the cluster runs: the B-tree of the paper (§5.2) on the buffer
+// manager's guards, one node of the coherence protocol, and an SSD store.
+//
+//	db, err := scalestore.Open("data", scalestore.Options{})
+//	err = db.Put([]byte("k"), []byte("v"))
+//	v, ok, err := db.Get([]byte("k"))
+//	err = db.Close() // flushes every page and the catalog
+//
+// A DB is safe for concurrent use by many goroutines.
+package scalestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/actors"
+	"github.com/scalestore-go/scalestore/btree"
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/storage"
+)
+
+// Store is what the DB needs of its storage: pages plus a small metadata
+// blob that survives a clean close (the catalog and the page allocator).
+type Store interface {
+	storage.PageStore
+	Meta() []byte
+	SetMeta([]byte) error
+}
+
+// Options configure Open.
+type Options struct {
+	// CachePages is the number of 4 KiB frames in memory (default 4096,
+	// 16 MiB).
+	CachePages int
+	// Slots is the capacity in pages when the store is created (default
+	// 1<<20, 4 GiB).
+	Slots uint64
+	// OpenStore opens (or creates) the store in dir; the default is the
+	// O_DIRECT NVMe store.
+	OpenStore func(dir string, slots uint64) (Store, error)
+}
+
+// DB is an open store.
+type DB struct {
+	rt    *actors.Local
+	store Store
+	tree  *btree.Tree
+}
+
+const metaMagic = 0x5353474F4D455441 // "SSGOMETA"
+
+// Open opens the store in dir, creating it if it does not exist.
+func Open(dir string, opts Options) (*DB, error) {
+	if opts.CachePages == 0 {
+		opts.CachePages = 4096
+	}
+	if opts.CachePages < 8 {
+		return nil, fmt.Errorf("scalestore: CachePages %d: want at least 8", opts.CachePages)
+	}
+	if opts.Slots == 0 {
+		opts.Slots = 1 << 20
+	}
+	open := opts.OpenStore
+	if open == nil {
+		open = defaultStore
+	}
+	if open == nil {
+		return nil, errors.New("scalestore: no store implementation built in")
+	}
+	store, err := open(dir, opts.Slots)
+	if err != nil {
+		return nil, fmt.Errorf("scalestore: opening %s: %w", dir, err)
+	}
+	rt, err := actors.NewLocal(actors.Config{CacheFrames: opts.CachePages}, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	db := &DB{rt: rt, store: store}
+	if err := db.load(); err != nil {
+		rt.Close()
+		store.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// load restores the catalog and the allocator from the store's metadata,
+// or creates the tree in a new store.
+func (db *DB) load() error {
+	meta := db.store.Meta()
+	return db.rt.Do(func(w *bufmgr.Worker) error {
+		if len(meta) == 0 {
+			t, err := btree.Create(db.session(w))
+			if err != nil {
+				return fmt.Errorf("scalestore: creating the tree: %w", err)
+			}
+			db.tree = t
+			return nil
+		}
+		if len(meta) < 24 || binary.LittleEndian.Uint64(meta) != metaMagic {
+			return fmt.Errorf("scalestore: metadata of %d bytes is not ours", len(meta))
+		}
+		allocated := binary.LittleEndian.Uint64(meta[8:])
+		if err := db.rt.Node().Directory().Restore(allocated); err != nil {
+			return fmt.Errorf("scalestore: restoring the allocator: %w", err)
+		}
+		db.tree = btree.Open(protocol.PID(binary.LittleEndian.Uint64(meta[16:])))
+		return nil
+	})
+}
+
+func (db *DB) session(w *bufmgr.Worker) btree.Session {
+	n := db.rt.Node()
+	return btree.Session{Cache: n.Cache(), Worker: w, Allocate: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
+		g, ok := n.Allocate(w, n.ID())
+		if !ok {
+			return g, errors.New("scalestore: the store is full")
+		}
+		return g, nil
+	}}
+}
+
+// Get returns the value of key; ok is false when the key is absent.
+func (db *DB) Get(key []byte) (val []byte, ok bool, err error) {
+	err = db.rt.Do(func(w *bufmgr.Worker) error {
+		val, ok, err = db.tree.Get(db.session(w), key, nil)
+		return err
+	})
+	return val, ok, err
+}
+
+// Put sets key to val.
+func (db *DB) Put(key, val []byte) error {
+	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.Put(db.session(w), key, val) })
+}
+
+// Delete removes key; found reports whether it was there.
+func (db *DB) Delete(key []byte) (found bool, err error) {
+	err = db.rt.Do(func(w *bufmgr.Worker) error {
+		found, err = db.tree.Delete(db.session(w), key)
+		return err
+	})
+	return found, err
+}
+
+// Scan calls fn for every key in [from, to) in order (to nil: to the end)
+// until fn returns false. key and val are valid only during the call; fn
+// must not use the DB.
+func (db *DB) Scan(from, to []byte, fn func(key, val []byte) bool) error {
+	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.Scan(db.session(w), from, to, fn) })
+}
+
+// Close writes every dirty page and the metadata, and closes the store.
+func (db *DB) Close() error {
+	err := db.rt.Close()
+	meta := make([]byte, 24)
+	binary.LittleEndian.PutUint64(meta, metaMagic)
+	binary.LittleEndian.PutUint64(meta[8:], db.rt.Node().Directory().Allocated())
+	binary.LittleEndian.PutUint64(meta[16:], uint64(db.tree.Catalog()))
+	if err == nil {
+		err = db.store.SetMeta(meta)
+	}
+	if cerr := db.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,104 @@
+package scalestore
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/scalestore-go/scalestore/storage/memfile"
+)
+
+// memStore is a Store that outlives Close, to test reopening without disks.
+type memStore struct {
+	*memfile.Store
+	meta   []byte
+	closed bool
+}
+
+func (m *memStore) Meta() []byte           { return append([]byte(nil), m.meta...) }
+func (m *memStore) SetMeta(b []byte) error { m.meta = append(m.meta[:0], b...); return nil }
+func (m *memStore) Close() error           { m.closed = true; return nil }
+
+func memOptions(ms *memStore) Options {
+	return Options{CachePages: 16, OpenStore: func(string, uint64) (Store, error) { return ms, nil }}
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	ms := &memStore{Store: memfile.New(4096, nil)}
+	db, err := Open("x", memOptions(ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := db.Put([]byte(fmt.Sprintf("key%04d", i)), []byte(fmt.Sprintf("value-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Delete([]byte("key0007")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open("x", memOptions(ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 300 {
+		v, ok, err := db.Get([]byte(fmt.Sprintf("key%04d", i)))
+		if i == 7 {
+			if ok {
+				t.Fatal("deleted key came back")
+			}
+			continue
+		}
+		if err != nil || !ok || string(v) != fmt.Sprintf("value-%d", i) {
+			t.Fatalf("key %d after reopen: %q %v %v", i, v, ok, err)
+		}
+	}
+	n := 0
+	if err := db.Scan([]byte("key0100"), []byte("key0200"), func(k, v []byte) bool { n++; return true }); err != nil || n != 100 {
+		t.Fatalf("scan: %d keys, %v", n, err)
+	}
+}
+
+// Many goroutines at once, data several times the cache.
+func TestConcurrentUse(t *testing.T) {
+	ms := &memStore{Store: memfile.New(8192, nil)}
+	db, err := Open("x", memOptions(ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 400 {
+				k := []byte(fmt.Sprintf("g%d-%05d", g, i))
+				if err := db.Put(k, make([]byte, 100)); err != nil {
+					errs <- err
+					return
+				}
+				if _, ok, err := db.Get(k); err != nil || !ok {
+					errs <- fmt.Errorf("get %s: %v %v", k, ok, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := db.Scan(nil, nil, func(k, v []byte) bool { n++; return true }); err != nil || n != 3200 {
+		t.Fatalf("scan all: %d, %v", n, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
