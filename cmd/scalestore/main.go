@@ -20,6 +20,7 @@ Commands:
              linearizability check of the history
   scenario   run one of the paper's scenarios and print its message chart
              ('scalestore scenario list' names them)
+  kv         a single-node store in a directory: put, get, delete, scan
 
 Run 'scalestore <command> --help' for the flags of a command.
 `
@@ -38,6 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSim(args[1:], stdout, stderr)
 	case "scenario":
 		return runScenario(args[1:], stdout, stderr)
+	case "kv":
+		return runKV(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/scalestore-go/scalestore"
+)
+
+const kvUsage = `Usage: scalestore kv --data DIR [flags] [COMMAND ARGS...]
+
+Opens the single-node store in DIR (created if missing) and runs one command
+given as arguments, or reads commands from standard input, one per line:
+
+  put KEY VALUE     set KEY to VALUE (prints OK)
+  get KEY           print the value, or "not found"
+  delete KEY        print "deleted", or "not found"
+  scan FROM TO      print "KEY VALUE" for every key in [FROM, TO) in order
+                    (TO "-" means no upper bound)
+
+Keys are 1 to 256 bytes, a key and its value together at most 1024 bytes;
+values run to the end of the line. Every page is written back and the store
+closed cleanly on exit, on end of input and on Ctrl-C.
+
+Flags:
+`
+
+func runKV(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, kvUsage); fs.PrintDefaults() }
+	dir := fs.String("data", "", "directory of the store (required)")
+	cache := fs.Int("cache-pages", 4096, "4 KiB frames in memory")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "kv: --data DIR is required")
+		return 2
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "kv: %v\n", err)
+		return 1
+	}
+	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache})
+	if err != nil {
+		fmt.Fprintf(stderr, "kv: %v\n", err)
+		return 1
+	}
+	// Close cleanly on Ctrl-C as well.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	interrupted := make(chan struct{})
+	go func() {
+		if _, ok := <-sig; ok {
+			close(interrupted)
+		}
+	}()
+	code := 0
+	out := bufio.NewWriter(stdout)
+	if fs.NArg() > 0 {
+		if err := kvCommand(db, fs.Args(), strings.Join(fs.Args(), " "), out); err != nil {
+			fmt.Fprintf(stderr, "kv: %v\n", err)
+			code = 2
+		}
+	} else {
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 4096), 1<<20)
+	lines:
+		for line := 1; sc.Scan(); line++ {
+			select {
+			case <-interrupted:
+				break lines
+			default:
+			}
+			text := strings.TrimSpace(sc.Text())
+			if text == "" || strings.HasPrefix(text, "#") {
+				continue
+			}
+			if err := kvCommand(db, strings.Fields(text), text, out); err != nil {
+				fmt.Fprintf(out, "error: line %d: %v\n", line, err)
+				code = 1
+			}
+		}
+		if err := sc.Err(); err != nil {
+			fmt.Fprintf(stderr, "kv: reading input: %v\n", err)
+			code = 1
+		}
+	}
+	out.Flush()
+	if err := db.Close(); err != nil {
+		fmt.Fprintf(stderr, "kv: closing the store: %v\n", err)
+		return 1
+	}
+	return code
+}
+
+// kvCommand runs one command; line is the raw text (a value may hold spaces).
+func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error {
+	switch strings.ToLower(f[0]) {
+	case "put":
+		if len(f) < 3 {
+			return errors.New("usage: put KEY VALUE")
+		}
+		rest := strings.TrimSpace(line[len(f[0]):])
+		val := strings.TrimSpace(rest[len(f[1]):])
+		if err := db.Put([]byte(f[1]), []byte(val)); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "OK")
+	case "get":
+		if len(f) != 2 {
+			return errors.New("usage: get KEY")
+		}
+		v, ok, err := db.Get([]byte(f[1]))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(out, "not found")
+		} else {
+			fmt.Fprintln(out, string(v))
+		}
+	case "delete", "del":
+		if len(f) != 2 {
+			return errors.New("usage: delete KEY")
+		}
+		found, err := db.Delete([]byte(f[1]))
+		if err != nil {
+			return err
+		}
+		if found {
+			fmt.Fprintln(out, "deleted")
+		} else {
+			fmt.Fprintln(out, "not found")
+		}
+	case "scan":
+		if len(f) != 3 {
+			return errors.New("usage: scan FROM TO")
+		}
+		var to []byte
+		if f[2] != "-" {
+			to = []byte(f[2])
+		}
+		return db.Scan([]byte(f[1]), to, func(k, v []byte) bool {
+			fmt.Fprintf(out, "%s %s\n", k, v)
+			return true
+		})
+	default:
+		return fmt.Errorf("unknown command %q (put, get, delete, scan)", f[0])
+	}
+	return nil
+}
