@@ -32,6 +32,8 @@ type Local struct {
 	done    chan struct{}
 	err     error // first violation or storage error
 	workers sync.Pool
+	// Reads and Writes count storage operations (under the lock).
+	Reads, Writes uint64
 }
 
 type ioRequest struct {
@@ -47,6 +49,14 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 		return nil, fmt.Errorf("actors: a local node is node 0, not %d", cfg.ID)
 	}
 	cfg.SSDPages = store.Slots()
+	// Real time: the page provider looks every millisecond, the LRU epoch
+	// moves every 10 ms.
+	if cfg.ProviderInterval == 0 {
+		cfg.ProviderInterval = 1_000_000
+	}
+	if cfg.EpochInterval == 0 {
+		cfg.EpochInterval = 10_000_000
+	}
 	l := &Local{store: store, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), done: make(chan struct{})}
 	l.ioCond = sync.NewCond(&l.mu)
 	l.idle = sync.NewCond(&l.mu)
@@ -167,6 +177,11 @@ func (l *Local) ioLoop() {
 			err = l.store.ReadPage(r.slot, r.buf)
 		}
 		l.mu.Lock()
+		if r.write {
+			l.Writes++
+		} else {
+			l.Reads++
+		}
 		r.done(err)
 		l.inFlite--
 		if l.inFlite == 0 {
@@ -195,6 +210,13 @@ func (l *Local) Accepted(protocol.NodeID, protocol.Decision) {}
 
 // Obtained implements Observer.
 func (l *Local) Obtained(protocol.NodeID, protocol.PID, protocol.Mode, int64) {}
+
+// Locked runs fn under the node's lock (for statistics).
+func (l *Local) Locked(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn()
+}
 
 // Flush writes every dirty page back and empties the cache.
 func (l *Local) Flush() error {

@@ -33,15 +33,17 @@ type Node struct {
 	local    []protocol.Message // messages to itself, handled after the current step
 	draining bool
 
-	batches    [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
-	batchDirs  []protocol.NodeID                        // directories with a batch being filled
-	candidates []*bufmgr.Frame
-	entries    []protocol.EvictEntry
-	ioBufs     [][]byte
-	allocWait  [protocol.MaxNodes][]*allocWaiter
-	tickArmed  bool
-	stopped    bool
-	Stats      Stats
+	batches           [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
+	batchDirs         []protocol.NodeID                        // directories with a batch being filled
+	candidates        []*bufmgr.Frame
+	entries           []protocol.EvictEntry
+	ioBufs            [][]byte
+	allocWait         [protocol.MaxNodes][]*allocWaiter
+	tickArmed         bool
+	evicting          int // frames with an eviction under way
+	lastProgressCheck int64
+	stopped           bool
+	Stats             Stats
 }
 
 type allocWaiter struct {

@@ -35,20 +35,20 @@ func (n *Node) providerTick() {
 		return
 	}
 	n.EvictCold(n.cfg.FreeTarget)
-	n.checkProgress()
+	if now := n.env.Now(); now-n.lastProgressCheck >= progressCheckEvery {
+		n.lastProgressCheck = now
+		n.checkProgress()
+	}
 	n.armTick()
 }
 
 // EvictCold starts evictions until target frames would be free (frames
 // already being evicted count as free soon).
 func (n *Node) EvictCold(target int) {
-	inFlight := 0
-	for i := range n.cache.Frames() {
-		if n.cache.Frame(i).Evicting {
-			inFlight++
-		}
+	need := target - n.cache.FreeFrames() - n.evicting
+	if need <= 0 {
+		return
 	}
-	need := target - n.cache.FreeFrames() - inFlight
 	for round := 0; need > 0 && round < 4; round++ {
 		n.candidates = n.cache.Candidates(n.candidates[:0], n.cfg.SampleSize, n.cfg.Percentile, n.env.Rand)
 		for _, f := range n.candidates {
@@ -93,6 +93,7 @@ func (n *Node) startEvict(f *bufmgr.Frame) {
 	// From now on no worker may use the copy (the directory may accept the
 	// eviction at once), so it stops counting as valid until a decline.
 	f.Evicting = true
+	n.evicting++
 	n.obs.CopyChanged(n.id, f.PID, f.Mode, protocol.ModeNone, nil)
 	n.Stats.Evictions++
 	e := protocol.EvictEntry{PID: f.PID, Epoch: f.Epoch, Served: f.Served}
@@ -172,6 +173,7 @@ func (n *Node) onEvictReply(m *protocol.Message, payload []byte) {
 
 func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bool) {
 	f.Evicting = false
+	n.evicting--
 	switch d {
 	case protocol.EvictDeclined:
 		n.Stats.EvictDeclined++
@@ -227,6 +229,10 @@ func (n *Node) persist(pid protocol.PID, buf []byte) {
 	}
 	n.writeSSD(pid, buf, 0, done)
 }
+
+// progressCheckEvery spaces the scans of checkProgress (it looks at every
+// frame).
+const progressCheckEvery = 10_000_000 // 10 ms
 
 // checkProgress reports requests outstanding for longer than the bound.
 func (n *Node) checkProgress() {

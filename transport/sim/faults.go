@@ -95,7 +95,7 @@ func (p *FaultPlan) prepare(w *World) {
 
 func (w *World) scheduleStall() {
 	e := w.alloc()
-	e.at, e.kind, e.fn = w.now+w.faults.StallEvery, evFunc, w.stallTick
+	e.at, e.kind, e.node, e.fn = w.now+w.faults.StallEvery, evFunc, 0, w.stallTick
 	w.push(e)
 }
 

@@ -196,6 +196,9 @@ func (w *World) Send(m *protocol.Message, payload []byte) {
 	if int(m.To) >= w.n || int(m.From) >= w.n {
 		panic("sim: message to or from a node outside the world")
 	}
+	if len(payload) > protocol.PageSize {
+		panic("sim: payload larger than a page")
+	}
 	e := w.alloc()
 	e.kind, e.node, e.msg = evMsg, m.To, *m
 	e.payload = e.payload[:0]
@@ -232,9 +235,12 @@ func (w *World) Step() bool {
 	e := w.events.pop()
 	w.now = e.at
 	if w.stalled[e.node] > w.now && !w.stopFault {
-		// A stalled node processes nothing: its events wait, in order.
+		// A stalled node processes nothing: its events wait, in order. They
+		// keep their sequence number, so events held back and events that
+		// arrive at the end of the stall still run in the order they were
+		// scheduled (per-link FIFO holds across stalls).
 		e.at = w.stalled[e.node]
-		w.push(e)
+		w.events.push(e)
 		return true
 	}
 	w.Steps++
