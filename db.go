@@ -5,7 +5,7 @@
 //
 //	db, err := scalestore.Open("data", scalestore.Options{})
 //	err = db.Put([]byte("k"), []byte("v"))
-//	v, ok, err := db.Get([]byte("k"))
+//	v, ok, err := db.Get([]byte("k"), nil)
 //	err = db.Close() // flushes every page and the catalog
 //
 // A DB is safe for concurrent use by many goroutines.
@@ -21,6 +21,7 @@ import (
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
+	"github.com/scalestore-go/scalestore/storage/memfile"
 )
 
 // Store is what the DB needs of its storage: pages plus a small metadata
@@ -42,7 +43,35 @@ type Options struct {
 	// OpenStore opens (or creates) the store in dir; the default is the
 	// O_DIRECT NVMe store.
 	OpenStore func(dir string, slots uint64) (Store, error)
+	// InMemory keeps the pages in memory instead of a directory (nothing
+	// survives Close): for benchmarks and tests.
+	InMemory bool
 }
+
+// Stats are the DB's counters.
+type Stats struct {
+	CacheHits, CacheMisses uint64
+	SSDReads, SSDWrites    uint64
+}
+
+// Stats reads the counters.
+func (db *DB) Stats() Stats {
+	var s Stats
+	db.rt.Locked(func() {
+		cs := db.rt.Node().Cache().Stats
+		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes}
+	})
+	return s
+}
+
+// memoryStore keeps pages in memory (Options.InMemory).
+type memoryStore struct {
+	*memfile.Store
+	meta []byte
+}
+
+func (m *memoryStore) Meta() []byte           { return append([]byte(nil), m.meta...) }
+func (m *memoryStore) SetMeta(b []byte) error { m.meta = append(m.meta[:0], b...); return nil }
 
 // DB is an open store.
 type DB struct {
@@ -65,6 +94,9 @@ func Open(dir string, opts Options) (*DB, error) {
 		opts.Slots = 1 << 20
 	}
 	open := opts.OpenStore
+	if opts.InMemory {
+		open = func(string, uint64) (Store, error) { return &memoryStore{Store: memfile.New(opts.Slots, nil)}, nil }
+	}
 	if open == nil {
 		open = defaultStore
 	}
@@ -125,10 +157,10 @@ func (db *DB) session(w *bufmgr.Worker) btree.Session {
 	}}
 }
 
-// Get returns the value of key; ok is false when the key is absent.
-func (db *DB) Get(key []byte) (val []byte, ok bool, err error) {
+// Get appends the value of key to dst; ok is false when the key is absent.
+func (db *DB) Get(key, dst []byte) (val []byte, ok bool, err error) {
 	err = db.rt.Do(func(w *bufmgr.Worker) error {
-		val, ok, err = db.tree.Get(db.session(w), key, nil)
+		val, ok, err = db.tree.Get(db.session(w), key, dst)
 		return err
 	})
 	return val, ok, err

@@ -46,7 +46,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 	defer db.Close()
 	for i := range 300 {
-		v, ok, err := db.Get([]byte(fmt.Sprintf("key%04d", i)))
+		v, ok, err := db.Get([]byte(fmt.Sprintf("key%04d", i)), nil)
 		if i == 7 {
 			if ok {
 				t.Fatal("deleted key came back")
@@ -82,7 +82,7 @@ func TestConcurrentUse(t *testing.T) {
 					errs <- err
 					return
 				}
-				if _, ok, err := db.Get(k); err != nil || !ok {
+				if _, ok, err := db.Get(k, nil); err != nil || !ok {
 					errs <- fmt.Errorf("get %s: %v %v", k, ok, err)
 					return
 				}

@@ -123,7 +123,7 @@ func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error 
 		if len(f) != 2 {
 			return errors.New("usage: get KEY")
 		}
-		v, ok, err := db.Get([]byte(f[1]))
+		v, ok, err := db.Get([]byte(f[1]), nil)
 		if err != nil {
 			return err
 		}

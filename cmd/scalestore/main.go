@@ -21,6 +21,7 @@ Commands:
   scenario   run one of the paper's scenarios and print its message chart
              ('scalestore scenario list' names them)
   kv         a single-node store in a directory: put, get, delete, scan
+  ycsb       YCSB point lookups and updates on the store or an in-memory baseline
 
 Run 'scalestore <command> --help' for the flags of a command.
 `
@@ -39,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSim(args[1:], stdout, stderr)
 	case "scenario":
 		return runScenario(args[1:], stdout, stderr)
+	case "ycsb":
+		return runYCSB(args[1:], stdout, stderr)
 	case "kv":
 		return runKV(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":

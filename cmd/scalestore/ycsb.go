@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scalestore-go/scalestore"
+	"github.com/scalestore-go/scalestore/ycsb"
+	tidwall "github.com/tidwall/btree"
+)
+
+const ycsbUsage = `Usage: scalestore ycsb [flags]
+
+Loads --records records (8-byte keys, 128-byte random values, paper §6.1),
+warms up, then runs point lookups and point updates for --duration on
+--threads goroutines and prints throughput and latency percentiles.
+
+  --engine scalestore   the B-tree on the buffer manager (the embedded store)
+  --engine btree        tidwall/btree in memory (the baseline)
+
+Without --data the scalestore engine keeps its pages in memory.
+
+Flags:
+`
+
+func runYCSB(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ycsb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, ycsbUsage); fs.PrintDefaults() }
+	engine := fs.String("engine", "scalestore", "scalestore or btree")
+	var cfg ycsb.Config
+	fs.IntVar(&cfg.Records, "records", 1_000_000, "records to load")
+	fs.Float64Var(&cfg.ReadRatio, "read-ratio", 0.95, "share of point lookups (the rest are updates)")
+	fs.Float64Var(&cfg.Zipf, "zipf", 0, "scrambled zipfian constant (0 = uniform; YCSB uses 0.99)")
+	fs.IntVar(&cfg.Threads, "threads", 1, "worker goroutines")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured run time")
+	fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "run time before measuring")
+	cache := fs.String("cache", "1GiB", "buffer size of the scalestore engine (KiB, MiB, GiB suffixes)")
+	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
+	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if cfg.Records < 1 || cfg.Threads < 1 || cfg.ReadRatio < 0 || cfg.ReadRatio > 1 || cfg.Zipf < 0 || cfg.Zipf >= 1 {
+		fmt.Fprintln(stderr, "ycsb: want --records >= 1, --threads >= 1, --read-ratio in 0..1, --zipf in [0, 1)")
+		return 2
+	}
+	cacheBytes, err := parseSize(*cache)
+	if err != nil {
+		fmt.Fprintf(stderr, "ycsb: --cache: %v\n", err)
+		return 2
+	}
+	if isTerminal(stderr) {
+		cfg.Progress = stderr
+	}
+	cfg.Seed = 42
+	var e ycsb.Engine
+	var db *scalestore.DB
+	switch *engine {
+	case "scalestore":
+		opts := scalestore.Options{CachePages: int(cacheBytes / 4096), Slots: uint64(cfg.Records/20 + 4096), InMemory: *dir == ""}
+		if *dir != "" {
+			if err := os.MkdirAll(*dir, 0o755); err != nil {
+				fmt.Fprintf(stderr, "ycsb: %v\n", err)
+				return 1
+			}
+		}
+		if db, err = scalestore.Open(*dir, opts); err != nil {
+			fmt.Fprintf(stderr, "ycsb: %v\n", err)
+			return 1
+		}
+		defer db.Close()
+		e = db
+	case "btree":
+		e = newTidwallEngine()
+	default:
+		fmt.Fprintf(stderr, "ycsb: --engine %q: want scalestore or btree\n", *engine)
+		return 2
+	}
+	load, err := ycsb.Load(e, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ycsb: %v\n", err)
+		return 1
+	}
+	var before scalestore.Stats
+	if db != nil {
+		before = db.Stats()
+	}
+	res, err := ycsb.Run(e, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "ycsb: %v\n", err)
+		return 1
+	}
+	res.LoadSecs = load.Seconds()
+	out := struct {
+		Engine string `json:"engine"`
+		ycsb.Result
+		Records      int     `json:"records"`
+		Threads      int     `json:"threads"`
+		ReadRatio    float64 `json:"read_ratio"`
+		Zipf         float64 `json:"zipf"`
+		HitRatio     float64 `json:"cache_hit_ratio"`
+		ReadsFromSSD uint64  `json:"reads_from_ssd"`
+	}{Engine: *engine, Result: res, Records: cfg.Records, Threads: cfg.Threads, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, HitRatio: 1}
+	if db != nil {
+		s := db.Stats()
+		hits, misses := s.CacheHits-before.CacheHits, s.CacheMisses-before.CacheMisses
+		if hits+misses > 0 {
+			out.HitRatio = float64(hits) / float64(hits+misses)
+		}
+		out.ReadsFromSSD = s.SSDReads - before.SSDReads
+	}
+	fmt.Fprintf(stdout, "%s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  SSD reads %d  (%d records, %d threads, load %.1fs)\n",
+		out.Engine, res.OpsPerSec, res.P50us, res.P99us, res.P999us, out.HitRatio, out.ReadsFromSSD, cfg.Records, cfg.Threads, res.LoadSecs)
+	if *asJSON {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+	}
+	return 0
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size like 256MiB", s)
+	}
+	return n * mult, nil
+}
+
+// tidwallEngine is the in-memory baseline: tidwall/btree under a
+// reader-writer lock.
+type tidwallEngine struct {
+	mu sync.RWMutex
+	t  *tidwall.BTreeG[kvPair]
+}
+
+type kvPair struct{ k, v []byte }
+
+func newTidwallEngine() *tidwallEngine {
+	return &tidwallEngine{t: tidwall.NewBTreeGOptions(func(a, b kvPair) bool { return bytes.Compare(a.k, b.k) < 0 },
+		tidwall.Options{NoLocks: true})}
+}
+
+func (e *tidwallEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	e.mu.RLock()
+	p, ok := e.t.Get(kvPair{k: key})
+	if ok {
+		dst = append(dst, p.v...)
+	}
+	e.mu.RUnlock()
+	return dst, ok, nil
+}
+
+func (e *tidwallEngine) Put(key, val []byte) error {
+	p := kvPair{append([]byte(nil), key...), append([]byte(nil), val...)}
+	e.mu.Lock()
+	e.t.Set(p)
+	e.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,193 @@
+// Package ycsb drives YCSB-style workloads (paper §6.1: 8-byte keys,
+// 128-byte values, point lookups and point updates) against an Engine and
+// measures throughput and latency percentiles. Keys are chosen uniformly or
+// with YCSB's scrambled zipfian (go-ycsb's generator).
+//
+// It imports no engine: cmd/scalestore plugs them in.
+package ycsb
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/pingcap/go-ycsb/pkg/generator"
+)
+
+// Engine is a key-value store under test. It must be safe for concurrent
+// use.
+type Engine interface {
+	Get(key, dst []byte) ([]byte, bool, error)
+	Put(key, val []byte) error
+}
+
+// Config is one YCSB run.
+type Config struct {
+	Records   int
+	ReadRatio float64
+	Zipf      float64 // 0: uniform; YCSB's default is 0.99
+	Threads   int
+	Duration  time.Duration
+	Warmup    time.Duration
+	Seed      int64
+	// Progress, when set, receives a progress line while loading and running.
+	Progress io.Writer
+}
+
+// ValueSize is the size of every value (paper §6.1).
+const ValueSize = 128
+
+// Result is what a run measured.
+type Result struct {
+	Ops       int64   `json:"ops"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	P999us    float64 `json:"p999_us"`
+	Seconds   float64 `json:"seconds"`
+	LoadSecs  float64 `json:"load_seconds"`
+}
+
+// Key writes record i's key.
+func Key(b []byte, i int64) []byte { return binary.BigEndian.AppendUint64(b[:0], uint64(i)) }
+
+// Load inserts records 0..Records-1 with random values, on Threads
+// goroutines.
+func Load(e Engine, cfg Config) (time.Duration, error) {
+	start := time.Now()
+	var done atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	if cfg.Progress != nil {
+		go func() {
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					fmt.Fprintf(cfg.Progress, "\rload %d/%d records (%.0f%%) ", done.Load(), cfg.Records, 100*float64(done.Load())/float64(cfg.Records))
+				}
+			}
+		}()
+	}
+	per := (cfg.Records + cfg.Threads - 1) / cfg.Threads
+	for t := range cfg.Threads {
+		lo, hi := t*per, min((t+1)*per, cfg.Records)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(cfg.Seed + int64(t)))
+			var kb [8]byte
+			val := make([]byte, ValueSize)
+			for i := lo; i < hi; i++ {
+				r.Read(val)
+				if err := e.Put(Key(kb[:], int64(i)), val); err != nil {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("load record %d: %w", i, err))
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "\rload %d/%d records (100%%) in %.1fs\n", done.Load(), cfg.Records, time.Since(start).Seconds())
+	}
+	if err, _ := firstErr.Load().(error); err != nil {
+		return time.Since(start), err
+	}
+	return time.Since(start), nil
+}
+
+// Run runs the mix for Warmup (not measured) and then Duration.
+func Run(e Engine, cfg Config) (Result, error) {
+	var measuring atomic.Bool
+	var stopFlag atomic.Bool
+	var firstErr atomic.Value
+	hists := make([]*hdrhistogram.Histogram, cfg.Threads)
+	counts := make([]int64, cfg.Threads)
+	var wg sync.WaitGroup
+	for t := range cfg.Threads {
+		hists[t] = hdrhistogram.New(1, 60_000_000, 3) // ns
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(cfg.Seed + 1000 + int64(t)))
+			var pick func() int64
+			if cfg.Zipf > 0 {
+				z := generator.NewScrambledZipfian(0, int64(cfg.Records-1), cfg.Zipf)
+				pick = func() int64 { return z.Next(r) }
+			} else {
+				pick = func() int64 { return r.Int63n(int64(cfg.Records)) }
+			}
+			var kb [8]byte
+			val := make([]byte, ValueSize)
+			buf := make([]byte, 0, ValueSize)
+			h := hists[t]
+			n := int64(0)
+			for !stopFlag.Load() {
+				key := Key(kb[:], pick())
+				read := r.Float64() < cfg.ReadRatio
+				if !read {
+					r.Read(val)
+				}
+				start := time.Now()
+				var err error
+				if read {
+					buf, _, err = e.Get(key, buf[:0])
+				} else {
+					err = e.Put(key, val)
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				if measuring.Load() {
+					_ = h.RecordValue(int64(time.Since(start)))
+					n++
+				}
+			}
+			counts[t] = n
+		}()
+	}
+	time.Sleep(cfg.Warmup)
+	measuring.Store(true)
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	for time.Now().Before(end) {
+		time.Sleep(min(250*time.Millisecond, time.Until(end)))
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "\rrun %.0fs/%.0fs ", time.Since(start).Seconds(), cfg.Duration.Seconds())
+		}
+	}
+	stopFlag.Store(true)
+	elapsed := time.Since(start)
+	wg.Wait()
+	if cfg.Progress != nil {
+		fmt.Fprintln(cfg.Progress)
+	}
+	if err, _ := firstErr.Load().(error); err != nil {
+		return Result{}, err
+	}
+	all := hdrhistogram.New(1, 60_000_000, 3)
+	var res Result
+	for t := range cfg.Threads {
+		all.Merge(hists[t])
+		res.Ops += counts[t]
+	}
+	res.Seconds = elapsed.Seconds()
+	res.OpsPerSec = float64(res.Ops) / elapsed.Seconds()
+	res.P50us = float64(all.ValueAtQuantile(50)) / 1000
+	res.P99us = float64(all.ValueAtQuantile(99)) / 1000
+	res.P999us = float64(all.ValueAtQuantile(99.9)) / 1000
+	return res, nil
+}
