@@ -1,5 +1,13 @@
 package scalestore
 
-// defaultStore opens the store Open uses when Options.OpenStore is nil; set
-// by the file that links the NVMe store.
-var defaultStore func(dir string, slots uint64) (Store, error)
+import (
+	"path/filepath"
+
+	"github.com/scalestore-go/scalestore/storage/filestore"
+)
+
+// defaultStore opens the store Open uses when Options.OpenStore is nil: one
+// file in dir.
+var defaultStore = func(dir string, slots uint64) (Store, error) {
+	return filestore.Open(filepath.Join(dir, "scalestore.db"), slots)
+}

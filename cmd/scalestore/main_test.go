@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,5 +125,54 @@ func TestScenarioCLI(t *testing.T) {
 	}
 	if code, _, e := runCLI("scenario", "nope"); code != 2 || !strings.Contains(e, "unknown scenario") {
 		t.Fatalf("unknown scenario: %d %s", code, e)
+	}
+}
+
+// kv: 300 keys put in one process are all there in the next; a missing key
+// says "not found".
+func TestKVAcrossProcesses(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "scalestore")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&in, "put key%03d value number %d\n", i, i)
+	}
+	put := exec.Command(bin, "kv", "--data", dir)
+	put.Stdin = strings.NewReader(in.String())
+	if out, err := put.CombinedOutput(); err != nil || strings.Count(string(out), "OK\n") != 300 {
+		t.Fatalf("put: %v\n%s", err, out)
+	}
+	in.Reset()
+	for i := range 300 {
+		fmt.Fprintf(&in, "get key%03d\n", i)
+	}
+	in.WriteString("get nosuchkey\n")
+	get := exec.Command(bin, "kv", "--data", dir)
+	get.Stdin = strings.NewReader(in.String())
+	out, err := get.CombinedOutput()
+	if err != nil {
+		t.Fatalf("get: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 301 {
+		t.Fatalf("%d lines of output", len(lines))
+	}
+	for i := range 300 {
+		if lines[i] != fmt.Sprintf("value number %d", i) {
+			t.Fatalf("key%03d: %q", i, lines[i])
+		}
+	}
+	if lines[300] != "not found" {
+		t.Fatalf("missing key: %q", lines[300])
+	}
+	one, err := exec.Command(bin, "kv", "--data", dir, "get", "key042").Output()
+	if err != nil || string(one) != "value number 42\n" {
+		t.Fatalf("get as arguments: %q %v", one, err)
+	}
+	if code, _, e := runCLI("kv"); code != 2 || !strings.Contains(e, "--data") {
+		t.Fatalf("kv without --data: %d %q", code, e)
 	}
 }
