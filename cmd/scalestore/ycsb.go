@@ -70,7 +70,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 	var db *scalestore.DB
 	switch *engine {
 	case "scalestore":
-		opts := scalestore.Options{CachePages: int(cacheBytes / 4096), Slots: uint64(cfg.Records/20 + 4096), InMemory: *dir == ""}
+		opts := scalestore.Options{CachePages: int(cacheBytes / 4096), Slots: uint64(cfg.Records/8 + 4096), InMemory: *dir == ""}
 		if *dir != "" {
 			if err := os.MkdirAll(*dir, 0o755); err != nil {
 				fmt.Fprintf(stderr, "ycsb: %v\n", err)
