@@ -94,10 +94,16 @@ func (g *SharedGuard) Upgrade(w *Worker) (ExclusiveGuard, error) {
 	}
 	f.Latch.UnlockShared()
 	g.c.release(f)
-	x := g.c.Exclusive(w, pid)
+	return g.c.exclusiveIfUnchanged(w, f, pid, v)
+}
+
+// exclusiveIfUnchanged latches pid exclusively and checks it is still in
+// frame f at version v; ErrRestart (nothing latched) otherwise.
+func (c *Cache) exclusiveIfUnchanged(w *Worker, f *Frame, pid protocol.PID, v uint64) (ExclusiveGuard, error) {
+	x := c.Exclusive(w, pid)
 	if x.f != f || f.Latch.Version() != v {
 		x.Release()
-		g.c.Stats.Restarts++
+		c.Stats.Restarts++
 		return ExclusiveGuard{}, ErrRestart
 	}
 	return x, nil
@@ -159,13 +165,7 @@ func (g *OptimisticGuard) ToShared() (SharedGuard, error) {
 func (g *OptimisticGuard) ToExclusive(w *Worker) (ExclusiveGuard, error) {
 	f, pid, v := g.f, g.pid, g.version
 	g.f = nil
-	x := g.c.Exclusive(w, pid)
-	if x.f != f || f.Latch.Version() != v {
-		x.Release()
-		g.c.Stats.Restarts++
-		return ExclusiveGuard{}, ErrRestart
-	}
-	return x, nil
+	return g.c.exclusiveIfUnchanged(w, f, pid, v)
 }
 
 // Release forgets an optimistic guard (it holds no latch; this only makes
