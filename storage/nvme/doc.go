@@ -1,0 +1,67 @@
+// Package nvme is the persistent storage.PageStore: pages live in a file or
+// block device opened with O_DIRECT and are read and written through an
+// io_uring ring the package drives itself (on golang.org/x/sys/unix; no cgo,
+// no liburing), falling back to pread/pwrite when io_uring is unavailable.
+//
+// # Layout
+//
+// Page 0 is the superblock; slot s lives at byte offset (s+1)*4096. The
+// superblock holds the magic "SSGOSTOR", the format version, the page size,
+// the capacity in slots, a clean-shutdown flag, a generation counter and an
+// opaque metadata blob of up to MaxMeta bytes that the engine owns (catalog
+// PID, allocator state, free slots; see Store.Meta and Store.SetMeta). The
+// last four bytes of the superblock are a CRC32C (Castagnoli) of the rest.
+//
+// Every data page ends in a TrailerSize-byte trailer the store owns:
+//
+//	[4080,4084) CRC32C of bytes [0,4080), little endian
+//	[4084,4092) the slot number, little endian
+//	[4092,4096) the trailer magic/version "SSP1"
+//
+// so only DataSize bytes of a page carry the caller's data. WritePage stamps
+// the trailer into a private aligned copy (the caller's buffer is never
+// modified; whatever the caller had in its last 16 bytes is not stored), and
+// ReadPage verifies it: a torn, corrupted or misdirected page yields an error
+// wrapping ErrCorrupt that names the slot and is never served. On success
+// ReadPage returns the DataSize data bytes followed by TrailerSize zero bytes,
+// so a caller that keeps its trailer bytes zero sees exactly what it wrote,
+// as with storage/memfile. A slot never written (all zeros on disk, which is
+// what a freshly created store file holds) reads as a zero page without
+// error.
+//
+// # Buffers
+//
+// O_DIRECT needs 4096-aligned memory, which the Go heap does not promise, so
+// the store keeps a pool of aligned pages mapped with anonymous mmap (outside
+// the Go heap, so the kernel may write into them while Go code runs and the
+// garbage collector never moves them) and copies into and out of the
+// caller's buffers. The engine's later off-heap buffer pool will hand the
+// store aligned buffers directly and this copy will go away.
+//
+// # Concurrency and asynchronous I/O
+//
+// A Store is safe for use by one goroutine at a time; callers serialize, as
+// the storage.PageStore contract says. The package starts no goroutines.
+// ReadAsync and WriteAsync queue a request and return; requests reach the
+// kernel and complete inside Poll, which also calls the requests' done
+// callbacks. Up to Options.QueueDepth requests are in flight; see ReadAsync
+// for the exact rules. The synchronous ReadPage and WritePage are built on
+// the same path (submit, then wait).
+//
+// # Durability
+//
+// A completed write has reached the device, but possibly only its volatile
+// write cache: Sync (and Close) flush the device cache with fdatasync and
+// then persist the superblock, so everything written before Sync and the
+// metadata set before it survive a crash. Open marks the store in use in the
+// superblock, Close marks it clean; WasClean reports whether the previous
+// user closed it.
+//
+// # Imports
+//
+// This package implements storage.PageStore and may import only the storage
+// and protocol packages of this module. It must never import the simulator,
+// bufmgr or actors: those sit above the page store.
+//
+// The implementation is Linux-only.
+package nvme
