@@ -3,7 +3,6 @@ package scenarios
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -383,13 +382,4 @@ func WriteChart(w io.Writer, r *ScenarioResult) {
 			fmt.Fprintf(w, "  %s\n", v)
 		}
 	}
-}
-
-// ScenarioNames lists the names.
-func ScenarioNames() []string {
-	var out []string
-	for _, s := range Scenarios {
-		out = append(out, s.Name)
-	}
-	return slices.Clip(out)
 }

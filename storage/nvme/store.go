@@ -294,33 +294,26 @@ func (s *Store) buf(i uint32) []byte {
 func (s *Store) superBuf() []byte { return s.buf(uint32(s.depth)) }
 
 // pread reads one page at byte offset off into the aligned page.
-func (s *Store) pread(page []byte, off int64) error {
-	for done := 0; done < len(page); {
-		n, err := unix.Pread(s.fd, page[done:], off+int64(done))
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return s.directErr(err)
-		case n == 0:
-			return fmt.Errorf("short read at offset %d: %w", off+int64(done), io.ErrUnexpectedEOF)
-		}
-		done += n
-	}
-	return nil
-}
+func (s *Store) pread(page []byte, off int64) error { return s.pio(false, page, off) }
 
 // pwrite writes one aligned page at byte offset off.
-func (s *Store) pwrite(page []byte, off int64) error {
+func (s *Store) pwrite(page []byte, off int64) error { return s.pio(true, page, off) }
+
+// pio moves a whole page, resuming after short transfers and EINTR.
+func (s *Store) pio(write bool, page []byte, off int64) error {
+	op, short := unix.Pread, io.ErrUnexpectedEOF
+	if write {
+		op, short = unix.Pwrite, io.ErrShortWrite
+	}
 	for done := 0; done < len(page); {
-		n, err := unix.Pwrite(s.fd, page[done:], off+int64(done))
+		n, err := op(s.fd, page[done:], off+int64(done))
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
 			return s.directErr(err)
 		case n == 0:
-			return fmt.Errorf("short write at offset %d: %w", off+int64(done), io.ErrShortWrite)
+			return fmt.Errorf("short transfer at offset %d: %w", off+int64(done), short)
 		}
 		done += n
 	}
