@@ -22,6 +22,7 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 	$(GO) test -count=1 -short -tags invariants ./scenarios/...
+	$(GO) test -count=1 -short -race ./bufmgr ./btree .
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)

@@ -58,7 +58,7 @@ type Stats struct {
 func (db *DB) Stats() Stats {
 	var s Stats
 	db.rt.Locked(func() {
-		cs := db.rt.Node().Cache().Stats
+		cs := db.rt.Node().Cache().Stats()
 		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes}
 	})
 	return s
@@ -138,7 +138,9 @@ func (db *DB) load() error {
 			return fmt.Errorf("scalestore: metadata of %d bytes is not ours", len(meta))
 		}
 		allocated := binary.LittleEndian.Uint64(meta[8:])
-		if err := db.rt.Node().Directory().Restore(allocated); err != nil {
+		var err error
+		db.rt.Locked(func() { err = db.rt.Node().Directory().Restore(allocated) })
+		if err != nil {
 			return fmt.Errorf("scalestore: restoring the allocator: %w", err)
 		}
 		db.tree = btree.Open(protocol.PID(binary.LittleEndian.Uint64(meta[16:])))
@@ -149,7 +151,9 @@ func (db *DB) load() error {
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
 	n := db.rt.Node()
 	return btree.Session{Cache: n.Cache(), Worker: w, Allocate: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
-		g, ok := n.Allocate(w, n.ID())
+		var g bufmgr.ExclusiveGuard
+		var ok bool
+		db.rt.Locked(func() { g, ok = n.Allocate(w, n.ID()) })
 		if !ok {
 			return g, errors.New("scalestore: the store is full")
 		}

@@ -62,7 +62,11 @@ type Config struct {
 	// MaxIORetries bounds retries of a failing storage operation before the
 	// error is reported.
 	MaxIORetries int
-	Mutations    Mutations
+	// NoProgressCheck turns off the periodic scan for requests outstanding
+	// too long (a simulator check; on a large real cache the scan costs
+	// more than it tells).
+	NoProgressCheck bool
+	Mutations       Mutations
 }
 
 // Defaults fills unset fields.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -14,10 +15,12 @@ import (
 
 // Local runs one node in the real world: the node's state machine under one
 // lock, worker goroutines that park on channels, storage I/O on a
-// background goroutine, timers from the clock. It is the embedded,
-// single-node runtime: correct first. Every page is local, so no message
-// ever leaves the node; the hot path (a page cached in the right mode) is a
-// hash lookup and a latch, under the lock.
+// background goroutine (asynchronous, many requests in flight, when the
+// store offers it), timers from the clock. It is the embedded, single-node
+// runtime. Every page is local, so no message ever leaves the node. Workers
+// run in parallel: the hot path (a page cached in the right mode) is a
+// lock-free table lookup and a latch; only misses, evictions and the
+// protocol take the lock.
 type Local struct {
 	mu      sync.Mutex
 	node    *Node
@@ -30,8 +33,12 @@ type Local struct {
 	inFlite int
 	closed  bool
 	done    chan struct{}
-	err     error // first violation or storage error
+	err     error       // first violation or storage error (under mu)
+	failed  atomic.Bool // err is set (read without the lock)
+	stopped atomic.Bool // closed (read without the lock)
 	workers sync.Pool
+	nextID  atomic.Int64
+	pages   []byte // the frames' memory, off the Go heap
 	// Reads and Writes count storage operations (under the lock).
 	Reads, Writes uint64
 }
@@ -49,6 +56,7 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 		return nil, fmt.Errorf("actors: a local node is node 0, not %d", cfg.ID)
 	}
 	cfg.SSDPages = store.Slots()
+	cfg.NoProgressCheck = true
 	// Real time: the page provider looks every millisecond, the LRU epoch
 	// moves every 10 ms.
 	if cfg.ProviderInterval == 0 {
@@ -60,10 +68,19 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	l := &Local{store: store, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), done: make(chan struct{})}
 	l.ioCond = sync.NewCond(&l.mu)
 	l.idle = sync.NewCond(&l.mu)
-	l.node = New(cfg, l, l, make([]byte, cfg.CacheFrames*protocol.PageSize))
+	pages, err := mapPages(cfg.CacheFrames)
+	if err != nil {
+		return nil, err
+	}
+	l.pages = pages
+	l.node = New(cfg, l, l, pages)
+	l.node.Cache().SetLocker(&l.mu)
+	for _, mem := range l.node.Cache().HotMemory() {
+		adviseHuge(mem)
+	}
 	l.workers.New = func() any {
 		p := &goParker{l: l, ch: make(chan struct{}, 1)}
-		return &bufmgr.Worker{P: p}
+		return &bufmgr.Worker{ID: int(l.nextID.Add(1)), P: p}
 	}
 	go l.ioLoop()
 	l.mu.Lock()
@@ -75,22 +92,31 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 // Node is the node (use it only inside Do).
 func (l *Local) Node() *Node { return l.node }
 
-// Do runs fn as a worker of the node, under the node's lock (fn's guards
-// park and resume through it).
+// Do runs fn as a worker of the node. fn runs without the node's lock: its
+// guards take it on the slow path; anything else of the node it touches
+// goes through Locked.
 func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
-	w := l.workers.Get().(*bufmgr.Worker)
-	defer l.workers.Put(w)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	if l.stopped.Load() {
 		return errors.New("actors: node closed")
 	}
-	if l.err != nil {
-		return l.err
+	if l.failed.Load() {
+		return l.firstErr()
 	}
-	if err := fn(w); err != nil {
+	w := l.workers.Get().(*bufmgr.Worker)
+	err := fn(w)
+	l.workers.Put(w)
+	if err != nil {
 		return err
 	}
+	if l.failed.Load() {
+		return l.firstErr()
+	}
+	return nil
+}
+
+func (l *Local) firstErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.err
 }
 
@@ -154,36 +180,92 @@ func (l *Local) queueIO(r ioRequest) {
 	l.ioCond.Signal()
 }
 
-// ioLoop performs storage operations outside the lock, one at a time, and
-// hands their completions back to the node under it.
+// AsyncStore is a store that keeps many requests in flight (storage/nvme's
+// io_uring engine). Local uses it when the store has it.
+type AsyncStore interface {
+	ReadAsync(slot uint64, buf []byte, done func(error)) error
+	WriteAsync(slot uint64, buf []byte, done func(error)) error
+	// Poll reports completions (running their callbacks) until at least
+	// min were reported or nothing is in flight.
+	Poll(min int) (int, error)
+	InFlight() int
+}
+
+type ioDone struct {
+	r   ioRequest
+	err error
+}
+
+// ioLoop performs storage operations outside the lock and hands their
+// completions back to the node under it. With an AsyncStore every queued
+// request is submitted at once (the store bounds the depth), so 32 workers
+// missing at once keep 32 reads in flight.
 func (l *Local) ioLoop() {
+	async, _ := l.store.(AsyncStore)
+	var batch []ioRequest
+	var done []ioDone
+	inflight := 0
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for {
-		for len(l.io) == 0 && !l.closed {
+		for len(l.io) == 0 && inflight == 0 && !l.closed {
 			l.ioCond.Wait()
 		}
-		if len(l.io) == 0 && l.closed {
+		if len(l.io) == 0 && inflight == 0 && l.closed {
 			close(l.done)
+			l.mu.Unlock()
 			return
 		}
-		r := l.io[0]
-		l.io = l.io[1:]
+		batch = append(batch[:0], l.io...)
+		clear(l.io)
+		l.io = l.io[:0]
 		l.mu.Unlock()
-		var err error
-		if r.write {
-			err = l.store.WritePage(r.slot, r.buf)
-		} else {
-			err = l.store.ReadPage(r.slot, r.buf)
+		done = done[:0]
+		for _, r := range batch {
+			if async == nil {
+				var err error
+				if r.write {
+					err = l.store.WritePage(r.slot, r.buf)
+				} else {
+					err = l.store.ReadPage(r.slot, r.buf)
+				}
+				done = append(done, ioDone{r, err})
+				continue
+			}
+			cb := func(err error) { done = append(done, ioDone{r, err}); inflight-- }
+			var err error
+			if r.write {
+				err = async.WriteAsync(r.slot, r.buf, cb)
+			} else {
+				err = async.ReadAsync(r.slot, r.buf, cb)
+			}
+			if err != nil {
+				done = append(done, ioDone{r, err})
+			} else {
+				inflight++
+			}
+		}
+		if async != nil && inflight > 0 {
+			min := 1
+			if len(done) > 0 {
+				min = 0 // completions to hand back already: do not wait
+			}
+			if _, err := async.Poll(min); err != nil {
+				l.mu.Lock()
+				l.fail(fmt.Errorf("actors: storage poll: %w", err))
+				l.mu.Unlock()
+				inflight = 0 // the store is unusable; nothing more will complete
+			}
 		}
 		l.mu.Lock()
-		if r.write {
-			l.Writes++
-		} else {
-			l.Reads++
+		for _, d := range done {
+			if d.r.write {
+				l.Writes++
+			} else {
+				l.Reads++
+			}
+			d.r.done(d.err)
+			l.inFlite--
 		}
-		r.done(err)
-		l.inFlite--
 		if l.inFlite == 0 {
 			l.idle.Broadcast()
 		}
@@ -196,6 +278,7 @@ func (l *Local) ioLoop() {
 func (l *Local) fail(err error) {
 	if l.err == nil {
 		l.err = err
+		l.failed.Store(true)
 	}
 }
 
@@ -244,8 +327,12 @@ func (l *Local) Close() error {
 	l.mu.Lock()
 	l.node.Stop()
 	l.closed = true
+	l.stopped.Store(true)
 	l.ioCond.Broadcast()
 	l.mu.Unlock()
 	<-l.done
+	if uerr := unmapPages(l.pages); err == nil {
+		err = uerr
+	}
 	return err
 }

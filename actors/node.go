@@ -216,6 +216,7 @@ func (n *Node) execute(dec protocol.Decision) {
 		if dec.LocalCopy {
 			pred = f.Epoch // the copy held now, even if a request of our own follows
 		}
+		f.Slow() // before the transfer is queued: hot-path latch holders must back off
 		f.Queue = append(f.Queue, bufmgr.Transfer{From: dec.Requester, Mode: dec.Mode, Epoch: dec.Epoch, K: dec.K,
 			Pred: pred, AsGrant: true, GrantSet: dec.Set})
 		n.serve(f)
@@ -442,6 +443,7 @@ func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message)
 		n.violation("%v dropped: %d transfers already queued for the page", m, len(f.Queue))
 		return
 	}
+	f.Slow() // before the transfer is queued: hot-path latch holders must back off
 	f.Queue = append(f.Queue, t)
 	n.serve(f)
 }
@@ -533,6 +535,7 @@ func (n *Node) serveCopy(f *bufmgr.Frame, t *bufmgr.Transfer) {
 	}
 	f.Served++
 	if f.Mode == protocol.ModeExclusive {
+		f.Slow()
 		f.Mode = protocol.ModeShared
 		n.obs.CopyChanged(n.id, f.PID, protocol.ModeExclusive, protocol.ModeShared, f.Data)
 	}

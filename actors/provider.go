@@ -35,7 +35,7 @@ func (n *Node) providerTick() {
 		return
 	}
 	n.EvictCold(n.cfg.FreeTarget)
-	if now := n.env.Now(); now-n.lastProgressCheck >= progressCheckEvery {
+	if now := n.env.Now(); !n.cfg.NoProgressCheck && now-n.lastProgressCheck >= progressCheckEvery {
 		n.lastProgressCheck = now
 		n.checkProgress()
 	}
@@ -55,7 +55,7 @@ func (n *Node) EvictCold(target int) {
 			if need <= 0 {
 				break
 			}
-			if !bufmgr.Evictable(f) {
+			if !n.cache.Claim(f) {
 				continue
 			}
 			n.startEvict(f)
@@ -69,7 +69,7 @@ func (n *Node) EvictCold(target int) {
 // EvictAll starts the eviction of every evictable frame (the final flush).
 func (n *Node) EvictAll() {
 	for i := range n.cache.Frames() {
-		if f := n.cache.Frame(i); bufmgr.Evictable(f) {
+		if f := n.cache.Frame(i); n.cache.Claim(f) {
 			n.startEvict(f)
 		}
 	}
@@ -80,7 +80,7 @@ func (n *Node) EvictAll() {
 // EvictPage starts the eviction of one page if its frame is evictable now.
 func (n *Node) EvictPage(pid protocol.PID) bool {
 	f := n.cache.Lookup(pid)
-	if f == nil || !bufmgr.Evictable(f) {
+	if f == nil || !n.cache.Claim(f) {
 		return false
 	}
 	n.startEvict(f)
@@ -281,7 +281,7 @@ func (n *Node) Allocate(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.Exclusi
 	clear(f.Data)
 	f.Mode = protocol.ModeExclusive
 	n.obs.CopyChanged(n.id, pid, protocol.ModeNone, protocol.ModeExclusive, f.Data)
-	return n.cache.Exclusive(w, pid), true
+	return n.cache.ExclusiveHeld(w, pid), true
 }
 
 func (n *Node) onAlloc(m *protocol.Message) {

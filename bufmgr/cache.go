@@ -3,7 +3,11 @@ package bufmgr
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -54,14 +58,24 @@ type Stats struct {
 var ErrRestart = errors.New("bufmgr: page changed, restart")
 
 // Cache is one node's page cache.
+//
+// Two paths lead to a page. The hot path (a page cached in a sufficient
+// mode, nobody waiting for it, no transfer queued) is a lock-free table
+// lookup and a latch: it allocates nothing and writes no shared memory but
+// the latch word (and nothing at all for optimistic reads). Everything else
+// takes the slow path, which runs under the node runtime's lock (SetLocker;
+// the simulator needs none) together with the protocol.
 type Cache struct {
 	frames      []Frame
 	free        []int32
-	table       map[protocol.PID]*Frame
+	table       table
 	remote      Remote
+	mu          sync.Locker
 	freeWaiters []*Worker
-	epoch       uint64 // global LRU epoch of this node
-	Stats       Stats
+	epoch       atomic.Uint64 // global LRU epoch of this node
+	hits        [hitStripes]stripe
+	restarts    atomic.Uint64
+	stats       Stats // the slow path's counts (under the lock)
 	// SkipVersionCheck is the skip-version-check mutation: when it returns
 	// true, an optimistic guard reports no change without validating.
 	SkipVersionCheck func() bool
@@ -78,7 +92,8 @@ func NewCache(n int, pages []byte, remote Remote) *Cache {
 	if len(pages) < n*protocol.PageSize {
 		panic("bufmgr: page memory smaller than the frames")
 	}
-	c := &Cache{frames: make([]Frame, n), free: make([]int32, 0, n), table: make(map[protocol.PID]*Frame, n), remote: remote}
+	c := &Cache{frames: make([]Frame, n), free: make([]int32, 0, n), remote: remote, mu: nopLocker{}}
+	c.table = newTable(c.frames)
 	for i := range c.frames {
 		f := &c.frames[i]
 		f.index = int32(i)
@@ -91,8 +106,53 @@ func NewCache(n int, pages []byte, remote Remote) *Cache {
 	return c
 }
 
-// Lookup returns the frame of pid, or nil.
-func (c *Cache) Lookup(pid protocol.PID) *Frame { return c.table[pid] }
+// hitStripes spreads the hot path's hit counters over cache lines so
+// threads do not share one.
+const hitStripes = 16
+
+type stripe struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+type nopLocker struct{}
+
+func (nopLocker) Lock()   {}
+func (nopLocker) Unlock() {}
+
+// SetLocker makes the slow path run under mu, the node runtime's lock
+// (the real world runs workers in parallel; the simulator runs one at a
+// time and needs none). Call it before any worker runs.
+func (c *Cache) SetLocker(mu sync.Locker) { c.mu = mu }
+
+// Stats reads the counters (call it under the lock in the real world).
+func (c *Cache) Stats() Stats {
+	s := c.stats
+	for i := range c.hits {
+		s.Hits += c.hits[i].n.Load()
+	}
+	s.Restarts = c.restarts.Load()
+	return s
+}
+
+// HotMemory is the memory the hot path reads at random: the frame array and
+// the translation table. The real-world runtime advises the kernel to back
+// it with huge pages (a lookup touches a random bucket and a random frame;
+// TLB misses would cost more than the cache misses).
+func (c *Cache) HotMemory() [][]byte {
+	frames := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.frames))), len(c.frames)*int(unsafe.Sizeof(Frame{})))
+	buckets := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.table.buckets))), len(c.table.buckets)*int(unsafe.Sizeof(bucket{})))
+	return [][]byte{frames, buckets}
+}
+
+// Lookup returns the frame of pid, or nil. Slow path only (under the lock).
+func (c *Cache) Lookup(pid protocol.PID) *Frame {
+	f := c.table.get(pid)
+	if f == nil || !f.inTable {
+		return nil
+	}
+	return f
+}
 
 // Frames is the number of frames.
 func (c *Cache) Frames() int { return len(c.frames) }
@@ -104,11 +164,19 @@ func (c *Cache) Frame(i int) *Frame { return &c.frames[i] }
 func (c *Cache) FreeFrames() int { return len(c.free) }
 
 // Epoch is the node's global LRU epoch.
-func (c *Cache) Epoch() uint64 { return c.epoch }
+func (c *Cache) Epoch() uint64 { return c.epoch.Load() }
 
 // AdvanceEpoch moves the global LRU epoch on (the page provider does it
 // periodically).
-func (c *Cache) AdvanceEpoch() { c.epoch++ }
+func (c *Cache) AdvanceEpoch() { c.epoch.Add(1) }
+
+// stamp records an access for the epoch-based LRU: a store only when the
+// stamp is behind, so hot pages cause no writes (paper §4.1).
+func (c *Cache) stamp(f *Frame) {
+	if e := c.epoch.Load(); f.lastUsed.Load() < e {
+		f.lastUsed.Store(e)
+	}
+}
 
 // Insert takes a free frame for pid, or returns nil when none is free.
 func (c *Cache) Insert(pid protocol.PID) *Frame {
@@ -120,11 +188,13 @@ func (c *Cache) Insert(pid protocol.PID) *Frame {
 	f := &c.frames[i]
 	f.PID, f.Mode, f.Pending, f.Evicting, f.Dirty = pid, protocol.ModeNone, protocol.ModeNone, false, false
 	f.ReqEpoch = 0
-	f.LastUsed, f.Epoch, f.Served, f.AwaitResp, f.AwaitData, f.AwaitAcks = c.epoch, 0, 0, false, false, 0
+	f.Epoch, f.Served, f.AwaitResp, f.AwaitData, f.AwaitAcks = 0, 0, false, false, 0
+	f.lastUsed.Store(c.epoch.Load())
 	f.Queue, f.entitled = f.Queue[:0], 0
 	f.grantGen++
 	f.inTable = true
-	c.table[pid] = f
+	f.slow()
+	c.table.insert(f, pid)
 	return f
 }
 
@@ -133,8 +203,14 @@ func (c *Cache) Insert(pid protocol.PID) *Frame {
 // and no request is outstanding, the frame goes back to the free list. The
 // latch must be free.
 func (c *Cache) Invalidate(f *Frame) {
-	if !f.Latch.TryLockExclusive() {
-		panic("bufmgr: invalidating a latched frame")
+	f.slow()
+	// A hot-path worker may hold the latch for an instant: it latched
+	// before it saw the frame go slow and is backing off now.
+	for spins := 0; !f.Latch.TryLockExclusive(); spins++ {
+		if spins > 1<<20 {
+			panic("bufmgr: invalidating a latched frame")
+		}
+		runtime.Gosched()
 	}
 	f.poison()
 	f.Mode, f.Dirty, f.Served = protocol.ModeNone, false, 0
@@ -149,7 +225,7 @@ func (c *Cache) MaybeFree(f *Frame) {
 		c.wakeAll(f)
 		return
 	}
-	delete(c.table, f.PID)
+	c.table.remove(f, f.PID)
 	f.inTable = false
 	f.entitled = 0
 	f.grantGen++
@@ -218,12 +294,72 @@ const (
 	latchExclusive
 )
 
+// hot tries the hot path: pid cached in a mode that covers mode, nothing
+// queued or waiting. It latches (or, optimistically, reads the version)
+// without the node lock; ok is false when the slow path must decide.
+func (c *Cache) hot(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (f *Frame, v uint64, ok bool) {
+	f = c.table.get(pid)
+	if f == nil {
+		return nil, 0, false
+	}
+	key := tableKey(pid)
+	switch kind {
+	case latchOptimistic:
+		if v, ok = f.Latch.Optimistic(); !ok {
+			return nil, 0, false
+		}
+		if protocol.Mode(f.fast.Load()) < mode || f.key.Load() != key {
+			return nil, 0, false
+		}
+	case latchShared:
+		if !f.Latch.TryLockShared() {
+			return nil, 0, false
+		}
+		if protocol.Mode(f.fast.Load()) < mode || f.key.Load() != key {
+			if f.Latch.UnlockShared() {
+				c.lockedRelease(f)
+			}
+			return nil, 0, false
+		}
+	default:
+		if !f.Latch.TryLockExclusive() {
+			return nil, 0, false
+		}
+		if protocol.Mode(f.fast.Load()) < mode || f.key.Load() != key {
+			f.Latch.UnlockExclusiveUnchanged() // nothing was touched
+			c.lockedRelease(f)
+			return nil, 0, false
+		}
+	}
+	c.stamp(f)
+	c.hits[w.ID&(hitStripes-1)].n.Add(1)
+	return f, v, true
+}
+
+// lockedRelease tells the protocol, under the lock, that f's latch was
+// released on the hot path while the frame needs attention.
+func (c *Cache) lockedRelease(f *Frame) {
+	c.mu.Lock()
+	c.release(f)
+	c.mu.Unlock()
+}
+
 // acquire brings pid into the cache in mode and latches it.
 func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64) {
 	w.P.MaybeYield()
+	if f, v, ok := c.hot(w, pid, mode, kind); ok {
+		return f, v
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acquireHeld(w, pid, mode, kind)
+}
+
+// acquireHeld is the slow path of acquire; the caller holds the lock.
+func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64) {
 	missed := false
 	for {
-		f := c.table[pid]
+		f := c.Lookup(pid)
 		if f == nil {
 			f = c.Insert(pid)
 			if f == nil {
@@ -252,18 +388,18 @@ func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind la
 						c.remote.Released(f)
 					}
 				}
-				if f.LastUsed < c.epoch {
-					f.LastUsed = c.epoch
-				}
+				c.stamp(f)
 				if missed {
-					c.Stats.Misses++
+					c.stats.Misses++
 				} else {
-					c.Stats.Hits++
+					c.stats.Hits++
 				}
+				c.maybeFast(f)
 				return f, v
 			}
 		} else if f.Pending == protocol.ModeNone && f.Mode < mode && !f.Evicting && !queueGivesUp(f) {
 			missed = true
+			f.slow()
 			f.Pending = mode
 			c.remote.Request(f)
 			continue // the request may have completed at once (a local grant)
@@ -272,8 +408,33 @@ func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind la
 		}
 		w.want = mode
 		w.waiting = f
+		f.slow() // before parking: a hot-path holder's release must come here to wake us
 		f.waiters = append(f.waiters, w)
+		if usable(f, w, mode) && latchable(f, kind) {
+			// The holder released on the hot path before it could see the
+			// frame go slow; do not park for a wake-up nobody will send.
+			f.waiters = f.waiters[:len(f.waiters)-1]
+			w.waiting = nil
+			continue
+		}
 		w.P.Park()
+	}
+}
+
+// latchable reports whether a latch of kind could be taken now.
+func latchable(f *Frame, kind latchKind) bool {
+	if kind == latchExclusive {
+		return f.Latch.Free()
+	}
+	return !f.Latch.HeldExclusive()
+}
+
+// maybeFast opens the hot path for f when nothing about it needs the
+// protocol: no request outstanding, nothing queued, no eviction, nobody
+// waiting or owed a turn.
+func (c *Cache) maybeFast(f *Frame) {
+	if f.Pending == protocol.ModeNone && len(f.Queue) == 0 && !f.Evicting && len(f.waiters) == 0 && f.entitled == 0 && f.inTable {
+		f.fast.Store(uint32(f.Mode))
 	}
 }
 
@@ -313,7 +474,7 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 		if !Evictable(f) || slices.Contains(picked[:m], f) {
 			continue
 		}
-		stamps[m], picked[m] = f.LastUsed, f
+		stamps[m], picked[m] = f.LastUsed(), f
 		m++
 	}
 	if m == 0 {
@@ -323,7 +484,7 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 	slices.Sort(sorted)
 	threshold := sorted[(m-1)*percentile/100]
 	for _, f := range picked[:m] {
-		if f.LastUsed <= threshold {
+		if f.LastUsed() <= threshold {
 			dst = append(dst, f)
 		}
 	}
@@ -334,6 +495,19 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 func Evictable(f *Frame) bool {
 	return f.inTable && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting &&
 		f.Latch.Free() && len(f.Queue) == 0 && len(f.waiters) == 0 && f.entitled == 0
+}
+
+// Claim closes the hot path of f and reports whether the page provider may
+// evict it now; if not, the hot path opens again. The hot path is closed
+// before the latch is looked at, so a worker that latches concurrently
+// either is seen by Evictable or sees the frame go slow and backs off.
+func (c *Cache) Claim(f *Frame) bool {
+	f.slow()
+	if Evictable(f) {
+		return true
+	}
+	c.maybeFast(f)
+	return false
 }
 
 // Take removes a free frame from the free list without binding it to a PID

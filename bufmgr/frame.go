@@ -2,6 +2,7 @@ package bufmgr
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -15,14 +16,20 @@ const Poison = 0xDEADBEEFDEADBEEF
 // protocol fields below belong to the node runtime, which is the only writer
 // of Mode, Pending and Epoch.
 type Frame struct {
+	// The hot path's fields, first and together (64 bytes: one cache line
+	// when the frame array is aligned): read without the node lock.
+	Latch    HybridLatch
+	key      atomic.Uint64 // tableKey(PID) while in the translation table, else 0
+	next     atomic.Int32  // next frame of the bucket chain (index + 1)
+	fast     atomic.Uint32 // the mode the hot path may use the frame in; ModeNone: take the slow path
+	lastUsed atomic.Uint64 // epoch-based LRU stamp (paper §4.1)
+	Data     []byte
+
 	PID      protocol.PID
 	Mode     protocol.Mode // the valid copy this node holds
 	Pending  protocol.Mode // mode of the outstanding ownership request, ModeNone if none
 	Evicting bool          // the page provider asked the directory to evict it
 	Dirty    bool          // written since it was last persisted (informational)
-	LastUsed uint64        // epoch-based LRU stamp (paper §4.1)
-	Latch    HybridLatch
-	Data     []byte
 
 	waiters  []*Worker
 	entitled int    // waiters granted a turn before queued transfers are served
@@ -56,6 +63,20 @@ type Transfer struct {
 
 // GivesUp reports whether serving t takes the page away from this node.
 func (t *Transfer) GivesUp() bool { return t.Invalidate || t.Mode == protocol.ModeExclusive }
+
+// LastUsed is the frame's LRU stamp.
+func (f *Frame) LastUsed() uint64 { return f.lastUsed.Load() }
+
+// slow sends the hot path to the slow path for this frame. Every change
+// that narrows what a latch holder may do (a transfer queued, an eviction
+// started, the mode lowered, a waiter parked, a request issued) calls it
+// before it takes effect; a hot-path holder that latched concurrently sees
+// it after latching and backs off (the stores and loads are sequentially
+// consistent, so one of the two sides always sees the other).
+func (f *Frame) slow() { f.fast.Store(uint32(protocol.ModeNone)) }
+
+// Slow is slow for the node runtime (the protocol side).
+func (f *Frame) Slow() { f.slow() }
 
 // Entitled is the number of waiters still owed their turn.
 func (f *Frame) Entitled() int { return f.entitled }

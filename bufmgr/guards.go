@@ -16,6 +16,14 @@ func (c *Cache) Exclusive(w *Worker, pid protocol.PID) ExclusiveGuard {
 	return ExclusiveGuard{c, f}
 }
 
+// ExclusiveHeld is Exclusive for a caller that already holds the node
+// runtime's lock (the node's own code, such as page allocation).
+func (c *Cache) ExclusiveHeld(w *Worker, pid protocol.PID) ExclusiveGuard {
+	w.P.MaybeYield()
+	f, _ := c.acquireHeld(w, pid, protocol.ModeExclusive, latchExclusive)
+	return ExclusiveGuard{c, f}
+}
+
 // Data is the page, writable.
 func (g *ExclusiveGuard) Data() []byte { return g.f.Data }
 
@@ -36,7 +44,9 @@ func (g *ExclusiveGuard) Release() {
 		g.c.OnExclusiveRelease(f)
 	}
 	f.Latch.UnlockExclusive()
-	g.c.release(f)
+	if protocol.Mode(f.fast.Load()) != protocol.ModeExclusive {
+		g.c.lockedRelease(f)
+	}
 }
 
 // Downgrade keeps the page latched shared (node-exclusive ownership stays).
@@ -47,7 +57,11 @@ func (g *ExclusiveGuard) Downgrade() SharedGuard {
 		g.c.OnExclusiveRelease(f)
 	}
 	f.Latch.Downgrade()
-	g.c.wakeAll(f)
+	if protocol.Mode(f.fast.Load()) != protocol.ModeExclusive {
+		g.c.mu.Lock()
+		g.c.wakeAll(f)
+		g.c.mu.Unlock()
+	}
 	return SharedGuard{g.c, f, f.Latch.Version()}
 }
 
@@ -76,7 +90,9 @@ func (g *SharedGuard) Release() {
 	f := g.f
 	g.f = nil
 	f.Latch.UnlockShared()
-	g.c.release(f)
+	if protocol.Mode(f.fast.Load()) == protocol.ModeNone {
+		g.c.lockedRelease(f)
+	}
 }
 
 // Upgrade turns the shared guard into an exclusive one. When the node holds
@@ -87,14 +103,24 @@ func (g *SharedGuard) Release() {
 // changed meanwhile the upgrade fails with ErrRestart and nothing stays
 // latched. w must be the worker that took the shared guard.
 func (g *SharedGuard) Upgrade(w *Worker) (ExclusiveGuard, error) {
-	f, pid, v := g.f, g.f.PID, g.version
+	f, v, c := g.f, g.version, g.c
 	g.f = nil
+	if protocol.Mode(f.fast.Load()) == protocol.ModeExclusive && f.Latch.TryUpgrade() {
+		if protocol.Mode(f.fast.Load()) == protocol.ModeExclusive {
+			return ExclusiveGuard{c, f}, nil
+		}
+		f.Latch.DowngradeUnchanged() // the frame went slow meanwhile
+	}
+	c.mu.Lock()
+	pid := f.PID
 	if f.Mode == protocol.ModeExclusive && len(f.Queue) == 0 && f.Latch.TryUpgrade() {
-		return ExclusiveGuard{g.c, f}, nil
+		c.mu.Unlock()
+		return ExclusiveGuard{c, f}, nil
 	}
 	f.Latch.UnlockShared()
-	g.c.release(f)
-	return g.c.exclusiveIfUnchanged(w, f, pid, v)
+	c.release(f)
+	c.mu.Unlock()
+	return c.exclusiveIfUnchanged(w, f, pid, v)
 }
 
 // exclusiveIfUnchanged latches pid exclusively and checks it is still in
@@ -103,7 +129,7 @@ func (c *Cache) exclusiveIfUnchanged(w *Worker, f *Frame, pid protocol.PID, v ui
 	x := c.Exclusive(w, pid)
 	if x.f != f || f.Latch.Version() != v {
 		x.Release()
-		c.Stats.Restarts++
+		c.restarts.Add(1)
 		return ExclusiveGuard{}, ErrRestart
 	}
 	return x, nil
@@ -137,9 +163,12 @@ func (g *OptimisticGuard) HasChanged() bool {
 	if g.c.SkipVersionCheck != nil && g.c.SkipVersionCheck() {
 		return false // mutation: the rule is broken on purpose
 	}
-	changed := !g.f.Latch.Validate(g.version) || g.f.PID != g.pid || g.f.Mode == protocol.ModeNone
+	// Every change of the frame's page or mode happens under its exclusive
+	// latch and moves the version; the key check covers a frame reused for
+	// another page without ever holding a copy.
+	changed := !g.f.Latch.Validate(g.version) || g.f.key.Load() != tableKey(g.pid)
 	if changed {
-		g.c.Stats.Restarts++
+		g.c.restarts.Add(1)
 	}
 	return changed
 }
@@ -150,12 +179,28 @@ func (g *OptimisticGuard) ToShared() (SharedGuard, error) {
 	if g.HasChanged() || !g.f.Latch.TryLockShared() {
 		return SharedGuard{}, ErrRestart
 	}
-	if !g.f.Latch.Validate(g.version) {
-		g.f.Latch.UnlockShared()
-		g.c.release(g.f)
+	f := g.f
+	if !f.Latch.Validate(g.version) {
+		f.Latch.UnlockShared()
+		g.c.lockedRelease(f)
 		return SharedGuard{}, ErrRestart
 	}
-	return SharedGuard{g.c, g.f, g.version}, nil
+	if protocol.Mode(f.fast.Load()) == protocol.ModeNone {
+		// The frame needs the protocol: a shared latch may only be kept if
+		// no transfer or eviction waits for it (they wait for the latch).
+		c := g.c
+		c.mu.Lock()
+		ok := f.Mode != protocol.ModeNone && !f.Evicting && len(f.Queue) == 0
+		if !ok {
+			f.Latch.UnlockShared()
+			c.release(f)
+		}
+		c.mu.Unlock()
+		if !ok {
+			return SharedGuard{}, ErrRestart
+		}
+	}
+	return SharedGuard{g.c, f, g.version}, nil
 }
 
 // ToExclusive latches the page exclusively (fetching node-exclusive

@@ -53,6 +53,23 @@ func (l *HybridLatch) UnlockExclusive() {
 	}
 }
 
+// UnlockExclusiveUnchanged releases an exclusive latch whose holder changed
+// nothing (a hot-path worker backing off): the version stays, so optimistic
+// readers need not restart.
+func (l *HybridLatch) UnlockExclusiveUnchanged() {
+	if !l.state.CompareAndSwap(-1, 0) {
+		panic("bufmgr: exclusive unlock of a latch not held exclusive")
+	}
+}
+
+// DowngradeUnchanged turns an exclusive latch taken by TryUpgrade back into
+// the caller's shared one, without moving the version.
+func (l *HybridLatch) DowngradeUnchanged() {
+	if !l.state.CompareAndSwap(-1, 1) {
+		panic("bufmgr: downgrade of a latch not held exclusive")
+	}
+}
+
 // Downgrade turns an exclusive latch into a shared one, moving the version on
 // (the holder may have modified the page).
 func (l *HybridLatch) Downgrade() {

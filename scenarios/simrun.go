@@ -247,7 +247,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	res.Violations, res.ViolationCount = c.inv.Violations()
 	res.History = r.hist
 	for _, n := range c.nodes {
-		st := n.Cache().Stats
+		st := n.Cache().Stats()
 		res.Hits += st.Hits
 		res.Misses += st.Misses
 		res.OptimisticRetry += st.Restarts

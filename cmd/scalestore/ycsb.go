@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 	cache := fs.String("cache", "1GiB", "buffer size of the scalestore engine (KiB, MiB, GiB suffixes)")
 	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -98,6 +100,14 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 	if db != nil {
 		before = db.Stats()
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "ycsb: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
 	res, err := ycsb.Run(e, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ycsb: %v\n", err)
@@ -129,6 +139,19 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(b))
 	}
 	return 0
+}
+
+// startCPUProfile profiles the process into path until the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func parseSize(s string) (int64, error) {

@@ -1,0 +1,103 @@
+package bufmgr
+
+import (
+	"sync/atomic"
+
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// table is the translation table from PID to frame (paper §3.2). It is
+// partitioned into buckets, each a chain of frames through Frame.next, and
+// each with its own optimistic latch: a version that is odd while a writer
+// changes the chain. Readers never write to it: they read the version, walk
+// the chain, and trust a hit only if the version did not move (paper §6.2:
+// a single-latched table was the first bottleneck). Writers are serialised
+// by the node runtime's lock (inserts and removals happen only on the slow
+// path), so the bucket latch only has to protect readers.
+type table struct {
+	buckets []bucket
+	mask    uint64
+	frames  []Frame
+}
+
+type bucket struct {
+	version atomic.Uint64
+	head    atomic.Int32 // frame index + 1; 0 = empty
+}
+
+// maxChain bounds a lock-free walk: a chain that changes under a reader can
+// send it through frames of other buckets; past the bound it gives up and
+// the caller takes the slow path.
+const maxChain = 64
+
+func newTable(frames []Frame) table {
+	n := 1
+	for n < 2*len(frames) {
+		n <<= 1
+	}
+	return table{buckets: make([]bucket, n), mask: uint64(n - 1), frames: frames}
+}
+
+// tableKey is the value Frame.key holds for pid (0 means not in the table).
+func tableKey(pid protocol.PID) uint64 { return uint64(pid) + 1 }
+
+func (t *table) bucketOf(pid protocol.PID) *bucket {
+	h := uint64(pid) * 0x9E3779B97F4A7C15 // Fibonacci hashing spreads slots
+	return &t.buckets[(h>>17)&t.mask]
+}
+
+// get finds pid without latching anything; nil when absent or when the
+// bucket changed during the walk (the caller retries on the slow path).
+func (t *table) get(pid protocol.PID) *Frame {
+	b := t.bucketOf(pid)
+	v := b.version.Load()
+	if v&1 != 0 {
+		return nil
+	}
+	key := tableKey(pid)
+	i := b.head.Load()
+	for range maxChain {
+		if i == 0 {
+			return nil
+		}
+		f := &t.frames[i-1]
+		if f.key.Load() == key {
+			if b.version.Load() != v {
+				return nil
+			}
+			return f
+		}
+		i = f.next.Load()
+	}
+	return nil
+}
+
+// insert adds f as pid. Caller holds the node lock.
+func (t *table) insert(f *Frame, pid protocol.PID) {
+	b := t.bucketOf(pid)
+	b.version.Add(1)
+	f.key.Store(tableKey(pid))
+	f.next.Store(b.head.Load())
+	b.head.Store(f.index + 1)
+	b.version.Add(1)
+}
+
+// remove takes f (in the table as pid) out. Caller holds the node lock.
+func (t *table) remove(f *Frame, pid protocol.PID) {
+	b := t.bucketOf(pid)
+	b.version.Add(1)
+	if b.head.Load() == f.index+1 {
+		b.head.Store(f.next.Load())
+	} else {
+		for i := b.head.Load(); i != 0; {
+			g := &t.frames[i-1]
+			if g.next.Load() == f.index+1 {
+				g.next.Store(f.next.Load())
+				break
+			}
+			i = g.next.Load()
+		}
+	}
+	f.key.Store(0)
+	b.version.Add(1)
+}
