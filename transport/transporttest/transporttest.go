@@ -191,7 +191,7 @@ func testOneSided(t *testing.T, f Factory) {
 	if r.Node != 1 || r.Len != uint64(len(mem)) {
 		t.Fatalf("region %+v: want node 1, len %d", r, len(mem))
 	}
-	page := bytes.Repeat([]byte("scalestore"), 400)[:protocol.PageSize]
+	page := bytes.Repeat([]byte("scalestore"), 410)[:protocol.PageSize]
 	if err := ts[0].Write(r, 100, page); err != nil {
 		t.Fatal(err)
 	}
