@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -38,9 +39,17 @@ type Local struct {
 	stopped atomic.Bool // closed (read without the lock)
 	workers sync.Pool
 	nextID  atomic.Int64
+	parked  map[*goParker]struct{} // workers waiting (under mu)
+	out     *outbox                // messages to other nodes; nil for a node of one
+	log     *slog.Logger
+	// Obtained, when set, sees how long every ownership request took (for
+	// metrics), under the lock.
+	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
 	pages   []byte // the frames' memory, off the Go heap
 	// Reads and Writes count storage operations (under the lock).
 	Reads, Writes uint64
+	// BadFrames counts frames from peers that were dropped.
+	BadFrames atomic.Uint64
 }
 
 type ioRequest struct {
@@ -55,6 +64,10 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	if cfg.ID != 0 {
 		return nil, fmt.Errorf("actors: a local node is node 0, not %d", cfg.ID)
 	}
+	return newLocal(cfg, store)
+}
+
+func newLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	cfg.SSDPages = store.Slots()
 	cfg.NoProgressCheck = true
 	// Real time: the page provider looks every millisecond, the LRU epoch
@@ -65,7 +78,8 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	if cfg.EpochInterval == 0 {
 		cfg.EpochInterval = 10_000_000
 	}
-	l := &Local{store: store, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), done: make(chan struct{})}
+	l := &Local{store: store, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), done: make(chan struct{}),
+		parked: map[*goParker]struct{}{}, log: discardLogger()}
 	l.ioCond = sync.NewCond(&l.mu)
 	l.idle = sync.NewCond(&l.mu)
 	pages, err := mapPages(cfg.CacheFrames)
@@ -103,7 +117,7 @@ func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
 		return l.firstErr()
 	}
 	w := l.workers.Get().(*bufmgr.Worker)
-	err := fn(w)
+	err := l.run(fn, w)
 	l.workers.Put(w)
 	if err != nil {
 		return err
@@ -114,6 +128,20 @@ func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
 	return nil
 }
 
+// run calls fn, turning the unwinding of a failed node's worker into the
+// node's error.
+func (l *Local) run(fn func(w *bufmgr.Worker) error, w *bufmgr.Worker) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(errAborted); !ok {
+				panic(r)
+			}
+			err = l.firstErr()
+		}
+	}()
+	return fn(w)
+}
+
 func (l *Local) firstErr() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -121,14 +149,31 @@ func (l *Local) firstErr() error {
 }
 
 type goParker struct {
-	l  *Local
-	ch chan struct{}
+	l     *Local
+	ch    chan struct{}
+	since time.Time // when it parked (under l.mu), for the watchdog
 }
 
+// errAborted unwinds a parked worker when the node failed (a peer died, a
+// storage error): Do recovers it and returns the node's error.
+type errAborted struct{}
+
+// Park waits for Wake with the node's lock released. A worker of a failed
+// node does not wait for a reply that will never come: it unwinds.
 func (p *goParker) Park() {
-	p.l.mu.Unlock()
+	l := p.l
+	if l.failed.Load() {
+		panic(errAborted{})
+	}
+	p.since = time.Now()
+	l.parked[p] = struct{}{}
+	l.mu.Unlock()
 	<-p.ch
-	p.l.mu.Lock()
+	l.mu.Lock()
+	delete(l.parked, p)
+	if l.failed.Load() {
+		panic(errAborted{})
+	}
 }
 
 func (p *goParker) Wake() {
@@ -148,9 +193,15 @@ func (l *Local) Now() int64 { return int64(time.Since(l.start)) }
 // Rand implements Env.
 func (l *Local) Rand() uint64 { return l.rng.Uint64() }
 
-// Send implements Env: a node of one never sends.
+// Send implements Env: the message joins the outbox, which a goroutine
+// hands to the transport outside the lock (a full transport queue must not
+// stall the node). A node of one never sends.
 func (l *Local) Send(m *protocol.Message, payload []byte) {
-	l.fail(fmt.Errorf("actors: a local node sent %v", m))
+	if l.out == nil {
+		l.fail(fmt.Errorf("actors: a node without a transport sent %v", m))
+		return
+	}
+	l.out.add(m, payload)
 }
 
 // ReadPage implements Env.
@@ -279,6 +330,10 @@ func (l *Local) fail(err error) {
 	if l.err == nil {
 		l.err = err
 		l.failed.Store(true)
+		l.log.Error("node failed", "node", l.node.ID(), "err", err)
+		for p := range l.parked {
+			p.Wake()
+		}
 	}
 }
 
@@ -292,7 +347,11 @@ func (l *Local) CopyChanged(protocol.NodeID, protocol.PID, protocol.Mode, protoc
 func (l *Local) Accepted(protocol.NodeID, protocol.Decision) {}
 
 // Obtained implements Observer.
-func (l *Local) Obtained(protocol.NodeID, protocol.PID, protocol.Mode, int64) {}
+func (l *Local) Obtained(_ protocol.NodeID, pid protocol.PID, mode protocol.Mode, waited int64) {
+	if l.OnObtained != nil {
+		l.OnObtained(pid, mode, time.Duration(waited))
+	}
+}
 
 // Locked runs fn under the node's lock (for statistics).
 func (l *Local) Locked(fn func()) {
@@ -331,6 +390,9 @@ func (l *Local) Close() error {
 	l.ioCond.Broadcast()
 	l.mu.Unlock()
 	<-l.done
+	if l.out != nil {
+		l.out.close()
+	}
 	if uerr := unmapPages(l.pages); err == nil {
 		err = uerr
 	}

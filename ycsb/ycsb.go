@@ -17,6 +17,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/pingcap/go-ycsb/pkg/generator"
+	"github.com/pingcap/go-ycsb/pkg/util"
 )
 
 // Engine is a key-value store under test. It must be safe for concurrent
@@ -108,6 +109,23 @@ func Load(e Engine, cfg Config) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// NewChooser picks record numbers in [0, records): uniformly (theta 0) or
+// by YCSB's scrambled zipfian. go-ycsb's ScrambledZipfian has its zeta
+// precomputed only for YCSB's constant 0.99 and otherwise sums it over 10^10
+// items (minutes); other constants draw from a zipfian over the records
+// themselves, scrambled with the same hash.
+func NewChooser(records int64, theta float64) func(r *rand.Rand) int64 {
+	switch {
+	case theta <= 0:
+		return func(r *rand.Rand) int64 { return r.Int63n(records) }
+	case theta == generator.ZipfianConstant:
+		z := generator.NewScrambledZipfian(0, records-1, theta)
+		return func(r *rand.Rand) int64 { return z.Next(r) }
+	}
+	z := generator.NewZipfianWithItems(records, theta)
+	return func(r *rand.Rand) int64 { return util.Hash64(z.Next(r)) % records }
+}
+
 // Run runs the mix for Warmup (not measured) and then Duration.
 func Run(e Engine, cfg Config) (Result, error) {
 	var measuring atomic.Bool
@@ -122,13 +140,8 @@ func Run(e Engine, cfg Config) (Result, error) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewSource(cfg.Seed + 1000 + int64(t)))
-			var pick func() int64
-			if cfg.Zipf > 0 {
-				z := generator.NewScrambledZipfian(0, int64(cfg.Records-1), cfg.Zipf)
-				pick = func() int64 { return z.Next(r) }
-			} else {
-				pick = func() int64 { return r.Int63n(int64(cfg.Records)) }
-			}
+			choose := NewChooser(int64(cfg.Records), cfg.Zipf)
+			pick := func() int64 { return choose(r) }
 			var kb [8]byte
 			val := make([]byte, ValueSize)
 			buf := make([]byte, 0, ValueSize)

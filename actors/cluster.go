@@ -1,0 +1,231 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/storage"
+)
+
+// Sender is how a cluster node's messages leave the process: a transport,
+// or hollywood's engine with our transport as its Remoter (Host).
+type Sender interface {
+	Send(to protocol.NodeID, frame, payload []byte) error
+}
+
+// ClusterConfig adds what a node of a real cluster needs.
+type ClusterConfig struct {
+	Config
+	// Logger receives errors (malformed frames, failed sends); nil: discard.
+	Logger *slog.Logger
+	// RequestTimeout bounds how long a worker waits for the protocol
+	// (a reply from a peer) before the node reports the peer as down and
+	// fails; default 10 s.
+	RequestTimeout time.Duration
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// NewClusterNode starts node cfg.ID of a cluster over store. Its messages
+// go out through Connect's sender; the transport delivers incoming frames
+// to Receive.
+func NewClusterNode(cfg ClusterConfig, store storage.PageStore) (*Local, error) {
+	id := cfg.ID
+	cfg.ID = 0 // NewLocal insists on a node of one; the identity is set below
+	c := cfg.Config
+	c.ID = id
+	l, err := newLocal(c, store)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger != nil {
+		l.log = cfg.Logger
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	l.out = newOutbox(l)
+	go l.watchdog(cfg.RequestTimeout)
+	return l, nil
+}
+
+// Connect sets where messages to other nodes go. Call it before the first
+// worker runs.
+func (l *Local) Connect(s Sender) { l.out.setSender(s) }
+
+// Logger is the node's logger.
+func (l *Local) Logger() *slog.Logger { return l.log }
+
+// Receive is the transport's handler: it decodes and checks one frame from
+// node from and hands it to the node. Nothing a peer sends can crash the
+// node: a malformed frame, a frame claiming another sender or for another
+// node, or a payload of the wrong length is logged and dropped.
+func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
+	m, err := protocol.Decode(frame)
+	if err == nil {
+		switch {
+		case m.From != from:
+			err = fmt.Errorf("frame from node %d claims to come from node %d", from, m.From)
+		case m.To != l.node.ID():
+			err = fmt.Errorf("frame from node %d is for node %d", from, m.To)
+		case len(payload) != m.PayloadLen():
+			err = fmt.Errorf("%v from node %d with a payload of %d bytes, want %d", m.Type, from, len(payload), m.PayloadLen())
+		}
+	}
+	if err != nil {
+		l.BadFrames.Add(1)
+		l.log.Error("dropping a bad frame", "node", l.node.ID(), "from", from, "err", err)
+		return
+	}
+	l.mu.Lock()
+	if !l.closed {
+		l.node.Deliver(&m, payload)
+	}
+	l.mu.Unlock()
+}
+
+// watchdog fails the node when a worker has waited longer than the bound:
+// a peer that died with a request outstanding never answers, and the
+// workers must see an error rather than hang.
+func (l *Local) watchdog(bound time.Duration) {
+	t := time.NewTicker(min(bound/4, time.Second))
+	defer t.Stop()
+	for range t.C {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
+		for p := range l.parked {
+			if waited := time.Since(p.since); waited > bound {
+				l.fail(fmt.Errorf("actors: node %d: a worker waited %v for the protocol (is a peer down?)", l.node.ID(), waited.Round(time.Millisecond)))
+				break
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// maxOutbox bounds the messages waiting for the transport. The protocol
+// keeps few messages in flight per page and worker, so reaching it means
+// the transport is stuck: the node fails instead of growing without end.
+const maxOutbox = 1 << 16
+
+type outMsg struct {
+	to      protocol.NodeID
+	frame   [protocol.FrameSize]byte
+	payload []byte
+}
+
+// outbox hands messages to the sender from a goroutine of its own, so the
+// node never blocks on the network while holding its lock.
+type outbox struct {
+	l      *Local
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []outMsg
+	sender Sender
+	closed bool
+	done   chan struct{}
+	pool   sync.Pool
+}
+
+func newOutbox(l *Local) *outbox {
+	o := &outbox{l: l, done: make(chan struct{})}
+	o.cond = sync.NewCond(&o.mu)
+	o.pool.New = func() any { return make([]byte, 0, protocol.PageSize) }
+	go o.run()
+	return o
+}
+
+func (o *outbox) setSender(s Sender) {
+	o.mu.Lock()
+	o.sender = s
+	o.mu.Unlock()
+	o.cond.Broadcast()
+}
+
+// add is called under the node's lock.
+func (o *outbox) add(m *protocol.Message, payload []byte) {
+	var om outMsg
+	om.to = m.To
+	protocol.Encode(om.frame[:], m)
+	if len(payload) > 0 {
+		om.payload = append(o.pool.Get().([]byte)[:0], payload...)
+	}
+	o.mu.Lock()
+	full := len(o.queue) >= maxOutbox
+	if !full {
+		o.queue = append(o.queue, om)
+	}
+	o.mu.Unlock()
+	if full {
+		o.l.fail(fmt.Errorf("actors: node %d: %d messages wait for the transport", o.l.node.ID(), maxOutbox))
+		return
+	}
+	o.cond.Signal()
+}
+
+func (o *outbox) run() {
+	defer close(o.done)
+	var batch []outMsg
+	for {
+		o.mu.Lock()
+		for (len(o.queue) == 0 || o.sender == nil) && !o.closed {
+			o.cond.Wait()
+		}
+		if o.closed {
+			o.mu.Unlock()
+			return
+		}
+		batch, o.queue = o.queue, batch[:0]
+		s := o.sender
+		o.mu.Unlock()
+		for i := range batch {
+			m := &batch[i]
+			if err := s.Send(m.to, m.frame[:], m.payload); err != nil {
+				o.l.mu.Lock()
+				o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), m.to, err))
+				o.l.mu.Unlock()
+			}
+			if m.payload != nil {
+				o.pool.Put(m.payload[:0]) //nolint:staticcheck // a slice header is fine here
+				m.payload = nil
+			}
+		}
+	}
+}
+
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.cond.Broadcast()
+	<-o.done
+}
+
+// Stop ends a cluster node without flushing (its pages may be owned by
+// peers that are gone): timers lapse, I/O drains, the outbox closes. Workers
+// still waiting get an error.
+func (l *Local) Stop() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.fail(errors.New("actors: node stopped"))
+	l.node.Stop()
+	l.closed = true
+	l.stopped.Store(true)
+	l.ioCond.Broadcast()
+	l.mu.Unlock()
+	<-l.done
+	if l.out != nil {
+		l.out.close()
+	}
+}

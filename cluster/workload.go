@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/ycsb"
+)
+
+// Workload is the YCSB mix the workers of one node run.
+type Workload struct {
+	Records   int           `json:"records"`
+	ReadRatio float64       `json:"read_ratio"`
+	Zipf      float64       `json:"zipf"`
+	Threads   int           `json:"threads"`
+	Duration  time.Duration `json:"duration"`
+	Seed      int64         `json:"seed"`
+	// Nodes and Index place this node for partitioned runs: with
+	// Partitioned, node Index works only on its share of the keys (the
+	// paper's partitioned setting); ShiftEvery moves every node's share
+	// to the next node periodically (paper §6.5, workload shift).
+	Nodes       int           `json:"nodes"`
+	Index       int           `json:"index"`
+	Partitioned bool          `json:"partitioned"`
+	ShiftEvery  time.Duration `json:"shift_every"`
+	// History records every operation for the linearizability check.
+	History bool `json:"history"`
+}
+
+// RunResult is what one node's workers measured.
+type RunResult struct {
+	Ops       int64                  `json:"ops"`
+	Seconds   float64                `json:"seconds"`
+	Latencies *hdrhistogram.Snapshot `json:"latencies"`
+	Stats     Stats                  `json:"stats"`
+	Errors    []string               `json:"errors,omitempty"`
+}
+
+// Load inserts records [from, to) with unique write ids, recording the
+// writes in hist when it is not nil.
+func (n *Node) Load(from, to int, hist *checker.History) error {
+	val := make([]byte, ycsb.ValueSize)
+	var kb [8]byte
+	for i := from; i < to; i++ {
+		id := writeID(n.ID, 255, uint64(i))
+		binary.LittleEndian.PutUint64(val, id)
+		call := time.Now().UnixNano()
+		if err := n.Put(ycsb.Key(kb[:], int64(i)), val); err != nil {
+			return fmt.Errorf("cluster: node %d: loading record %d: %w", n.ID, i, err)
+		}
+		if hist != nil {
+			hist.Add(checker.Op{Client: int(n.ID)<<8 | 255, Page: uint64(i), Kind: checker.KindWrite, Value: id, Call: call, Return: time.Now().UnixNano()})
+		}
+	}
+	return nil
+}
+
+// keyRange is the share of keys a node's workers use at a moment.
+func (wl *Workload) keyRange(start time.Time) (lo, n int64) {
+	if !wl.Partitioned || wl.Nodes <= 1 {
+		return 0, int64(wl.Records)
+	}
+	part := wl.Index
+	if wl.ShiftEvery > 0 {
+		part = (part + int(time.Since(start)/wl.ShiftEvery)) % wl.Nodes
+	}
+	per := int64(wl.Records / wl.Nodes)
+	return int64(part) * per, per
+}
+
+// Run runs the workload's threads for its duration and returns what they
+// measured and, with History, every operation.
+func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
+	var stop atomic.Bool
+	hists := make([]*hdrhistogram.Histogram, wl.Threads)
+	histories := make([]*checker.History, wl.Threads)
+	counts := make([]int64, wl.Threads)
+	errs := make([]error, wl.Threads)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for t := range wl.Threads {
+		hists[t] = hdrhistogram.New(1, 60_000_000, 3)
+		if wl.History {
+			histories[t] = checker.NewHistory(1 << 12)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(wl.Seed + int64(n.ID)*1000 + int64(t)))
+			lo, span := wl.keyRange(start)
+			choose := ycsb.NewChooser(span, wl.Zipf)
+			var kb [8]byte
+			val := make([]byte, ycsb.ValueSize)
+			buf := make([]byte, 0, ycsb.ValueSize)
+			client := int(n.ID)<<8 | t
+			seq := uint64(0)
+			for !stop.Load() {
+				if wl.ShiftEvery > 0 {
+					if l2, _ := wl.keyRange(start); l2 != lo {
+						lo = l2
+					}
+				}
+				k := lo + choose(r)
+				key := ycsb.Key(kb[:], k)
+				read := r.Float64() < wl.ReadRatio
+				var id uint64
+				if !read {
+					seq++
+					id = writeID(n.ID, t, seq)
+					r.Read(val[8:])
+					binary.LittleEndian.PutUint64(val, id)
+				}
+				call := time.Now()
+				var err error
+				if read {
+					var ok bool
+					buf, ok, err = n.Get(key, buf[:0])
+					if err == nil {
+						id = 0
+						if ok {
+							id = valueID(buf)
+						}
+					}
+				} else {
+					err = n.Put(key, val)
+				}
+				if err != nil {
+					errs[t] = err
+					stop.Store(true)
+					return
+				}
+				ret := time.Now()
+				_ = hists[t].RecordValue(int64(ret.Sub(call)))
+				counts[t]++
+				if histories[t] != nil {
+					kind := checker.KindWrite
+					if read {
+						kind = checker.KindRead
+					}
+					histories[t].Add(checker.Op{Client: client, Page: uint64(k), Kind: kind, Value: id, Call: call.UnixNano(), Return: ret.UnixNano()})
+				}
+			}
+		}()
+	}
+	deadline := time.NewTimer(wl.Duration)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-deadline.C:
+		stop.Store(true)
+		<-done
+	case <-done:
+		deadline.Stop()
+	}
+	res := RunResult{Seconds: time.Since(start).Seconds()}
+	all := hdrhistogram.New(1, 60_000_000, 3)
+	var ops []checker.Op
+	for t := range wl.Threads {
+		res.Ops += counts[t]
+		all.Merge(hists[t])
+		if errs[t] != nil {
+			res.Errors = append(res.Errors, errs[t].Error())
+		}
+		if histories[t] != nil {
+			ops = append(ops, histories[t].Ops()...)
+		}
+	}
+	res.Latencies = all.Export()
+	res.Stats = n.Stats()
+	return res, ops
+}
