@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/scalestore-go/scalestore/actors"
@@ -33,6 +34,7 @@ type Node struct {
 	Tr   transport.Transport
 	tree *btree.Tree
 	log  *slog.Logger
+	ops  atomic.Uint64
 }
 
 // StartNode starts the runtime, the transport and the actors of one node.
@@ -121,6 +123,7 @@ func (n *Node) Get(key, dst []byte) (val []byte, ok bool, err error) {
 		val, ok, err = n.tree.Get(n.session(w), key, dst)
 		return err
 	})
+	n.ops.Add(1)
 	return val, ok, err
 }
 
@@ -129,11 +132,13 @@ func (n *Node) Put(key, val []byte) error {
 	if n.tree == nil {
 		return errNoTable
 	}
+	n.ops.Add(1)
 	return n.RT.Do(func(w *bufmgr.Worker) error { return n.tree.Put(n.session(w), key, val) })
 }
 
 // Stats are a node's counters.
 type Stats struct {
+	Ops           uint64 `json:"ops"`
 	CacheHits     uint64 `json:"cache_hits"`
 	CacheMisses   uint64 `json:"cache_misses"`
 	RemoteFetches uint64 `json:"remote_page_fetches"`
@@ -155,6 +160,7 @@ func (n *Node) Stats() Stats {
 			SSDReads: n.RT.Reads, SSDWrites: n.RT.Writes}
 	})
 	s.BadFrames = n.RT.BadFrames.Load()
+	s.Ops = n.ops.Load()
 	return s
 }
 

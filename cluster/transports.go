@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/ibverbs"
+	"github.com/scalestore-go/scalestore/transport/shm"
+	"github.com/scalestore-go/scalestore/transport/tcp"
+)
+
+// TransportConfig names a node's transport and its peers.
+type TransportConfig struct {
+	Kind      string // tcp, shm, auto or ibverbs
+	Self      protocol.NodeID
+	Listen    string                     // this node's TCP address
+	Peers     map[protocol.NodeID]string // every node's TCP address
+	ClusterID uint64
+	TLS       *tls.Config
+	// SocketDir holds the shared-memory bootstrap sockets (shm, auto);
+	// node i listens at SocketDir/node-i.sock.
+	SocketDir string
+	Logger    *slog.Logger
+}
+
+// Kinds lists the transports.
+const Kinds = "tcp, shm, auto, ibverbs"
+
+// Resolve decides what auto means: shared memory when every peer is on
+// this host (a loopback address), TCP otherwise.
+func (c TransportConfig) Resolve() string {
+	if c.Kind != "auto" {
+		return c.Kind
+	}
+	for _, addr := range c.Peers {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return "tcp"
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return "tcp"
+		}
+	}
+	return "shm"
+}
+
+// SocketPath is node id's shared-memory bootstrap socket.
+func (c TransportConfig) SocketPath(id protocol.NodeID) string {
+	return filepath.Join(c.SocketDir, fmt.Sprintf("node-%d.sock", id))
+}
+
+// New builds the transport; handler receives its messages.
+func (c TransportConfig) New(handler transport.Handler) (transport.Transport, error) {
+	switch kind := c.Resolve(); kind {
+	case "tcp":
+		return tcp.New(tcp.Config{Self: c.Self, Listen: c.Listen, Peers: c.Peers, ClusterID: c.ClusterID,
+			Handler: handler, TLS: c.TLS, Logger: c.Logger})
+	case "shm":
+		if c.SocketDir == "" {
+			return nil, fmt.Errorf("cluster: the shm transport needs a socket directory")
+		}
+		peers := map[protocol.NodeID]string{}
+		for id := range c.Peers {
+			peers[id] = c.SocketPath(id)
+		}
+		return shm.New(shm.Config{Self: c.Self, SocketPath: c.SocketPath(c.Self), Peers: peers, ClusterID: c.ClusterID,
+			Handler: handler, Logger: c.Logger})
+	case "ibverbs":
+		return ibverbs.Open(ibverbs.Config{Self: c.Self, Addrs: c.Peers, Handler: handler})
+	default:
+		return nil, fmt.Errorf("cluster: unknown transport %q (want one of %s)", kind, Kinds)
+	}
+}
+
+// ParsePeers reads "0=host:port,1=host:port,...".
+func ParsePeers(s string) (map[protocol.NodeID]string, error) {
+	peers := map[protocol.NodeID]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		var n int
+		if _, err := fmt.Sscanf(id, "%d", &n); !ok || err != nil || n < 0 || n > 255 || fmt.Sprint(n) != id {
+			return nil, fmt.Errorf("peer %q: want ID=HOST:PORT with ID in 0..255", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %q: %v", part, err)
+		}
+		if _, dup := peers[protocol.NodeID(n)]; dup {
+			return nil, fmt.Errorf("peer %d named twice", n)
+		}
+		peers[protocol.NodeID(n)] = addr
+	}
+	if len(peers) == 0 {
+		return nil, fmt.Errorf("no peers")
+	}
+	return peers, nil
+}

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/cluster"
+)
+
+const clusterUsage = `Usage: scalestore cluster [flags]
+
+Starts --nodes node processes on this host (children of this process, on
+loopback), creates the YCSB table (one B-tree) across them, loads it with
+every node inserting its share, runs YCSB workers inside the nodes as the
+paper does, and prints the aggregate throughput, latency percentiles, cache
+hit ratio and remote page fetches. With --check every operation is recorded
+and the history is checked for linearizability with porcupine, per key.
+
+Flags:
+`
+
+type clusterFlags struct {
+	nodes, threads, records int
+	kind, cache, logFile    string
+	historyOut, data        string
+	readRatio, zipf         float64
+	duration, shiftEvery    time.Duration
+	checkTimeout            time.Duration
+	partitioned, check      bool
+	asJSON, quiet           bool
+}
+
+type clusterResult struct {
+	Nodes             int     `json:"nodes"`
+	Transport         string  `json:"transport"`
+	Records           int     `json:"records"`
+	Threads           int     `json:"threads"`
+	ReadRatio         float64 `json:"read_ratio"`
+	Zipf              float64 `json:"zipf"`
+	Ops               int64   `json:"ops"`
+	OpsPerSec         float64 `json:"ops_per_sec"`
+	P50us             float64 `json:"p50_us"`
+	P99us             float64 `json:"p99_us"`
+	P999us            float64 `json:"p999_us"`
+	HitRatio          float64 `json:"cache_hit_ratio"`
+	RemotePageFetches uint64  `json:"remote_page_fetches"`
+	Invalidations     uint64  `json:"invalidations"`
+	Checked           bool    `json:"checked"`
+	HistoryOps        int     `json:"history_ops,omitempty"`
+	Violations        int     `json:"violations"`
+	Undecided         bool    `json:"undecided,omitempty"`
+	LoadSeconds       float64 `json:"load_seconds"`
+}
+
+func runCluster(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, clusterUsage); fs.PrintDefaults() }
+	var f clusterFlags
+	fs.IntVar(&f.nodes, "nodes", 3, "node processes to start")
+	fs.StringVar(&f.kind, "transport", "tcp", "tcp, shm or auto")
+	fs.IntVar(&f.records, "records", 100_000, "YCSB records (8-byte keys, 128-byte values)")
+	fs.Float64Var(&f.readRatio, "read-ratio", 0.95, "share of point lookups (the rest are updates)")
+	fs.Float64Var(&f.zipf, "zipf", 0.99, "scrambled zipfian constant (0 = uniform)")
+	fs.IntVar(&f.threads, "threads", 2, "YCSB workers per node")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measured run time")
+	fs.BoolVar(&f.partitioned, "partitioned", false, "each node works on its own share of the keys")
+	fs.DurationVar(&f.shiftEvery, "shift-every", 0, "with --partitioned, move every node's share to the next node this often (paper §6.5)")
+	fs.BoolVar(&f.check, "check", false, "record the history and check it with porcupine")
+	fs.DurationVar(&f.checkTimeout, "check-timeout", time.Minute, "porcupine's time budget")
+	fs.StringVar(&f.historyOut, "history-out", "", "write the history as JSON lines (implies --check)")
+	fs.StringVar(&f.logFile, "log", "", "collect the nodes' logs in this file (default: a file in a temporary directory, named on failure)")
+	fs.StringVar(&f.cache, "cache", "256MiB", "buffer pool per node")
+	fs.StringVar(&f.data, "data", "", "directory for the nodes' page stores (default in memory)")
+	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object as the last line")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.nodes < 1 || f.nodes > 64 || f.threads < 1 || f.records < f.nodes || f.readRatio < 0 || f.readRatio > 1 || f.zipf < 0 || f.zipf >= 1 {
+		fmt.Fprintln(stderr, "cluster: want --nodes 1..64, --threads >= 1, --records >= --nodes, --read-ratio in 0..1, --zipf in [0, 1)")
+		return 2
+	}
+	if f.historyOut != "" {
+		f.check = true
+	}
+	res, err := clusterRun(f, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "cluster: %v\n", err)
+		return 1
+	}
+	check := "not checked"
+	if res.Checked {
+		check = fmt.Sprintf("linearizable: %d violations in %d operations", res.Violations, res.HistoryOps)
+		if res.Undecided {
+			check += " (porcupine ran out of time on some keys)"
+		}
+	}
+	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d  %s\n",
+		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, check)
+	if f.asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+	}
+	if res.Violations > 0 {
+		return 1
+	}
+	return 0
+}
+
+// child is one node process under the parent's control.
+type child struct {
+	id    int
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Scanner
+	mu    sync.Mutex
+	alive chan struct{}
+}
+
+func (c *child) call(cmd cluster.Command) (cluster.Reply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var rep cluster.Reply
+	b, _ := json.Marshal(cmd)
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		return rep, fmt.Errorf("node %d: %w", c.id, err)
+	}
+	if !c.out.Scan() {
+		return rep, fmt.Errorf("node %d exited during %q", c.id, cmd.Op)
+	}
+	if err := json.Unmarshal(c.out.Bytes(), &rep); err != nil {
+		return rep, fmt.Errorf("node %d: bad reply %q: %w", c.id, c.out.Text(), err)
+	}
+	if rep.Error != "" {
+		return rep, fmt.Errorf("node %d: %s: %s", c.id, cmd.Op, rep.Error)
+	}
+	return rep, nil
+}
+
+// freeAddrs finds n free loopback ports (the kernel picks them; a port
+// could be taken again before the node binds it, which the node reports).
+func freeAddrs(n int) ([]string, error) {
+	addrs := make([]string, n)
+	lns := make([]net.Listener, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns[i], addrs[i] = ln, ln.Addr().String()
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return addrs, nil
+}
+
+func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	tmp, err := os.MkdirTemp("", "scalestore-cluster-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	logFile := f.logFile
+	if logFile == "" {
+		logFile = filepath.Join(tmp, "nodes.log")
+	}
+	defer func() {
+		if err != nil && f.logFile == "" {
+			if b, rerr := os.ReadFile(logFile); rerr == nil && len(b) > 0 {
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
+			}
+		}
+	}()
+	addrs, err := freeAddrs(f.nodes)
+	if err != nil {
+		return res, err
+	}
+	var peers []string
+	for i, a := range addrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
+	}
+	progress := func(format string, a ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, "\r"+format, a...)
+		}
+	}
+	children := make([]*child, f.nodes)
+	defer func() {
+		for _, c := range children {
+			if c == nil {
+				continue
+			}
+			c.in.Close() // the node exits when its stdin closes
+			select {
+			case <-c.alive:
+			case <-time.After(5 * time.Second):
+				c.cmd.Process.Kill()
+				<-c.alive
+			}
+		}
+	}()
+	for i := range f.nodes {
+		args := []string{"node", "--control", "--id", fmt.Sprint(i), "--listen", addrs[i], "--peers", strings.Join(peers, ","),
+			"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
+		if f.data != "" {
+			args = append(args, "--data", f.data)
+		}
+		cmd := exec.Command(exe, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.Stderr = stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return res, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return res, err
+		}
+		if err := cmd.Start(); err != nil {
+			return res, fmt.Errorf("starting node %d: %w", i, err)
+		}
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		c := &child{id: i, cmd: cmd, in: in, out: sc, alive: make(chan struct{})}
+		go func() { cmd.Wait(); close(c.alive) }()
+		children[i] = c
+	}
+	rep, err := children[0].call(cluster.Command{Op: "create"})
+	if err != nil {
+		return res, err
+	}
+	for _, c := range children[1:] {
+		if _, err := c.call(cluster.Command{Op: "open", Catalog: rep.Catalog}); err != nil {
+			return res, err
+		}
+	}
+	history := func(phase string, i int) string {
+		if !f.check {
+			return ""
+		}
+		return filepath.Join(tmp, fmt.Sprintf("%s-%d.jsonl", phase, i))
+	}
+	// Load: every node inserts its share, all at once.
+	progress("loading %d records on %d nodes...", f.records, f.nodes)
+	loadStart := time.Now()
+	if err := each(children, func(i int, c *child) error {
+		_, err := c.call(cluster.Command{Op: "load", From: i * f.records / f.nodes, To: (i + 1) * f.records / f.nodes, HistoryFile: history("load", i)})
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.LoadSeconds = time.Since(loadStart).Seconds()
+	progress("loaded %d records in %.1fs; running for %v\n", f.records, res.LoadSeconds, f.duration)
+	stopTicker := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-stopTicker:
+				return
+			case <-t.C:
+				progress("run %.0fs/%.0fs ", time.Since(start).Seconds(), f.duration.Seconds())
+			}
+		}
+	}()
+	results := make([]cluster.RunResult, f.nodes)
+	err = each(children, func(i int, c *child) error {
+		wl := cluster.Workload{Records: f.records, ReadRatio: f.readRatio, Zipf: f.zipf, Threads: f.threads, Duration: f.duration,
+			Seed: 42, Nodes: f.nodes, Index: i, Partitioned: f.partitioned, ShiftEvery: f.shiftEvery}
+		rep, err := c.call(cluster.Command{Op: "run", Workload: &wl, HistoryFile: history("run", i)})
+		if err == nil && rep.Result != nil {
+			results[i] = *rep.Result
+			if len(rep.Result.Errors) > 0 {
+				err = fmt.Errorf("node %d: %s", i, rep.Result.Errors[0])
+			}
+		}
+		return err
+	})
+	close(stopTicker)
+	progress("\n")
+	if err != nil {
+		return res, err
+	}
+	res = aggregate(f, results, res.LoadSeconds)
+	if f.check {
+		var ops []checker.Op
+		for i := range f.nodes {
+			for _, phase := range []string{"load", "run"} {
+				part, err := readHistory(history(phase, i))
+				if err != nil {
+					return res, err
+				}
+				ops = append(ops, part...)
+			}
+		}
+		res.Checked, res.HistoryOps = true, len(ops)
+		if f.historyOut != "" {
+			if err := writeOps(f.historyOut, ops); err != nil {
+				return res, err
+			}
+		}
+		progress("checking %d operations with porcupine...", len(ops))
+		cr, _ := checker.Check(ops, f.checkTimeout)
+		progress("\n")
+		res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
+	}
+	return res, nil
+}
+
+// each runs fn on every child at once and returns the first error.
+func each(cs []*child, fn func(i int, c *child) error) error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = fn(i, c) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func aggregate(f clusterFlags, results []cluster.RunResult, load float64) clusterResult {
+	res := clusterResult{Nodes: f.nodes, Transport: f.kind, Records: f.records, Threads: f.threads, ReadRatio: f.readRatio, Zipf: f.zipf, LoadSeconds: load}
+	all := hdrhistogram.New(1, 60_000_000, 3)
+	secs := 0.0
+	var hits, misses uint64
+	for _, r := range results {
+		res.Ops += r.Ops
+		secs = max(secs, r.Seconds)
+		if r.Latencies != nil {
+			all.Merge(hdrhistogram.Import(r.Latencies))
+		}
+		hits += r.Stats.CacheHits
+		misses += r.Stats.CacheMisses
+		res.RemotePageFetches += r.Stats.RemoteFetches
+		res.Invalidations += r.Stats.Invalidations
+	}
+	if secs > 0 {
+		res.OpsPerSec = float64(res.Ops) / secs
+	}
+	if hits+misses > 0 {
+		res.HitRatio = float64(hits) / float64(hits+misses)
+	}
+	res.P50us = float64(all.ValueAtQuantile(50)) / 1000
+	res.P99us = float64(all.ValueAtQuantile(99)) / 1000
+	res.P999us = float64(all.ValueAtQuantile(99.9)) / 1000
+	return res
+}
+
+func readHistory(path string) ([]checker.Op, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer fh.Close()
+	return checker.ReadJSONLines(fh)
+}
+
+func writeOps(path string, ops []checker.Op) error {
+	h := checker.NewHistory(len(ops))
+	for _, op := range ops {
+		h.Add(op)
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--history-out: %w", err)
+	}
+	if err := h.WriteJSONLines(fh); err != nil {
+		fh.Close()
+		return fmt.Errorf("--history-out: %w", err)
+	}
+	return fh.Close()
+}

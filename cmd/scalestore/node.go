@@ -1,0 +1,226 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/storage"
+	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/storage/nvme"
+	"github.com/scalestore-go/scalestore/transport/tcp"
+)
+
+const nodeUsage = `Usage: scalestore node --id N --listen ADDR --peers 0=ADDR,1=ADDR,... [flags]
+
+Runs one node of a cluster: the message handler, the directory for the
+pages it allocates, the page provider and the workers' cache, hosted as
+hollywood actors over the chosen transport. It logs its listen address at
+start and serves until interrupted (SIGINT or SIGTERM). 'scalestore cluster'
+starts nodes like this one as child processes and drives them.
+
+  --transport tcp      TCP connections with a handshake (optional mutual TLS)
+  --transport shm      shared memory after L5 (peers on this host); the
+                       bootstrap sockets live in --socket-dir
+  --transport auto     shm when every peer address is a loopback address,
+                       tcp otherwise
+  --transport ibverbs  RDMA (a binary built with -tags ibverbs and an RDMA
+                       device)
+
+Flags:
+`
+
+type nodeFlags struct {
+	id                     int
+	listen, peers, kind    string
+	data, cache, logFile   string
+	metrics, socketDir     string
+	clusterID              uint64
+	tlsCert, tlsKey, tlsCA string
+	control                bool
+	timeout                time.Duration
+}
+
+func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, nodeUsage); fs.PrintDefaults() }
+	var f nodeFlags
+	fs.IntVar(&f.id, "id", -1, "this node's id, 0..255")
+	fs.StringVar(&f.listen, "listen", "", "TCP address to listen at (host:port)")
+	fs.StringVar(&f.peers, "peers", "", "every node's address: 0=host:port,1=host:port,...")
+	fs.StringVar(&f.kind, "transport", "tcp", "tcp, shm, auto or ibverbs")
+	fs.StringVar(&f.data, "data", "", "directory of the node's page store (empty: in memory)")
+	fs.StringVar(&f.cache, "cache", "256MiB", "buffer pool size (KiB, MiB, GiB suffixes)")
+	fs.StringVar(&f.logFile, "log", "", "append the node's log to this file (default stderr)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at /metrics and pprof at /debug/pprof on this address")
+	fs.StringVar(&f.socketDir, "socket-dir", os.TempDir(), "directory of the shared-memory bootstrap sockets")
+	fs.Uint64Var(&f.clusterID, "cluster-id", 1, "cluster id: nodes of other clusters are refused")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate for mutual TLS (tcp)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "key of --tls-cert")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA that signed every node's certificate")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
+	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := serveNode(f, stdin, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "node: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	if f.id < 0 || f.id > 255 {
+		return fmt.Errorf("--id %d: want 0..255", f.id)
+	}
+	self := protocol.NodeID(f.id)
+	peers, err := cluster.ParsePeers(f.peers)
+	if err != nil {
+		return fmt.Errorf("--peers: %w", err)
+	}
+	if _, ok := peers[self]; !ok && f.listen != "" {
+		peers[self] = f.listen
+	}
+	if f.listen == "" {
+		f.listen = peers[self]
+	}
+	if f.listen == "" {
+		return errors.New("--listen is missing (and --peers does not name this node)")
+	}
+	cacheBytes, err := parseSize(f.cache)
+	if err != nil {
+		return fmt.Errorf("--cache: %w", err)
+	}
+	logOut := stderr
+	if f.logFile != "" {
+		lf, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--log: %w", err)
+		}
+		defer lf.Close()
+		logOut = lf
+	}
+	log := slog.New(slog.NewTextHandler(logOut, nil)).With("node", f.id)
+	tc := cluster.TransportConfig{Kind: f.kind, Self: self, Listen: f.listen, Peers: peers, ClusterID: f.clusterID,
+		SocketDir: f.socketDir, Logger: log}
+	if f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "" {
+		if tc.TLS, err = tcp.LoadTLS(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
+			return err
+		}
+	}
+	store, closeStore, err := openNodeStore(f.data, f.id)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	n, err := cluster.StartNode(cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
+		Logger: log, Timeout: f.timeout, NewTransport: tc.New})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	log.Info("node started", "listen", f.listen, "transport", tc.Resolve(), "peers", len(peers)-1, "cache_pages", cacheBytes/protocol.PageSize)
+	if f.metrics != "" {
+		addr, err := serveMetrics(f.metrics, n, log)
+		if err != nil {
+			return err
+		}
+		log.Info("metrics", "addr", addr)
+	}
+	if f.control {
+		return cluster.Serve(n, stdin, stdout)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	log.Info("stopping", "signal", s.String())
+	return nil
+}
+
+// openNodeStore opens node id's page store in dir, or in memory.
+func openNodeStore(dir string, id int) (storage.PageStore, func(), error) {
+	const slots = 1 << 20
+	if dir == "" {
+		return memfile.New(slots, nil), func() {}, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("node-%d.db", id))
+	// A cluster's pages do not survive its nodes (the protocol keeps no
+	// log): every start formats the store.
+	opts := nvme.Options{Create: true, Slots: slots}
+	s, err := nvme.Open(path, opts)
+	if errors.Is(err, nvme.ErrDirectUnsupported) {
+		opts.NoDirect = true
+		s, err = nvme.Open(path, opts)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { s.Close() }, nil
+}
+
+// serveMetrics serves Prometheus metrics and pprof on addr.
+func serveMetrics(addr string, n *cluster.Node, log *slog.Logger) (string, error) {
+	reg := prometheus.NewRegistry()
+	stat := func(name, help string, get func(cluster.Stats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scalestore_" + name, Help: help},
+			func() float64 { return float64(get(n.Stats())) }))
+	}
+	stat("ops_total", "key-value operations the node's workers completed", func(s cluster.Stats) uint64 { return s.Ops })
+	stat("cache_hits_total", "page accesses served from the cache", func(s cluster.Stats) uint64 { return s.CacheHits })
+	stat("cache_misses_total", "page accesses that needed the protocol", func(s cluster.Stats) uint64 { return s.CacheMisses })
+	stat("remote_page_fetches_total", "pages fetched from another node", func(s cluster.Stats) uint64 { return s.RemoteFetches })
+	stat("invalidations_total", "copies invalidated", func(s cluster.Stats) uint64 { return s.Invalidations })
+	stat("evictions_total", "pages evicted", func(s cluster.Stats) uint64 { return s.Evictions })
+	stat("ssd_reads_total", "pages read from the SSD", func(s cluster.Stats) uint64 { return s.SSDReads })
+	stat("bad_frames_total", "malformed frames from peers, dropped", func(s cluster.Stats) uint64 { return s.BadFrames })
+	lat := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "scalestore_request_seconds",
+		Help: "time from an ownership request to its grant (message round trips and transfers)", Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24)})
+	reg.MustRegister(lat)
+	n.RT.Locked(func() {
+		n.RT.OnObtained = func(_ protocol.PID, _ protocol.Mode, waited time.Duration) { lat.Observe(waited.Seconds()) }
+	})
+	for _, ev := range []string{"actor_restarted", "dead_letter", "remote_unreachable", "actor_max_restarts"} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scalestore_actor_events_total",
+			Help: "hollywood engine events", ConstLabels: prometheus.Labels{"event": ev}},
+			func() float64 { return float64(n.Host.EventCount(ev)) }))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics: %w", err)
+	}
+	go func() {
+		if err := http.Serve(ln, mux); err != nil && !errors.Is(err, net.ErrClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
