@@ -218,6 +218,7 @@ func (l *Local) Stop() {
 		l.mu.Unlock()
 		return
 	}
+	l.stopping = true // a stop is not a failure worth logging
 	l.fail(errors.New("actors: node stopped"))
 	l.node.Stop()
 	l.closed = true

@@ -23,29 +23,30 @@ import (
 // lock-free table lookup and a latch; only misses, evictions and the
 // protocol take the lock.
 type Local struct {
-	mu      sync.Mutex
-	node    *Node
-	store   storage.PageStore
-	start   time.Time
-	rng     *rand.Rand
-	io      []ioRequest
-	ioCond  *sync.Cond // the I/O goroutine waits for requests
-	idle    *sync.Cond // Flush waits for I/O to drain
-	inFlite int
-	closed  bool
-	done    chan struct{}
-	err     error       // first violation or storage error (under mu)
-	failed  atomic.Bool // err is set (read without the lock)
-	stopped atomic.Bool // closed (read without the lock)
-	workers sync.Pool
-	nextID  atomic.Int64
-	parked  map[*goParker]struct{} // workers waiting (under mu)
-	out     *outbox                // messages to other nodes; nil for a node of one
-	log     *slog.Logger
+	mu       sync.Mutex
+	node     *Node
+	store    storage.PageStore
+	start    time.Time
+	rng      *rand.Rand
+	io       []ioRequest
+	ioCond   *sync.Cond // the I/O goroutine waits for requests
+	idle     *sync.Cond // Flush waits for I/O to drain
+	inFlite  int
+	closed   bool
+	done     chan struct{}
+	err      error       // first violation or storage error (under mu)
+	failed   atomic.Bool // err is set (read without the lock)
+	stopped  atomic.Bool // closed (read without the lock)
+	workers  sync.Pool
+	nextID   atomic.Int64
+	parked   map[*goParker]struct{} // workers waiting (under mu)
+	stopping bool                   // Stop is under way (under mu)
+	out      *outbox                // messages to other nodes; nil for a node of one
+	log      *slog.Logger
 	// Obtained, when set, sees how long every ownership request took (for
 	// metrics), under the lock.
 	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
-	pages   []byte // the frames' memory, off the Go heap
+	pages      []byte // the frames' memory, off the Go heap
 	// Reads and Writes count storage operations (under the lock).
 	Reads, Writes uint64
 	// BadFrames counts frames from peers that were dropped.
@@ -330,7 +331,9 @@ func (l *Local) fail(err error) {
 	if l.err == nil {
 		l.err = err
 		l.failed.Store(true)
-		l.log.Error("node failed", "node", l.node.ID(), "err", err)
+		if !l.stopping {
+			l.log.Error("node failed", "node", l.node.ID(), "err", err)
+		}
 		for p := range l.parked {
 			p.Wake()
 		}

@@ -120,7 +120,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		defer lf.Close()
 		logOut = lf
 	}
-	log := slog.New(slog.NewTextHandler(logOut, nil)).With("node", f.id)
+	log := slog.New(slog.NewTextHandler(logOut, nil))
 	tc := cluster.TransportConfig{Kind: f.kind, Self: self, Listen: f.listen, Peers: peers, ClusterID: f.clusterID,
 		SocketDir: f.socketDir, Logger: log}
 	if f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "" {
@@ -139,13 +139,13 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer n.Stop()
-	log.Info("node started", "listen", f.listen, "transport", tc.Resolve(), "peers", len(peers)-1, "cache_pages", cacheBytes/protocol.PageSize)
+	log.Info("node started", "node", f.id, "listen", f.listen, "transport", tc.Resolve(), "peers", len(peers)-1, "cache_pages", cacheBytes/protocol.PageSize)
 	if f.metrics != "" {
 		addr, err := serveMetrics(f.metrics, n, log)
 		if err != nil {
 			return err
 		}
-		log.Info("metrics", "addr", addr)
+		log.Info("metrics", "node", f.id, "addr", addr)
 	}
 	if f.control {
 		return cluster.Serve(n, stdin, stdout)
@@ -153,7 +153,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
-	log.Info("stopping", "signal", s.String())
+	log.Info("stopping", "node", f.id, "signal", s.String())
 	return nil
 }
 

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport/tcp"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// scalestoreBinary builds the command once for the multi-process tests.
+func scalestoreBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "scalestore-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "scalestore")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func lastJSON(t *testing.T, out []byte, v any) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out)
+	}
+}
+
+// TestClusterProcesses: three node processes over tcp and over shm run a
+// checked YCSB mix: no violations, pages moved between nodes, and the
+// exported history is linearizable on its own.
+func TestClusterProcesses(t *testing.T) {
+	bin := scalestoreBinary(t)
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			hist := filepath.Join(t.TempDir(), "history.jsonl")
+			out, err := exec.Command(bin, "cluster", "--nodes", "3", "--transport", kind, "--records", "3000", "--threads", "2",
+				"--read-ratio", "0.8", "--duration", "700ms", "--history-out", hist, "--json", "--quiet").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var res clusterResult
+			lastJSON(t, out, &res)
+			if res.Violations != 0 || !res.Checked || res.RemotePageFetches == 0 || res.Ops == 0 {
+				t.Fatalf("violations %d checked %v remote fetches %d ops %d\n%s", res.Violations, res.Checked, res.RemotePageFetches, res.Ops, out)
+			}
+			ops, err := readHistory(hist)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ops) != res.HistoryOps {
+				t.Fatalf("history file has %d ops, the run reported %d", len(ops), res.HistoryOps)
+			}
+			if r, _ := checker.Check(ops, time.Minute); !r.Ok {
+				t.Fatalf("exported history not linearizable on keys %v", r.BadPages)
+			}
+		})
+	}
+}
+
+// TestClusterGarbageOnPort: while a cluster runs, random bytes, an HTTP
+// request and a node of another cluster connect to a node's port; each is
+// refused with a logged error and the run ends with no violations.
+func TestClusterGarbageOnPort(t *testing.T) {
+	bin := scalestoreBinary(t)
+	logFile := filepath.Join(t.TempDir(), "nodes.log")
+	cmd := exec.Command(bin, "cluster", "--nodes", "3", "--transport", "tcp", "--records", "3000", "--duration", "2s",
+		"--check", "--json", "--quiet", "--log", logFile)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The nodes log their listen addresses.
+	re := regexp.MustCompile(`listen=(127\.0\.0\.1:\d+)`)
+	var addr string
+	for deadline := time.Now().Add(20 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(logFile)
+		if m := re.FindSubmatch(b); m != nil {
+			addr = string(m[1])
+		}
+	}
+	if addr == "" {
+		cmd.Process.Kill()
+		t.Fatalf("no node logged its listen address\n%s", out.String())
+	}
+	send := func(b []byte) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Errorf("dial %s: %v", addr, err)
+			return
+		}
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		c.Write(b)
+		c.Read(make([]byte, 64)) // the answer or the close
+		c.Close()
+	}
+	junk := make([]byte, 300)
+	rand.Read(junk)
+	send(junk)
+	send([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	// A node of another cluster (id 1 of cluster 99) tries to join.
+	rogue, err := tcp.New(tcp.Config{Self: 1, Listen: "127.0.0.1:0", Peers: map[protocol.NodeID]string{0: addr}, ClusterID: 99,
+		Handler: func(protocol.NodeID, []byte, []byte) {}, PeerTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogue.Send(0, make([]byte, protocol.FrameSize), nil)
+	time.Sleep(300 * time.Millisecond) // its dial and handshake run in the background
+	rogue.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var res clusterResult
+	lastJSON(t, out.Bytes(), &res)
+	if res.Violations != 0 || res.Ops == 0 {
+		t.Fatalf("violations %d ops %d\n%s", res.Violations, res.Ops, out.String())
+	}
+	logged, _ := os.ReadFile(logFile)
+	if n := strings.Count(string(logged), "rejected incoming connection"); n < 3 {
+		t.Fatalf("%d rejections logged, want one per bad connection (3)\n%s", n, logged)
+	}
+}
+
+// TestNodeIbverbsUnavailable: this build has no RDMA support, and says so.
+func TestNodeIbverbsUnavailable(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"node", "--id", "0", "--listen", "127.0.0.1:0", "--peers", "0=127.0.0.1:1,1=127.0.0.1:2", "--transport", "ibverbs"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "ibverbs") {
+		t.Fatalf("exit %d, stderr %q: want non-zero naming ibverbs", code, stderr.String())
+	}
+}
