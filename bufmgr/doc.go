@@ -4,6 +4,35 @@
 // to reach pages (paper §5.1), epoch-based LRU stamping and the page
 // provider's sampling of eviction candidates (paper §4).
 //
+// # Two paths
+//
+// The hot path (paper §3.2) serves a page that is cached in a sufficient
+// mode with nothing pending on it: a lock-free lookup in the partitioned
+// translation table (each bucket has an optimistic latch, a version that
+// readers check and never write), then the frame's hybrid latch, then a
+// check of the frame's fast word, the mode in which the hot path may use it.
+// It allocates nothing and takes no lock; optimistic readers write no shared
+// memory at all, and the LRU stamp is stored only when it is behind.
+//
+// Everything else (a miss, an upgrade of ownership, a transfer queued by
+// another node, an eviction, a worker that must wait) takes the slow path,
+// which runs under the node runtime's lock (Cache.SetLocker) together with
+// the protocol. The slow path closes the hot path of a frame (its fast word
+// goes to ModeNone) before any change that narrows what a latch holder may
+// do, and only then looks at the latch; a hot-path worker latches first and
+// reads the fast word second. With sequentially consistent atomics one side
+// always sees the other: the protocol finds the latch taken and waits for
+// its release, or the worker finds the frame slow and backs off (without
+// touching the page). A frame's hot path opens again when a slow-path
+// acquisition finds nothing pending.
+//
+// In the simulator there is no lock (one worker runs at a time) and the hot
+// path runs too, so the same code is fuzzed there.
+//
+// Page memory is supplied by the caller: the simulator passes a Go slice,
+// the real world one anonymous mmap (off the Go heap, page-aligned, backed
+// by transparent huge pages where the kernel offers them).
+//
 // What happens on a miss (an ownership request, a transfer) is not decided
 // here: the cache calls its Remote, which the node runtime implements with
 // the protocol. Blocking goes through the Worker's Parker, which the
