@@ -41,11 +41,13 @@ type Config struct {
 	// first one. Port is its port (default 1). Used by Open only.
 	Device string
 	Port   int
-	// GIDIndex selects the source GID: AutoGID (-1) uses the LID on
-	// InfiniBand and the first RoCE v2 GID on Ethernet; an index >= 0
-	// uses that GID table entry (show_gids lists them) with a global
-	// route header. Note that the zero value selects index 0.
-	GIDIndex int
+	// UseGIDIndex makes the port use GID table entry GIDIndex (show_gids
+	// lists them) as its source address, with a global route header.
+	// Unset (the zero value): InfiniBand routes by LID, RoCE takes the
+	// first RoCE v2 GID with an IPv4 address (else the first RoCE v2, else
+	// RoCE v1).
+	UseGIDIndex bool
+	GIDIndex    int
 	// MTU caps the path MTU in bytes (256..4096); 0: the port's active
 	// MTU. Both ends use the smaller of their two values.
 	MTU int
@@ -59,9 +61,6 @@ type Config struct {
 	// sleeps when idle: lowest latency, one busy core per poller.
 	BusyPoll bool
 }
-
-// AutoGID selects the GID automatically (Config.GIDIndex).
-const AutoGID = -1
 
 // MaxMailboxes bounds Config.Mailboxes.
 const MaxMailboxes = 1024
@@ -114,8 +113,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return cfg, errors.New("ibverbs: negative timeout")
 	case cfg.MTU != 0 && !validMTU(uint16(cfg.MTU)):
 		return cfg, fmt.Errorf("ibverbs: MTU %d (256, 512, 1024, 2048 or 4096)", cfg.MTU)
-	case cfg.GIDIndex < AutoGID:
-		return cfg, fmt.Errorf("ibverbs: GID index %d", cfg.GIDIndex)
+	case cfg.UseGIDIndex && (cfg.GIDIndex < 0 || cfg.GIDIndex > 255):
+		return cfg, fmt.Errorf("ibverbs: GID index %d (0..255)", cfg.GIDIndex)
 	}
 	if _, ok := cfg.Addrs[cfg.Self]; !ok && cfg.Listener == nil && len(cfg.Addrs) > 0 {
 		return cfg, fmt.Errorf("ibverbs: node %d has no address in the cluster map", cfg.Self)

@@ -8,7 +8,7 @@ import (
 	"github.com/scalestore-go/scalestore/transport"
 )
 
-// Open opens the RDMA device cfg names (Device, Port, GIDIndex), registers
+// Open opens the RDMA device cfg names (Device, Port, GID), registers
 // the mailboxes and connects every node of cfg.Addrs. On a host without an
 // RDMA device it fails with an error wrapping ErrNoDevice.
 func Open(cfg Config) (transport.Transport, error) {
@@ -16,7 +16,7 @@ func Open(cfg Config) (transport.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev, err := OpenDevice(DeviceConfig{Name: c.Device, Port: c.Port, GIDIndex: c.GIDIndex})
+	dev, err := OpenDevice(DeviceConfig{Name: c.Device, Port: c.Port, UseGIDIndex: c.UseGIDIndex, GIDIndex: c.GIDIndex})
 	if err != nil {
 		return nil, err
 	}

@@ -23,11 +23,11 @@ func TestOpenWithoutDevice(t *testing.T) {
 		t.Skip("this host has an RDMA device")
 	}
 	_, err := Open(Config{Self: 0, Addrs: map[protocol.NodeID]string{0: "127.0.0.1:0", 1: "127.0.0.1:0"},
-		Handler: func(protocol.NodeID, []byte, []byte) {}, GIDIndex: AutoGID})
+		Handler: func(protocol.NodeID, []byte, []byte) {}})
 	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "no RDMA device") {
 		t.Fatalf("Open without a device: %v", err)
 	}
-	if _, err := OpenDevice(DeviceConfig{Name: "mlx5_0", GIDIndex: AutoGID}); !errors.Is(err, ErrNoDevice) {
+	if _, err := OpenDevice(DeviceConfig{Name: "mlx5_0"}); !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("OpenDevice without a device: %v", err)
 	}
 }
@@ -36,9 +36,10 @@ func TestOpenWithoutDevice(t *testing.T) {
 // device (IBVERBS_DEVICE, IBVERBS_GID_INDEX pick it): their queue pairs
 // talk through the NIC's loopback.
 func hardwareFactory(t testing.TB, handlers []transport.Handler) []transport.Transport {
-	gid := AutoGID
+	dc := DeviceConfig{Name: os.Getenv("IBVERBS_DEVICE")}
 	if s := os.Getenv("IBVERBS_GID_INDEX"); s != "" {
-		if _, err := fmt.Sscan(s, &gid); err != nil {
+		dc.UseGIDIndex = true
+		if _, err := fmt.Sscan(s, &dc.GIDIndex); err != nil {
 			t.Fatalf("IBVERBS_GID_INDEX=%q: %v", s, err)
 		}
 	}
@@ -59,7 +60,7 @@ func hardwareFactory(t testing.TB, handlers []transport.Handler) []transport.Tra
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dev, err := OpenDevice(DeviceConfig{Name: os.Getenv("IBVERBS_DEVICE"), GIDIndex: gid})
+			dev, err := OpenDevice(dc)
 			if err != nil {
 				errs[i] = err
 				return

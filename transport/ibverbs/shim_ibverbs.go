@@ -23,9 +23,11 @@ import (
 
 // DeviceConfig selects and configures a device (Config's device fields).
 type DeviceConfig struct {
-	Name     string // empty: the first device
-	Port     int    // default 1
-	GIDIndex int    // AutoGID or a GID table index
+	Name string // empty: the first device
+	Port int    // default 1
+	// UseGIDIndex and GIDIndex: as in Config (unset: automatic).
+	UseGIDIndex bool
+	GIDIndex    int
 }
 
 // OpenDevice opens an RDMA device with a protection domain on one port.
@@ -41,7 +43,14 @@ func OpenDevice(dc DeviceConfig) (Device, error) {
 	name := C.CString(dc.Name)
 	defer C.free(unsafe.Pointer(name))
 	var msg [512]C.char
-	rc := C.ssib_open(name, C.int(dc.Port), C.int(dc.GIDIndex), d.c, &msg[0], C.size_t(len(msg)))
+	gid := -1 // automatic, in the C code
+	if dc.UseGIDIndex {
+		if dc.GIDIndex < 0 || dc.GIDIndex > 255 {
+			return nil, fmt.Errorf("ibverbs: GID index %d (0..255)", dc.GIDIndex)
+		}
+		gid = dc.GIDIndex
+	}
+	rc := C.ssib_open(name, C.int(dc.Port), C.int(gid), d.c, &msg[0], C.size_t(len(msg)))
 	if rc != C.SSIB_OK {
 		C.free(unsafe.Pointer(d.c))
 		detail := C.GoString(&msg[0])

@@ -778,7 +778,7 @@ func TestConfigErrors(t *testing.T) {
 		{Addrs: map[protocol.NodeID]string{0: "x"}},
 		{Handler: h, Mailboxes: MaxMailboxes + 1, Addrs: map[protocol.NodeID]string{0: "x"}},
 		{Handler: h, MTU: 1500, Addrs: map[protocol.NodeID]string{0: "x"}},
-		{Handler: h, GIDIndex: -2, Addrs: map[protocol.NodeID]string{0: "x"}},
+		{Handler: h, UseGIDIndex: true, GIDIndex: -1, Addrs: map[protocol.NodeID]string{0: "x"}},
 		{Handler: h, Self: 3, Addrs: map[protocol.NodeID]string{0: "x"}},
 	} {
 		if _, err := New(NewFabric().NewDevice("d", FakeOptions{}), c); err == nil {
