@@ -14,6 +14,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/transporttest"
 )
 
 // On a host without an RDMA device (the machine this was written on) Open
@@ -94,5 +95,5 @@ func TestHardwareConformance(t *testing.T) {
 	if !Available() {
 		t.Skip("no RDMA device: the hardware conformance run needs one")
 	}
-	conformance(t, "IBVERBS_HARDWARE_CHILD", hardwareFactory)
+	transporttest.Run(t, hardwareFactory)
 }
