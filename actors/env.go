@@ -53,6 +53,10 @@ type Config struct {
 	FreeTarget int
 	// SampleSize and Percentile drive candidate selection (paper §4.2).
 	SampleSize, Percentile int
+	// EvictRounds bounds the samples the page provider draws per tick
+	// (each yields about SampleSize*Percentile/100 victims), so a tick
+	// every ProviderInterval evicts at most about that many pages.
+	EvictRounds int
 	// EpochInterval is how often the global LRU epoch moves on, and
 	// ProviderInterval how often the page provider looks at the free frames.
 	EpochInterval, ProviderInterval int64
@@ -79,6 +83,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Percentile == 0 {
 		c.Percentile = 25
+	}
+	if c.EvictRounds == 0 {
+		c.EvictRounds = 4
 	}
 	if c.EpochInterval == 0 {
 		c.EpochInterval = 100_000

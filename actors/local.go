@@ -71,6 +71,11 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 func newLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	cfg.SSDPages = store.Slots()
 	cfg.NoProgressCheck = true
+	if cfg.EvictRounds == 0 {
+		// A tick a millisecond and 4 victims a sample: up to 256 samples
+		// let the provider keep up with about a million misses a second.
+		cfg.EvictRounds = 256
+	}
 	// Real time: the page provider looks every millisecond, the LRU epoch
 	// moves every 10 ms.
 	if cfg.ProviderInterval == 0 {

@@ -49,7 +49,7 @@ func (n *Node) EvictCold(target int) {
 	if need <= 0 {
 		return
 	}
-	for round := 0; need > 0 && round < 4; round++ {
+	for round := 0; need > 0 && round < n.cfg.EvictRounds; round++ {
 		n.candidates = n.cache.Candidates(n.candidates[:0], n.cfg.SampleSize, n.cfg.Percentile, n.env.Rand)
 		for _, f := range n.candidates {
 			if need <= 0 {

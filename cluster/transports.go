@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport"
@@ -26,7 +27,10 @@ type TransportConfig struct {
 	// SocketDir holds the shared-memory bootstrap sockets (shm, auto);
 	// node i listens at SocketDir/node-i.sock.
 	SocketDir string
-	Logger    *slog.Logger
+	// ShmSpin is how long a waiting shm reader polls before it parks
+	// (negative: park at once); 0 is the transport's default.
+	ShmSpin time.Duration
+	Logger  *slog.Logger
 }
 
 // Kinds lists the transports.
@@ -70,7 +74,7 @@ func (c TransportConfig) New(handler transport.Handler) (transport.Transport, er
 			peers[id] = c.SocketPath(id)
 		}
 		return shm.New(shm.Config{Self: c.Self, SocketPath: c.SocketPath(c.Self), Peers: peers, ClusterID: c.ClusterID,
-			Handler: handler, Logger: c.Logger})
+			Handler: handler, Logger: c.Logger, Spin: c.ShmSpin})
 	case "ibverbs":
 		return ibverbs.Open(ibverbs.Config{Self: c.Self, Addrs: c.Peers, Handler: handler})
 	default:

@@ -40,7 +40,7 @@ type clusterFlags struct {
 	historyOut, data        string
 	readRatio, zipf         float64
 	duration, shiftEvery    time.Duration
-	checkTimeout            time.Duration
+	checkTimeout, shmSpin   time.Duration
 	partitioned, check      bool
 	asJSON, quiet           bool
 }
@@ -89,6 +89,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.data, "data", "", "directory for the nodes' page stores (default in memory)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
+	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "passed to the nodes (see 'scalestore node --help')")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -229,6 +230,9 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 			"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
 		if f.data != "" {
 			args = append(args, "--data", f.data)
+		}
+		if f.shmSpin != 0 {
+			args = append(args, "--shm-spin", f.shmSpin.String())
 		}
 		cmd := exec.Command(exe, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -53,7 +53,7 @@ type nodeFlags struct {
 	clusterID              uint64
 	tlsCert, tlsKey, tlsCA string
 	control                bool
-	timeout                time.Duration
+	timeout, shmSpin       time.Duration
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -74,6 +74,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate for mutual TLS (tcp)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA that signed every node's certificate")
+	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "how long a waiting shm reader polls before it sleeps (negative: sleep at once; 0: the transport's default)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
 	if err := fs.Parse(args); err != nil {
@@ -122,7 +123,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
 	tc := cluster.TransportConfig{Kind: f.kind, Self: self, Listen: f.listen, Peers: peers, ClusterID: f.clusterID,
-		SocketDir: f.socketDir, Logger: log}
+		SocketDir: f.socketDir, ShmSpin: f.shmSpin, Logger: log}
 	if f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "" {
 		if tc.TLS, err = tcp.LoadTLS(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
 			return err
