@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ type Local struct {
 	stopped  atomic.Bool // closed (read without the lock)
 	workers  sync.Pool
 	nextID   atomic.Int64
+	ioQueued atomic.Int64           // requests in l.io (read without the lock)
 	parked   map[*goParker]struct{} // workers waiting (under mu)
 	stopping bool                   // Stop is under way (under mu)
 	out      *outbox                // messages to other nodes; nil for a node of one
@@ -233,6 +235,7 @@ func (l *Local) After(delay int64, fn func()) {
 
 func (l *Local) queueIO(r ioRequest) {
 	l.io = append(l.io, r)
+	l.ioQueued.Add(1)
 	l.inFlite++
 	l.ioCond.Signal()
 }
@@ -275,6 +278,7 @@ func (l *Local) ioLoop() {
 		batch = append(batch[:0], l.io...)
 		clear(l.io)
 		l.io = l.io[:0]
+		l.ioQueued.Store(0)
 		l.mu.Unlock()
 		done = done[:0]
 		for _, r := range batch {
@@ -302,11 +306,7 @@ func (l *Local) ioLoop() {
 			}
 		}
 		if async != nil && inflight > 0 {
-			min := 1
-			if len(done) > 0 {
-				min = 0 // completions to hand back already: do not wait
-			}
-			if _, err := async.Poll(min); err != nil {
+			if err := l.pollIO(async, len(done) > 0); err != nil {
 				l.mu.Lock()
 				l.fail(fmt.Errorf("actors: storage poll: %w", err))
 				l.mu.Unlock()
@@ -326,6 +326,25 @@ func (l *Local) ioLoop() {
 		if l.inFlite == 0 {
 			l.idle.Broadcast()
 		}
+	}
+}
+
+// pollIO reaps completions. A blocking wait would keep requests queued
+// meanwhile from reaching the device until some read completes, so it
+// first looks without waiting for a while (reaping is a read of the
+// completion ring, no system call), yielding to the workers between looks,
+// and returns as soon as completions arrived or new requests wait.
+func (l *Local) pollIO(async AsyncStore, have bool) error {
+	for spins := 0; ; spins++ {
+		n, err := async.Poll(0)
+		if err != nil || n > 0 || have || l.ioQueued.Load() > 0 || async.InFlight() == 0 {
+			return err
+		}
+		if spins == 200 {
+			_, err = async.Poll(1)
+			return err
+		}
+		runtime.Gosched()
 	}
 }
 
