@@ -103,6 +103,7 @@ func (l *Local) watchdog(bound time.Duration) {
 		}
 		for p := range l.parked {
 			if waited := time.Since(p.since); waited > bound {
+				l.log.Error("stuck", "node", l.node.ID(), "frames", l.node.DescribeStuck(8))
 				l.fail(fmt.Errorf("actors: node %d: a worker waited %v for the protocol (is a peer down?)", l.node.ID(), waited.Round(time.Millisecond)))
 				break
 			}

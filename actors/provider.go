@@ -315,3 +315,21 @@ func (n *Node) DescribeFrame(pid protocol.PID) string {
 		n.id, pid, f.Mode, f.Pending, f.AwaitResp, f.AwaitData, f.AwaitAcks, f.Epoch, f.ReqEpoch, f.Served, f.Evicting,
 		f.Entitled(), f.HasWaiters(), f.Latch.Free(), f.Queue)
 }
+
+// DescribeStuck describes up to limit frames that have a request
+// outstanding or workers waiting (for reports when progress stops).
+func (n *Node) DescribeStuck(limit int) string {
+	s := ""
+	for i := range n.cache.Frames() {
+		f := n.cache.Frame(i)
+		if f.Pending == protocol.ModeNone && !f.HasWaiters() {
+			continue
+		}
+		if limit == 0 {
+			return s + "; ..."
+		}
+		limit--
+		s += "; " + n.DescribeFrame(f.PID)
+	}
+	return s
+}

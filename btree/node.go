@@ -43,7 +43,7 @@ type node []byte
 
 func (n node) kind() byte        { return n[0] }
 func (n node) isLeaf() bool      { return n[0] == kindLeaf }
-func (n node) count() int        { return int(binary.LittleEndian.Uint16(n[2:])) }
+func (n node) count() int        { return min(int(binary.LittleEndian.Uint16(n[2:])), maxSlots) }
 func (n node) heapStart() int    { return int(binary.LittleEndian.Uint16(n[4:])) }
 func (n node) upper() uint64     { return binary.LittleEndian.Uint64(n[8:]) }
 func (n node) setUpper(v uint64) { binary.LittleEndian.PutUint64(n[8:], v) }
@@ -68,7 +68,15 @@ func (n node) valid() bool {
 	return headerSize+c*slotSize <= h && h <= usable
 }
 
+// maxSlots bounds the slot count a page can hold: an optimistic reader may
+// see any bytes in the count field while a writer changes the page (it
+// restarts on validation), and must not index past the page meanwhile.
+const maxSlots = (usable - headerSize) / slotSize
+
 func (n node) slot(i int) (off, kl, vl int) {
+	if i < 0 || i >= maxSlots {
+		return 0, 0, 0
+	}
 	s := n[headerSize+i*slotSize:]
 	return int(binary.LittleEndian.Uint16(s)), int(binary.LittleEndian.Uint16(s[2:])), int(binary.LittleEndian.Uint16(s[4:]))
 }

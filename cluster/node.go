@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -35,6 +37,12 @@ type Node struct {
 	tree *btree.Tree
 	log  *slog.Logger
 	ops  atomic.Uint64
+	// fetches holds the latency of ownership requests for pages of other
+	// directories (under the runtime's lock).
+	fetches *hdrhistogram.Histogram
+	// OnObtained, when set (under the runtime's lock), sees every
+	// ownership request's latency too (the metrics).
+	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
 }
 
 // StartNode starts the runtime, the transport and the actors of one node.
@@ -72,6 +80,19 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	deliver = h
 	close(ready)
 	n.Tr, n.Host = tr, host
+	n.fetches = hdrhistogram.New(1, 60_000_000, 3)
+	rt.Locked(func() {
+		rt.OnObtained = func(pid protocol.PID, mode protocol.Mode, waited time.Duration) {
+			if pid.Dir() != n.ID {
+				// A page whose directory is another node: at least a
+				// round trip to it.
+				_ = n.fetches.RecordValue(int64(waited))
+			}
+			if n.OnObtained != nil {
+				n.OnObtained(pid, mode, waited)
+			}
+		}
+	})
 	return n, nil
 }
 

@@ -39,8 +39,11 @@ type RunResult struct {
 	Ops       int64                  `json:"ops"`
 	Seconds   float64                `json:"seconds"`
 	Latencies *hdrhistogram.Snapshot `json:"latencies"`
-	Stats     Stats                  `json:"stats"`
-	Errors    []string               `json:"errors,omitempty"`
+	// Fetches are the latencies of ownership requests for pages whose
+	// directory is another node (a remote page fetch or upgrade).
+	Fetches *hdrhistogram.Snapshot `json:"fetches"`
+	Stats   Stats                  `json:"stats"`
+	Errors  []string               `json:"errors,omitempty"`
 }
 
 // Load inserts records [from, to) with unique write ids, recording the
@@ -84,6 +87,7 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 	counts := make([]int64, wl.Threads)
 	errs := make([]error, wl.Threads)
 	start := time.Now()
+	n.RT.Locked(n.fetches.Reset)
 	var wg sync.WaitGroup
 	for t := range wl.Threads {
 		hists[t] = hdrhistogram.New(1, 60_000_000, 3)
@@ -173,6 +177,7 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 		}
 	}
 	res.Latencies = all.Export()
+	n.RT.Locked(func() { res.Fetches = n.fetches.Export() })
 	res.Stats = n.Stats()
 	return res, ops
 }

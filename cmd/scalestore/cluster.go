@@ -59,6 +59,8 @@ type clusterResult struct {
 	P999us            float64 `json:"p999_us"`
 	HitRatio          float64 `json:"cache_hit_ratio"`
 	RemotePageFetches uint64  `json:"remote_page_fetches"`
+	FetchP50us        float64 `json:"remote_fetch_p50_us"`
+	FetchP99us        float64 `json:"remote_fetch_p99_us"`
 	Invalidations     uint64  `json:"invalidations"`
 	Checked           bool    `json:"checked"`
 	HistoryOps        int     `json:"history_ops,omitempty"`
@@ -115,8 +117,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			check += " (porcupine ran out of time on some keys)"
 		}
 	}
-	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d  %s\n",
-		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, check)
+	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d (p50 %.1fus p99 %.1fus)  %s\n",
+		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, res.FetchP50us, res.FetchP99us, check)
 	if f.asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
@@ -353,6 +355,7 @@ func each(cs []*child, fn func(i int, c *child) error) error {
 func aggregate(f clusterFlags, results []cluster.RunResult, load float64) clusterResult {
 	res := clusterResult{Nodes: f.nodes, Transport: f.kind, Records: f.records, Threads: f.threads, ReadRatio: f.readRatio, Zipf: f.zipf, LoadSeconds: load}
 	all := hdrhistogram.New(1, 60_000_000, 3)
+	fetches := hdrhistogram.New(1, 60_000_000, 3)
 	secs := 0.0
 	var hits, misses uint64
 	for _, r := range results {
@@ -360,6 +363,9 @@ func aggregate(f clusterFlags, results []cluster.RunResult, load float64) cluste
 		secs = max(secs, r.Seconds)
 		if r.Latencies != nil {
 			all.Merge(hdrhistogram.Import(r.Latencies))
+		}
+		if r.Fetches != nil {
+			fetches.Merge(hdrhistogram.Import(r.Fetches))
 		}
 		hits += r.Stats.CacheHits
 		misses += r.Stats.CacheMisses
@@ -375,6 +381,8 @@ func aggregate(f clusterFlags, results []cluster.RunResult, load float64) cluste
 	res.P50us = float64(all.ValueAtQuantile(50)) / 1000
 	res.P99us = float64(all.ValueAtQuantile(99)) / 1000
 	res.P999us = float64(all.ValueAtQuantile(99.9)) / 1000
+	res.FetchP50us = float64(fetches.ValueAtQuantile(50)) / 1000
+	res.FetchP99us = float64(fetches.ValueAtQuantile(99)) / 1000
 	return res
 }
 

@@ -201,7 +201,7 @@ func serveMetrics(addr string, n *cluster.Node, log *slog.Logger) (string, error
 		Help: "time from an ownership request to its grant (message round trips and transfers)", Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24)})
 	reg.MustRegister(lat)
 	n.RT.Locked(func() {
-		n.RT.OnObtained = func(_ protocol.PID, _ protocol.Mode, waited time.Duration) { lat.Observe(waited.Seconds()) }
+		n.OnObtained = func(_ protocol.PID, _ protocol.Mode, waited time.Duration) { lat.Observe(waited.Seconds()) }
 	})
 	for _, ev := range []string{"actor_restarted", "dead_letter", "remote_unreachable", "actor_max_restarts"} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scalestore_actor_events_total",
