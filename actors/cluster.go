@@ -221,13 +221,5 @@ func (l *Local) Stop() {
 	}
 	l.stopping = true // a stop is not a failure worth logging
 	l.fail(errors.New("actors: node stopped"))
-	l.node.Stop()
-	l.closed = true
-	l.stopped.Store(true)
-	l.ioCond.Broadcast()
-	l.mu.Unlock()
-	<-l.done
-	if l.out != nil {
-		l.out.close()
-	}
+	l.halt()
 }

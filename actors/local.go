@@ -406,11 +406,9 @@ func (l *Local) Flush() error {
 	}
 }
 
-// Close flushes and stops the node; the store stays open (its owner closes
-// it).
-func (l *Local) Close() error {
-	err := l.Flush()
-	l.mu.Lock()
+// halt lets the timers lapse and stops the I/O goroutine and the outbox.
+// Called with l.mu held; returns with it released.
+func (l *Local) halt() {
 	l.node.Stop()
 	l.closed = true
 	l.stopped.Store(true)
@@ -420,6 +418,14 @@ func (l *Local) Close() error {
 	if l.out != nil {
 		l.out.close()
 	}
+}
+
+// Close flushes and stops the node; the store stays open (its owner closes
+// it).
+func (l *Local) Close() error {
+	err := l.Flush()
+	l.mu.Lock()
+	l.halt()
 	if uerr := unmapPages(l.pages); err == nil {
 		err = uerr
 	}
