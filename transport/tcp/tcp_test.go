@@ -155,4 +155,3 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
-
