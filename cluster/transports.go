@@ -30,7 +30,18 @@ type TransportConfig struct {
 	// ShmSpin is how long a waiting shm reader polls before it parks
 	// (negative: park at once); 0 is the transport's default.
 	ShmSpin time.Duration
-	Logger  *slog.Logger
+	// RDMA selects the device and addressing of the ibverbs transport.
+	RDMA   RDMAConfig
+	Logger *slog.Logger
+}
+
+// RDMAConfig is the device side of an ibverbs transport (docs/rdma.md).
+type RDMAConfig struct {
+	Device    string // empty: the first device
+	Port      int    // 0: port 1
+	GIDIndex  int    // negative: automatic (LID on InfiniBand, a RoCE v2 GID on Ethernet)
+	MTU       int    // 0: the port's active MTU
+	Mailboxes int    // mailbox slots per peer; 0: the transport's default
 }
 
 // Kinds lists the transports.
@@ -76,7 +87,9 @@ func (c TransportConfig) New(handler transport.Handler) (transport.Transport, er
 		return shm.New(shm.Config{Self: c.Self, SocketPath: c.SocketPath(c.Self), Peers: peers, ClusterID: c.ClusterID,
 			Handler: handler, Logger: c.Logger, Spin: c.ShmSpin})
 	case "ibverbs":
-		return ibverbs.Open(ibverbs.Config{Self: c.Self, Addrs: c.Peers, Handler: handler})
+		r := c.RDMA
+		return ibverbs.Open(ibverbs.Config{Self: c.Self, Addrs: c.Peers, Handler: handler, Device: r.Device, Port: r.Port,
+			UseGIDIndex: r.GIDIndex >= 0, GIDIndex: max(r.GIDIndex, 0), MTU: r.MTU, Mailboxes: r.Mailboxes})
 	default:
 		return nil, fmt.Errorf("cluster: unknown transport %q (want one of %s)", kind, Kinds)
 	}

@@ -54,6 +54,7 @@ type nodeFlags struct {
 	tlsCert, tlsKey, tlsCA string
 	control                bool
 	timeout, shmSpin       time.Duration
+	rdma                   cluster.RDMAConfig
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -75,6 +76,11 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA that signed every node's certificate")
 	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "how long a waiting shm reader polls before it sleeps (negative: sleep at once; 0: the transport's default)")
+	fs.StringVar(&f.rdma.Device, "rdma-device", "", "ibverbs: the RDMA device (ibv_devices lists them; empty: the first)")
+	fs.IntVar(&f.rdma.Port, "rdma-port", 1, "ibverbs: the device's port")
+	fs.IntVar(&f.rdma.GIDIndex, "rdma-gid-index", -1, "ibverbs: GID table entry to use (show_gids lists them; -1: LID on InfiniBand, a RoCE v2 GID on Ethernet)")
+	fs.IntVar(&f.rdma.MTU, "rdma-mtu", 0, "ibverbs: path MTU cap in bytes (0: the port's active MTU)")
+	fs.IntVar(&f.rdma.Mailboxes, "rdma-mailboxes", 0, "ibverbs: mailbox slots per peer, at least the workers plus one (0: default 16)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
 	if err := fs.Parse(args); err != nil {
@@ -123,7 +129,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
 	tc := cluster.TransportConfig{Kind: f.kind, Self: self, Listen: f.listen, Peers: peers, ClusterID: f.clusterID,
-		SocketDir: f.socketDir, ShmSpin: f.shmSpin, Logger: log}
+		SocketDir: f.socketDir, ShmSpin: f.shmSpin, RDMA: f.rdma, Logger: log}
 	if f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "" {
 		if tc.TLS, err = tcp.LoadTLS(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
 			return err
