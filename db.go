@@ -51,7 +51,10 @@ type Options struct {
 // Stats are the DB's counters.
 type Stats struct {
 	CacheHits, CacheMisses uint64
-	SSDReads, SSDWrites    uint64
+	// SlowHits are cache hits that went through the slow path (under the
+	// node's lock), a part of CacheHits.
+	SlowHits            uint64
+	SSDReads, SSDWrites uint64
 }
 
 // Stats reads the counters.
@@ -59,7 +62,7 @@ func (db *DB) Stats() Stats {
 	var s Stats
 	db.rt.Locked(func() {
 		cs := db.rt.Node().Cache().Stats()
-		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes}
+		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SlowHits: cs.SlowHits, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes}
 	})
 	return s
 }

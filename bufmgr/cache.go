@@ -51,6 +51,9 @@ func (w *Worker) hasTurn(f *Frame) bool { return w.entitled == f && w.entitledGe
 // Stats counts what the cache did.
 type Stats struct {
 	Hits, Misses, Restarts uint64
+	// SlowHits are the hits the slow path served (the page was cached but
+	// its hot path was closed).
+	SlowHits uint64
 }
 
 // ErrRestart tells the caller to restart its operation: an upgrade found the
@@ -128,6 +131,7 @@ func (c *Cache) SetLocker(mu sync.Locker) { c.mu = mu }
 // Stats reads the counters (call it under the lock in the real world).
 func (c *Cache) Stats() Stats {
 	s := c.stats
+	s.SlowHits = s.Hits
 	for i := range c.hits {
 		s.Hits += c.hits[i].n.Load()
 	}

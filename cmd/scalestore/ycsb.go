@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
+	mutexProfile := fs.String("mutexprofile", "", "write a profile of lock contention during the measured run to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -108,6 +110,15 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
+	if *mutexProfile != "" {
+		runtime.SetMutexProfileFraction(10)
+		defer func() {
+			if f, err := os.Create(*mutexProfile); err == nil {
+				pprof.Lookup("mutex").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	res, err := ycsb.Run(e, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ycsb: %v\n", err)
@@ -123,6 +134,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		Zipf         float64 `json:"zipf"`
 		HitRatio     float64 `json:"cache_hit_ratio"`
 		ReadsFromSSD uint64  `json:"reads_from_ssd"`
+		SlowHits     uint64  `json:"slow_path_hits"`
 	}{Engine: *engine, Result: res, Records: cfg.Records, Threads: cfg.Threads, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, HitRatio: 1}
 	if db != nil {
 		s := db.Stats()
@@ -131,6 +143,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 			out.HitRatio = float64(hits) / float64(hits+misses)
 		}
 		out.ReadsFromSSD = s.SSDReads - before.SSDReads
+		out.SlowHits = s.SlowHits - before.SlowHits
 	}
 	fmt.Fprintf(stdout, "%s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  SSD reads %d  (%d records, %d threads, load %.1fs)\n",
 		out.Engine, res.OpsPerSec, res.P50us, res.P99us, res.P999us, out.HitRatio, out.ReadsFromSSD, cfg.Records, cfg.Threads, res.LoadSecs)
