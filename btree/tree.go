@@ -214,16 +214,18 @@ func (t *Tree) Get(s Session, key, dst []byte) (val []byte, ok bool, err error) 
 		if err != nil {
 			return dst, false, err
 		}
-		sg, err := p.current.ToShared()
-		if err != nil {
-			continue
-		}
-		n := node(sg.Data())
+		// The leaf is read optimistically too (paper §5.2): copy the value
+		// out, then validate; a reader writes no shared cache line.
+		n := node(p.current.Data())
+		mark := len(dst)
 		i, found := n.lowerBound(key)
 		if found {
 			dst = append(dst, n.value(i)...)
 		}
-		sg.Release()
+		if p.current.HasChanged() {
+			dst = dst[:mark]
+			continue
+		}
 		return dst, found, nil
 	}
 }
