@@ -1,0 +1,186 @@
+//go:build linux
+
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/scalestore-go/scalestore/transport"
+)
+
+// link is one live connection to a peer: the mapped segment and the
+// bootstrap socket kept open as the liveness channel.
+//
+// Who touches the segment, and how teardown stays safe: senders write
+// msgOut under its mutex; the reader goroutine reads msgIn and writes
+// respOut (under respOut's mutex); the holder of respToken reads respIn;
+// fail wakes the parked waiters. The reader unmaps the segment at its exit,
+// after fail completed, with respToken and both producer mutexes held, and
+// everyone else checks dead after taking the token or a mutex.
+type link struct {
+	t    *Transport
+	peer *peer
+	conn *net.UnixConn
+	seg  *segment
+
+	msgOut    producer      // messages and verb requests to the peer
+	msgIn     consumer      // messages and verb requests from the peer: the reader's
+	respOut   producer      // answers to the peer's verbs, written by the reader
+	respIn    consumer      // answers to our verbs, drained by the respToken holder
+	respToken chan struct{} // one token: the right to consume respIn
+
+	dead     atomic.Bool
+	reason   error         // why it failed; written before dead is set
+	deadCh   chan struct{} // closed when fail has finished
+	failOnce sync.Once
+
+	callMu sync.Mutex
+	calls  map[uint64]*call // verbs waiting for an answer; nil once failed
+	nextID uint64
+}
+
+func (t *Transport) newLink(p *peer, conn *net.UnixConn, seg *segment, dialer bool) *link {
+	msgOut, msgIn, respOut, respIn := ringMsgA, ringMsgB, ringRespA, ringRespB
+	if !dialer {
+		msgOut, msgIn, respOut, respIn = ringMsgB, ringMsgA, ringRespB, ringRespA
+	}
+	l := &link{
+		t: t, peer: p, conn: conn, seg: seg,
+		respToken: make(chan struct{}, 1),
+		deadCh:    make(chan struct{}),
+		calls:     map[uint64]*call{},
+	}
+	l.msgOut.init(newRing(seg.ctl(msgOut), seg.data(msgOut)), t.cfg.Spin, t.cfg.PeerTimeout, l.err)
+	l.respOut.init(newRing(seg.ctl(respOut), seg.data(respOut)), t.cfg.Spin, t.cfg.PeerTimeout, l.err)
+	// Both consumers compare their CPU with the peer's reader's, which it
+	// publishes in the ring it consumes (our msgOut). Only our reader
+	// publishes where the peer looks; a verb caller's CPU goes to respIn's
+	// block, which nobody reads.
+	peerCPU := &seg.ctl(msgOut).consCPU
+	l.msgIn = consumer{ring: newRing(seg.ctl(msgIn), seg.data(msgIn)), kinds: 1<<kindMsg | 1<<kindVerbReq,
+		spin: newSpinner(t.cfg.Spin), ownCPU: &seg.ctl(msgIn).consCPU, peerCPU: peerCPU}
+	l.respIn = consumer{ring: newRing(seg.ctl(respIn), seg.data(respIn)), kinds: 1 << kindVerbResp,
+		spin: newSpinner(t.cfg.Spin), ownCPU: &seg.ctl(respIn).consCPU, peerCPU: peerCPU}
+	l.respToken <- struct{}{}
+	return l
+}
+
+// send puts a record into msgOut; a corrupt ring fails the link.
+func (l *link) send(kind byte, frame, payload []byte) error {
+	err := l.msgOut.put(kind, frame, payload)
+	if errors.Is(err, errCorrupt) {
+		l.fail(fmt.Errorf("%w: node %d: %v", transport.ErrPeerDown, l.peer.id, err))
+	}
+	return err
+}
+
+// err is nil while the link is usable, else why it is not.
+func (l *link) err() error {
+	if !l.dead.Load() {
+		return nil
+	}
+	return l.reason
+}
+
+// fail marks the link dead (once): it wakes this side's parked waiters,
+// closes the socket (the peer reads EOF and fails its side), fails the
+// verbs waiting for answers and detaches the link from its peer.
+func (l *link) fail(reason error) {
+	l.failOnce.Do(func() {
+		l.reason = reason
+		l.dead.Store(true)
+		// Waiters set their flag and then check dead; we set dead and then
+		// check the flag: one of us sees the other (see wait.go).
+		wake(&l.msgIn.ctl.consWaiting)
+		wake(&l.respIn.ctl.consWaiting)
+		wake(&l.msgOut.ctl.prodWaiting)
+		wake(&l.respOut.ctl.prodWaiting)
+		l.conn.Close()
+		l.callMu.Lock()
+		calls := l.calls
+		l.calls = nil
+		l.callMu.Unlock()
+		for _, c := range calls {
+			c.finish(stFailed, 0)
+		}
+		l.t.detach(l, reason)
+		close(l.deadCh)
+		if errors.Is(reason, transport.ErrClosed) {
+			l.t.log.Debug("shm: link closed", "peer", l.peer.id)
+		} else {
+			l.t.log.Warn("shm: link down", "peer", l.peer.id, "err", reason)
+		}
+	})
+}
+
+// destroy releases a link that was never installed.
+func (l *link) destroy() {
+	l.conn.Close()
+	l.seg.unmap()
+}
+
+// teardown unmaps the segment once nobody can touch it (see link).
+func (l *link) teardown() {
+	<-l.deadCh
+	<-l.respToken // kept: later verb callers find their call failed
+	l.msgOut.mu.Lock()
+	l.respOut.mu.Lock()
+	l.seg.unmap()
+	l.respOut.mu.Unlock()
+	l.msgOut.mu.Unlock()
+}
+
+// readLoop is the link's one reader: it hands messages to the handler in
+// order and serves the peer's verb requests, until the link fails.
+func (l *link) readLoop() {
+	defer l.t.wg.Done()
+	defer l.teardown()
+	handler := l.t.cfg.Handler
+	stopped := func() bool { return l.dead.Load() }
+	for !l.dead.Load() {
+		kind, frame, payload, n, err := l.msgIn.next()
+		if err != nil {
+			l.fail(fmt.Errorf("%w: node %d: %v", transport.ErrPeerDown, l.peer.id, err))
+			return
+		}
+		if n == 0 {
+			if l.msgIn.wait(stopped) {
+				l.drainStale() // idle: a good time
+			}
+			continue
+		}
+		switch kind {
+		case kindMsg:
+			handler(l.peer.id, frame, payload)
+		case kindVerbReq:
+			if err := l.serve(frame, payload); err != nil {
+				l.fail(fmt.Errorf("%w: node %d: answering a verb: %v", transport.ErrPeerDown, l.peer.id, err))
+				return
+			}
+		}
+		l.msgIn.release(n)
+	}
+}
+
+// watch reads the bootstrap socket, which is silent after the handshake:
+// EOF means the peer process exited or closed its transport.
+func (l *link) watch() {
+	defer l.t.wg.Done()
+	var b [1]byte
+	_, err := l.conn.Read(b[:])
+	if l.dead.Load() {
+		return
+	}
+	switch {
+	case err == nil:
+		err = errors.New("unexpected bytes on the bootstrap socket")
+	case errors.Is(err, io.EOF):
+		err = errors.New("bootstrap socket closed (the process exited or closed its transport)")
+	}
+	l.fail(fmt.Errorf("%w: node %d: %v", transport.ErrPeerDown, l.peer.id, err))
+}
