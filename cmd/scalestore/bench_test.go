@@ -78,6 +78,9 @@ func TestBenchUsage(t *testing.T) {
 func TestBenchPeerDiesWithParent(t *testing.T) {
 	bin := buildScalestore(t)
 	cmd := exec.Command(bin, "bench", "transport", "--duration", "30s")
+	// A killed bench cannot remove its socket directory: make it one the
+	// test removes.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
