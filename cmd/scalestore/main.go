@@ -22,6 +22,10 @@ Commands:
              ('scalestore scenario list' names them)
   kv         a single-node store in a directory: put, get, delete, scan
   ycsb       YCSB point lookups and updates on the store or an in-memory baseline
+  node       one node of a real cluster (tcp, shm or ibverbs transport)
+  cluster    start N node processes on this host, run YCSB inside them, check
+             the history with porcupine
+  bench      side-by-side figures between two processes ('bench transport': TCP, Unix socket, shared memory)
 
 Run 'scalestore <command> --help' for the flags of a command.
 `
@@ -44,6 +48,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runYCSB(args[1:], stdout, stderr)
 	case "kv":
 		return runKV(args[1:], os.Stdin, stdout, stderr)
+	case "node":
+		return runNode(args[1:], os.Stdin, stdout, stderr)
+	case "cluster":
+		return runCluster(args[1:], stdout, stderr)
+	case "bench":
+		return runBench(args[1:], stdout, stderr)
+	case "bench-peer":
+		return runBenchPeer(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
