@@ -141,7 +141,11 @@ func (e *eventCounter) Receive(c *actor.Context) {
 // incoming frame (pass it as the transport's Handler; frames that arrive
 // before NewHost returns are not expected: start the transport with a
 // handler that forwards to this one).
-func NewHost(node *Local, self protocol.NodeID, tr transport.Messenger) (*Host, transport.Handler, error) {
+func NewHost(node *Local, self protocol.NodeID, tr transport.Messenger, opts ...HostOption) (*Host, transport.Handler, error) {
+	var o hostOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	h := &Host{node: node}
 	h.remote = &remoter{self: self, tr: tr, target: actor.NewPID(NodeAddress(self), handlerID)}
 	e, err := actor.NewEngine(actor.NewEngineConfig().WithRemote(h.remote))
@@ -155,6 +159,9 @@ func NewHost(node *Local, self protocol.NodeID, tr transport.Messenger) (*Host, 
 	h.events = e.Spawn(func() actor.Receiver { return &eventCounter{h: h} }, "events")
 	e.Subscribe(h.events)
 	node.Connect(h)
+	if o.inline {
+		return h, node.Receive, nil
+	}
 	return h, h.remote.receive, nil
 }
 
@@ -163,6 +170,19 @@ func NewHost(node *Local, self protocol.NodeID, tr transport.Messenger) (*Host, 
 func (h *Host) Send(to protocol.NodeID, frame, payload []byte) error {
 	return h.remote.tr.Send(to, frame, payload)
 }
+
+// HostOption adjusts NewHost.
+type HostOption func(*hostOptions)
+
+type hostOptions struct{ inline bool }
+
+// InlineFrames delivers protocol frames on the transport's receive
+// goroutine instead of through the handler actor's inbox. The inbox costs a
+// goroutine hand-off per message (measured in docs/cluster.md: on two cores
+// it is the difference between shared memory beating TCP and not); the
+// handler code is the same, it validates every frame and never panics on
+// one, and the actor stays for everything else sent to it.
+func InlineFrames() HostOption { return func(o *hostOptions) { o.inline = true } }
 
 // EventCount is the number of engine events of kind.
 func (h *Host) EventCount(kind string) uint64 {

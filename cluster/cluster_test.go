@@ -89,14 +89,14 @@ func (t *loopTransport) Close() error {
 	return nil
 }
 
-func startLoopCluster(t *testing.T, nodes, cache int, timeout time.Duration) ([]*Node, *loopNet) {
+func startLoopCluster(t *testing.T, nodes, cache int, timeout time.Duration, actorDelivery bool) ([]*Node, *loopNet) {
 	t.Helper()
 	net := newLoopNet()
 	ns := make([]*Node, nodes)
 	for i := range nodes {
 		id := protocol.NodeID(i)
 		n, err := StartNode(NodeConfig{ID: id, CachePages: cache, Store: memfile.New(1<<14, nil), Timeout: timeout,
-			Logger:       slog.New(slog.DiscardHandler),
+			Logger: slog.New(slog.DiscardHandler), ActorDelivery: actorDelivery,
 			NewTransport: func(h transport.Handler) (transport.Transport, error) { return net.attach(id, h), nil }})
 		if err != nil {
 			t.Fatal(err)
@@ -110,8 +110,13 @@ func startLoopCluster(t *testing.T, nodes, cache int, timeout time.Duration) ([]
 // each loads a third, then all run a 50/50 mix with history; the history
 // must be linearizable and pages must have moved between nodes.
 func TestClusterLinearizable(t *testing.T) {
+	t.Run("inline", func(t *testing.T) { clusterLinearizable(t, false) })
+	t.Run("actor-delivery", func(t *testing.T) { clusterLinearizable(t, true) })
+}
+
+func clusterLinearizable(t *testing.T, actorDelivery bool) {
 	const records = 3000
-	ns, _ := startLoopCluster(t, 3, 96, 10*time.Second)
+	ns, _ := startLoopCluster(t, 3, 96, 10*time.Second, actorDelivery)
 	cat, err := ns[0].CreateTable()
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +182,7 @@ func TestClusterLinearizable(t *testing.T) {
 // an error within the request timeout instead of hanging.
 func TestPeerDeathReportsError(t *testing.T) {
 	const records = 600
-	ns, _ := startLoopCluster(t, 3, 64, time.Second)
+	ns, _ := startLoopCluster(t, 3, 64, time.Second, false)
 	cat, err := ns[0].CreateTable()
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,10 @@ type NodeConfig struct {
 	Logger       *slog.Logger
 	Timeout      time.Duration // how long a worker may wait on a peer (default 10 s)
 	NewTransport func(handler transport.Handler) (transport.Transport, error)
+	// ActorDelivery routes every incoming frame through the handler
+	// actor's inbox (hollywood's mailbox) instead of handling it on the
+	// transport's goroutine; slower by a goroutine hand-off per message.
+	ActorDelivery bool
 }
 
 // Node is one node of a running cluster.
@@ -71,7 +75,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		rt.Stop()
 		return nil, fmt.Errorf("cluster: node %d: %w", cfg.ID, err)
 	}
-	host, h, err := actors.NewHost(rt, cfg.ID, tr)
+	var hopts []actors.HostOption
+	if !cfg.ActorDelivery {
+		hopts = append(hopts, actors.InlineFrames())
+	}
+	host, h, err := actors.NewHost(rt, cfg.ID, tr, hopts...)
 	if err != nil {
 		tr.Close()
 		rt.Stop()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -55,6 +56,7 @@ type nodeFlags struct {
 	control                bool
 	timeout, shmSpin       time.Duration
 	rdma                   cluster.RDMAConfig
+	actorDelivery          bool
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -81,6 +83,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.rdma.GIDIndex, "rdma-gid-index", -1, "ibverbs: GID table entry to use (show_gids lists them; -1: LID on InfiniBand, a RoCE v2 GID on Ethernet)")
 	fs.IntVar(&f.rdma.MTU, "rdma-mtu", 0, "ibverbs: path MTU cap in bytes (0: the port's active MTU)")
 	fs.IntVar(&f.rdma.Mailboxes, "rdma-mailboxes", 0, "ibverbs: mailbox slots per peer, at least the workers plus one (0: default 16)")
+	fs.BoolVar(&f.actorDelivery, "actor-delivery", false, "route incoming frames through the handler actor's inbox (a goroutine hand-off per message) instead of the transport's goroutine")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
 	if err := fs.Parse(args); err != nil {
@@ -135,13 +138,20 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if tc.Resolve() == "shm" {
+		// A shm reader with nothing to read parks in a futex call, which
+		// holds its scheduler slot (P) until sysmon takes it back, up to
+		// milliseconds later: give the workers enough Ps besides one per
+		// link.
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+2*len(peers)))
+	}
 	store, closeStore, err := openNodeStore(f.data, f.id)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	n, err := cluster.StartNode(cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
-		Logger: log, Timeout: f.timeout, NewTransport: tc.New})
+		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery})
 	if err != nil {
 		return err
 	}
