@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/scalestore
 PKGS    := ./...
 
-.PHONY: all build run test test-short bench lint fuzz swarm mutants clean
+.PHONY: all build run test test-short bench bench-peers lint fuzz swarm mutants clean
 
 all: build
 
@@ -30,6 +30,12 @@ test-short:
 # Benchmarks print figures; they never fail on speed.
 bench: build
 	$(BIN) sim --seed 1 --nodes 4 --workers 3 --pages 64 --cache-pages 16 --ops 200000 --faults none --json --quiet
+
+# ScaleStore next to tidwall/btree and cockroachdb/pebble on YCSB c, b and a
+# at 1 and 2 threads (about two minutes). Pebble lives in bench/'s own
+# go.mod so it never reaches the main module; docs/bench.md has the results.
+bench-peers:
+	cd bench && $(GO) run ./cmd/ycsbpeers --records 1000000 --threads 1,2 --mixes c,b,a --duration 3s --warmup 1s
 
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)

@@ -1,0 +1,263 @@
+// Package peers runs the project's YCSB driver (package ycsb) on ScaleStore
+// and on two peers, tidwall/btree in memory and cockroachdb/pebble on disk,
+// so that one run yields numbers measured side by side on the same machine,
+// with the same keys, values, mixes and latency histograms.
+//
+// It lives in its own module (bench/go.mod) so that pebble's dependencies
+// never reach the main module.
+package peers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
+	"github.com/scalestore-go/scalestore"
+	"github.com/scalestore-go/scalestore/ycsb"
+	tidwall "github.com/tidwall/btree"
+)
+
+// Engine is a store under test: the driver's interface plus Close, which
+// releases memory and removes any temporary directory.
+type Engine interface {
+	ycsb.Engine
+	Close() error
+}
+
+// settler is implemented by engines that do background work after a load
+// (pebble's flushes and compactions). Settling before the measured runs
+// keeps that work from landing in whichever mix happens to run first.
+type settler interface {
+	Settle() error
+}
+
+// EngineNames are the engines Open knows, in the order a run uses them.
+var EngineNames = []string{"scalestore", "btree", "pebble"}
+
+// EngineOptions are what Open needs beyond the engine's name.
+type EngineOptions struct {
+	// Records is the number of records that will be loaded (sizes
+	// scalestore's store).
+	Records int
+	// Cache is scalestore's buffer pool and pebble's block cache, in bytes.
+	Cache int64
+	// TempDir is where on-disk engines create their directory (empty: the
+	// system default).
+	TempDir string
+	// ScalestoreOnDisk puts scalestore's pages in a directory (the O_DIRECT
+	// NVMe store) instead of in memory.
+	ScalestoreOnDisk bool
+	// PebbleWAL keeps pebble's write-ahead log (written, never synced).
+	// Without it the WAL is disabled, which matches scalestore, whose pages
+	// reach the store only on eviction or Close.
+	PebbleWAL bool
+}
+
+// Open opens the engine called name.
+func Open(name string, o EngineOptions) (Engine, error) {
+	switch name {
+	case "scalestore":
+		return openScalestore(o)
+	case "btree":
+		return NewBTree(), nil
+	case "pebble":
+		return openPebble(o)
+	default:
+		return nil, fmt.Errorf("engine %q: want one of %v", name, EngineNames)
+	}
+}
+
+// scalestoreEngine is the embedded API, plus the directory to remove when
+// it is on disk.
+type scalestoreEngine struct {
+	*scalestore.DB
+	dir string
+}
+
+func openScalestore(o EngineOptions) (Engine, error) {
+	// The same sizing as the CLI's ycsb command: the store gets room for
+	// the records with plenty of slack for splits.
+	opts := scalestore.Options{
+		CachePages: int(o.Cache / 4096),
+		Slots:      uint64(o.Records/8 + 4096),
+		InMemory:   !o.ScalestoreOnDisk,
+	}
+	var dir string
+	if o.ScalestoreOnDisk {
+		var err error
+		if dir, err = os.MkdirTemp(o.TempDir, "ycsbpeers-scalestore-"); err != nil {
+			return nil, fmt.Errorf("scalestore: temporary directory: %w", err)
+		}
+	}
+	db, err := scalestore.Open(dir, opts)
+	if err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("scalestore: %w", err)
+	}
+	return &scalestoreEngine{DB: db, dir: dir}, nil
+}
+
+func (e *scalestoreEngine) Close() error {
+	err := e.DB.Close()
+	if e.dir != "" {
+		err = errors.Join(err, os.RemoveAll(e.dir))
+	}
+	if err != nil {
+		return fmt.Errorf("scalestore: close: %w", err)
+	}
+	return nil
+}
+
+// BTree is the in-memory baseline: tidwall/btree under a reader-writer lock,
+// the same arrangement as the CLI's `ycsb --engine btree`, so the numbers
+// here and there are comparable.
+type BTree struct {
+	mu sync.RWMutex
+	t  *tidwall.BTreeG[kv]
+}
+
+type kv struct{ k, v []byte }
+
+// NewBTree returns an empty baseline engine.
+func NewBTree() *BTree {
+	less := func(a, b kv) bool { return bytes.Compare(a.k, b.k) < 0 }
+	// NoLocks: the tree's own lock would be a second one under ours.
+	return &BTree{t: tidwall.NewBTreeGOptions(less, tidwall.Options{NoLocks: true})}
+}
+
+// Get appends key's value to dst.
+func (e *BTree) Get(key, dst []byte) ([]byte, bool, error) {
+	e.mu.RLock()
+	p, ok := e.t.Get(kv{k: key})
+	if ok {
+		dst = append(dst, p.v...)
+	}
+	e.mu.RUnlock()
+	return dst, ok, nil
+}
+
+// Put sets key to a copy of val.
+func (e *BTree) Put(key, val []byte) error {
+	// The driver reuses its buffers, so the tree must own its bytes.
+	p := kv{append([]byte(nil), key...), append([]byte(nil), val...)}
+	e.mu.Lock()
+	e.t.Set(p)
+	e.mu.Unlock()
+	return nil
+}
+
+// Close drops the tree.
+func (e *BTree) Close() error {
+	e.mu.Lock()
+	e.t = nil
+	e.mu.Unlock()
+	return nil
+}
+
+// pebbleEngine is pebble in a temporary directory.
+type pebbleEngine struct {
+	db  *pebble.DB
+	dir string
+}
+
+// pebbleMemTable is CockroachDB's memtable size; pebble's 4 MiB default is
+// meant for many small stores in one process and would make the load a
+// long series of tiny flushes.
+const pebbleMemTable = 64 << 20
+
+func openPebble(o EngineOptions) (Engine, error) {
+	dir, err := os.MkdirTemp(o.TempDir, "ycsbpeers-pebble-")
+	if err != nil {
+		return nil, fmt.Errorf("pebble: temporary directory: %w", err)
+	}
+	cache := pebble.NewCache(o.Cache)
+	// The DB takes its own reference; ours is released whatever happens.
+	defer cache.Unref()
+	opts := &pebble.Options{
+		Cache:        cache,
+		DisableWAL:   !o.PebbleWAL,
+		MemTableSize: pebbleMemTable,
+		Logger:       quietLogger{},
+		// Bloom filters on every level, as CockroachDB configures pebble:
+		// without them a point lookup probes every L0 file it overlaps.
+		Levels: make([]pebble.LevelOptions, 7),
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
+	}
+	return &pebbleEngine{db: db, dir: dir}, nil
+}
+
+func (e *pebbleEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return dst, false, nil
+	}
+	if err != nil {
+		return dst, false, fmt.Errorf("pebble: get: %w", err)
+	}
+	// v is valid only until closer.Close, so copy it out first.
+	dst = append(dst, v...)
+	if err := closer.Close(); err != nil {
+		return dst, false, fmt.Errorf("pebble: get: %w", err)
+	}
+	return dst, true, nil
+}
+
+func (e *pebbleEngine) Put(key, val []byte) error {
+	// NoSync: no engine here syncs per write; with the WAL on, the log is
+	// written but left to the OS.
+	if err := e.db.Set(key, val, pebble.NoSync); err != nil {
+		return fmt.Errorf("pebble: set: %w", err)
+	}
+	return nil
+}
+
+// Settle flushes the memtable and waits (up to a minute) for the
+// compactions the load started, so that the measured runs see a store at
+// rest, as a long-running one would be between bursts.
+func (e *pebbleEngine) Settle() error {
+	if err := e.db.Flush(); err != nil {
+		return fmt.Errorf("pebble: flush: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		m := e.db.Metrics()
+		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+func (e *pebbleEngine) Close() error {
+	err := errors.Join(e.db.Close(), os.RemoveAll(e.dir))
+	if err != nil {
+		return fmt.Errorf("pebble: close: %w", err)
+	}
+	return nil
+}
+
+// quietLogger drops pebble's informational lines (they would interleave
+// with the progress lines on stderr) but still stops on a fatal error.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+	os.Exit(1)
+}
