@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/cockroachdb/pebble v1.1.5
 	github.com/scalestore-go/scalestore v0.0.0
-	github.com/tidwall/btree v1.8.2
 )
 
 require (
@@ -39,6 +38,7 @@ require (
 	github.com/prometheus/common v0.45.0 // indirect
 	github.com/prometheus/procfs v0.12.0 // indirect
 	github.com/rogpeppe/go-internal v1.10.0 // indirect
+	github.com/tidwall/btree v1.8.2 // indirect
 	github.com/zeebo/xxh3 v1.0.2 // indirect
 	go.uber.org/atomic v1.9.0 // indirect
 	golang.org/x/exp v0.0.0-20231226003508-02704c960a9b // indirect

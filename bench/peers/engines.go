@@ -8,18 +8,15 @@
 package peers
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
 	"github.com/scalestore-go/scalestore"
 	"github.com/scalestore-go/scalestore/ycsb"
-	tidwall "github.com/tidwall/btree"
 )
 
 // Engine is a store under test: the driver's interface plus Close, which
@@ -115,49 +112,17 @@ func (e *scalestoreEngine) Close() error {
 	return nil
 }
 
-// BTree is the in-memory baseline: tidwall/btree under a reader-writer lock,
-// the same arrangement as the CLI's `ycsb --engine btree`, so the numbers
+// BTree is the in-memory baseline, the same engine as the CLI's `ycsb
+// --engine btree` (tidwall/btree under a reader-writer lock), so the numbers
 // here and there are comparable.
-type BTree struct {
-	mu sync.RWMutex
-	t  *tidwall.BTreeG[kv]
-}
-
-type kv struct{ k, v []byte }
+type BTree struct{ *ycsb.Baseline }
 
 // NewBTree returns an empty baseline engine.
-func NewBTree() *BTree {
-	less := func(a, b kv) bool { return bytes.Compare(a.k, b.k) < 0 }
-	// NoLocks: the tree's own lock would be a second one under ours.
-	return &BTree{t: tidwall.NewBTreeGOptions(less, tidwall.Options{NoLocks: true})}
-}
-
-// Get appends key's value to dst.
-func (e *BTree) Get(key, dst []byte) ([]byte, bool, error) {
-	e.mu.RLock()
-	p, ok := e.t.Get(kv{k: key})
-	if ok {
-		dst = append(dst, p.v...)
-	}
-	e.mu.RUnlock()
-	return dst, ok, nil
-}
-
-// Put sets key to a copy of val.
-func (e *BTree) Put(key, val []byte) error {
-	// The driver reuses its buffers, so the tree must own its bytes.
-	p := kv{append([]byte(nil), key...), append([]byte(nil), val...)}
-	e.mu.Lock()
-	e.t.Set(p)
-	e.mu.Unlock()
-	return nil
-}
+func NewBTree() *BTree { return &BTree{ycsb.NewBaseline()} }
 
 // Close drops the tree.
 func (e *BTree) Close() error {
-	e.mu.Lock()
-	e.t = nil
-	e.mu.Unlock()
+	e.Baseline = nil
 	return nil
 }
 

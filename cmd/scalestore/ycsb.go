@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,12 +11,10 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/scalestore-go/scalestore"
 	"github.com/scalestore-go/scalestore/ycsb"
-	tidwall "github.com/tidwall/btree"
 )
 
 const ycsbUsage = `Usage: scalestore ycsb [flags]
@@ -88,7 +85,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		defer db.Close()
 		e = db
 	case "btree":
-		e = newTidwallEngine()
+		e = ycsb.NewBaseline()
 	default:
 		fmt.Fprintf(stderr, "ycsb: --engine %q: want scalestore or btree\n", *engine)
 		return 2
@@ -183,36 +180,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size like 256MiB", s)
 	}
 	return n * mult, nil
-}
-
-// tidwallEngine is the in-memory baseline: tidwall/btree under a
-// reader-writer lock.
-type tidwallEngine struct {
-	mu sync.RWMutex
-	t  *tidwall.BTreeG[kvPair]
-}
-
-type kvPair struct{ k, v []byte }
-
-func newTidwallEngine() *tidwallEngine {
-	return &tidwallEngine{t: tidwall.NewBTreeGOptions(func(a, b kvPair) bool { return bytes.Compare(a.k, b.k) < 0 },
-		tidwall.Options{NoLocks: true})}
-}
-
-func (e *tidwallEngine) Get(key, dst []byte) ([]byte, bool, error) {
-	e.mu.RLock()
-	p, ok := e.t.Get(kvPair{k: key})
-	if ok {
-		dst = append(dst, p.v...)
-	}
-	e.mu.RUnlock()
-	return dst, ok, nil
-}
-
-func (e *tidwallEngine) Put(key, val []byte) error {
-	p := kvPair{append([]byte(nil), key...), append([]byte(nil), val...)}
-	e.mu.Lock()
-	e.t.Set(p)
-	e.mu.Unlock()
-	return nil
 }
