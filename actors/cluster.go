@@ -18,6 +18,13 @@ type Sender interface {
 	Send(to protocol.NodeID, frame, payload []byte) error
 }
 
+// TrySender is a Sender that can also send without waiting (the shared
+// memory transport): the node sends straight from its own goroutine when the
+// outbox is idle, saving a goroutine hand-off per message.
+type TrySender interface {
+	TrySend(to protocol.NodeID, frame, payload []byte) (bool, error)
+}
+
 // ClusterConfig adds what a node of a real cluster needs.
 type ClusterConfig struct {
 	Config
@@ -131,6 +138,8 @@ type outbox struct {
 	cond   *sync.Cond
 	queue  []outMsg
 	sender Sender
+	try    TrySender // sender's non-blocking side, if it has one
+	busy   bool      // run is sending a batch (order: nothing may overtake it)
 	closed bool
 	done   chan struct{}
 	pool   sync.Pool
@@ -147,15 +156,31 @@ func newOutbox(l *Local) *outbox {
 func (o *outbox) setSender(s Sender) {
 	o.mu.Lock()
 	o.sender = s
+	o.try, _ = s.(TrySender)
 	o.mu.Unlock()
 	o.cond.Broadcast()
 }
 
-// add is called under the node's lock.
+// add is called under the node's lock, so adds never run concurrently.
 func (o *outbox) add(m *protocol.Message, payload []byte) {
 	var om outMsg
 	om.to = m.To
 	protocol.Encode(om.frame[:], m)
+	o.mu.Lock()
+	direct := o.try != nil && len(o.queue) == 0 && !o.busy
+	o.mu.Unlock()
+	if direct {
+		// Nothing is queued or being sent, and only adds queue: sending
+		// now keeps every pair's order.
+		ok, err := o.try.TrySend(om.to, om.frame[:], payload)
+		if err != nil {
+			o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), om.to, err))
+			return
+		}
+		if ok {
+			return
+		}
+	}
 	if len(payload) > 0 {
 		om.payload = append(o.pool.Get().([]byte)[:0], payload...)
 	}
@@ -186,6 +211,7 @@ func (o *outbox) run() {
 		}
 		batch, o.queue = o.queue, batch[:0]
 		s := o.sender
+		o.busy = true
 		o.mu.Unlock()
 		for i := range batch {
 			m := &batch[i]
@@ -199,6 +225,9 @@ func (o *outbox) run() {
 				m.payload = nil
 			}
 		}
+		o.mu.Lock()
+		o.busy = false
+		o.mu.Unlock()
 	}
 }
 

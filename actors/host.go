@@ -158,7 +158,11 @@ func NewHost(node *Local, self protocol.NodeID, tr transport.Messenger, opts ...
 	h.remote.target = h.handler
 	h.events = e.Spawn(func() actor.Receiver { return &eventCounter{h: h} }, "events")
 	e.Subscribe(h.events)
-	node.Connect(h)
+	if ts, ok := tr.(TrySender); ok {
+		node.Connect(hostTry{h, ts})
+	} else {
+		node.Connect(h)
+	}
 	if o.inline {
 		return h, node.Receive, nil
 	}
@@ -183,6 +187,16 @@ type hostOptions struct{ inline bool }
 // handler code is the same, it validates every frame and never panics on
 // one, and the actor stays for everything else sent to it.
 func InlineFrames() HostOption { return func(o *hostOptions) { o.inline = true } }
+
+// hostTry is a Host whose transport can send without waiting.
+type hostTry struct {
+	*Host
+	try TrySender
+}
+
+func (h hostTry) TrySend(to protocol.NodeID, frame, payload []byte) (bool, error) {
+	return h.try.TrySend(to, frame, payload)
+}
 
 // EventCount is the number of engine events of kind.
 func (h *Host) EventCount(kind string) uint64 {

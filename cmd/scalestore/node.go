@@ -77,7 +77,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "certificate for mutual TLS (tcp)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA that signed every node's certificate")
-	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "how long a waiting shm reader polls before it sleeps (negative: sleep at once; 0: the transport's default)")
+	fs.DurationVar(&f.shmSpin, "shm-spin", 20*time.Microsecond, "how long a waiting shm reader polls before it sleeps (negative: sleep at once; 0: the transport's default); short, since a node's links and workers share few cores")
 	fs.StringVar(&f.rdma.Device, "rdma-device", "", "ibverbs: the RDMA device (ibv_devices lists them; empty: the first)")
 	fs.IntVar(&f.rdma.Port, "rdma-port", 1, "ibverbs: the device's port")
 	fs.IntVar(&f.rdma.GIDIndex, "rdma-gid-index", -1, "ibverbs: GID table entry to use (show_gids lists them; -1: LID on InfiniBand, a RoCE v2 GID on Ethernet)")

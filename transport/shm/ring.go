@@ -97,19 +97,36 @@ func (p *producer) init(r ring, spin, timeout time.Duration, stop func() error) 
 // put appends one record. It waits while the ring is full (spin, then park),
 // at most p.timeout; it fails if stop reports an error.
 func (p *producer) put(kind byte, frame, payload []byte) error {
+	_, err := p.write(kind, frame, payload, true)
+	return err
+}
+
+// tryPut is put that never waits: false when the ring has no room now.
+func (p *producer) tryPut(kind byte, frame, payload []byte) (bool, error) {
+	return p.write(kind, frame, payload, false)
+}
+
+func (p *producer) write(kind byte, frame, payload []byte, wait bool) (bool, error) {
 	n := recordSize(len(payload))
 	if n > p.size/2 {
 		// Callers bound payloads (MaxPayload, verbChunk) below this.
-		return fmt.Errorf("shm: record of %d bytes for a ring of %d", n, p.size)
+		return false, fmt.Errorf("shm: record of %d bytes for a ring of %d", n, p.size)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.stop(); err != nil {
-		return err
+		return false, err
 	}
 	if p.tail-p.head+n > p.size {
-		if err := p.waitSpace(n); err != nil {
-			return err
+		if !wait {
+			if err := p.loadHead(); err != nil {
+				return false, err
+			}
+			if p.tail-p.head+n > p.size {
+				return false, nil
+			}
+		} else if err := p.waitSpace(n); err != nil {
+			return false, err
 		}
 	}
 	pos := p.tail & p.mask
@@ -124,7 +141,7 @@ func (p *producer) put(kind byte, frame, payload []byte) error {
 	// of tail orders its reads of the record after our writes above.
 	p.ctl.tail.Store(p.tail)
 	wake(&p.ctl.consWaiting)
-	return nil
+	return true, nil
 }
 
 // loadHead refreshes the cached consumer head, checking that the peer's word

@@ -160,6 +160,38 @@ func (t *Transport) Send(to protocol.NodeID, frame, payload []byte) error {
 	return nil
 }
 
+// TrySend is Send that never waits: it reports false (and sends nothing)
+// when the link to the peer is not up or its ring has no room now. A caller
+// that must not block (the node runtime holding its lock) tries it first
+// and queues the message for a goroutine otherwise.
+func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, error) {
+	if len(frame) != protocol.FrameSize {
+		return false, fmt.Errorf("shm: frame of %d bytes, want %d: %w", len(frame), protocol.FrameSize, transport.ErrFrameSize)
+	}
+	if len(payload) > transport.MaxPayload {
+		return false, fmt.Errorf("shm: payload of %d bytes, at most %d: %w", len(payload), transport.MaxPayload, transport.ErrFrameSize)
+	}
+	if t.closed.Load() {
+		return false, fmt.Errorf("shm: node %d: %w", t.self, transport.ErrClosed)
+	}
+	p := t.peers[to]
+	if p == nil {
+		return false, fmt.Errorf("shm: node %d is not a peer of node %d: %w", to, t.self, transport.ErrUnknownPeer)
+	}
+	l := p.live.Load()
+	if l == nil || l.dead.Load() {
+		return false, nil
+	}
+	ok, err := l.msgOut.tryPut(kindMsg, frame, payload)
+	if errors.Is(err, errCorrupt) {
+		l.fail(fmt.Errorf("%w: node %d: %v", transport.ErrPeerDown, l.peer.id, err))
+	}
+	if err != nil {
+		return false, t.linkErr(l, "send", err)
+	}
+	return ok, nil
+}
+
 // linkTo returns the live link to node to, waiting for the first connection
 // up to PeerTimeout.
 func (t *Transport) linkTo(to protocol.NodeID) (*link, error) {
