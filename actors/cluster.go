@@ -96,9 +96,10 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 	l.mu.Unlock()
 }
 
-// watchdog fails the node when a worker has waited longer than the bound:
-// a peer that died with a request outstanding never answers, and the
-// workers must see an error rather than hang.
+// watchdog fails the node when a worker is waiting in an operation that
+// began longer ago than the bound: a peer that died with a request
+// outstanding never answers, and the workers must see an error rather than
+// hang.
 func (l *Local) watchdog(bound time.Duration) {
 	t := time.NewTicker(min(bound/4, time.Second))
 	defer t.Stop()
@@ -251,4 +252,16 @@ func (l *Local) Stop() {
 	l.stopping = true // a stop is not a failure worth logging
 	l.fail(errors.New("actors: node stopped"))
 	l.halt()
+}
+
+// DescribeWaits reports the node's state for hang reports: whether it
+// failed, and how long each waiting worker's operation has run.
+func (l *Local) DescribeWaits() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := fmt.Sprintf("node %d: failed=%v closed=%v err=%v waiting:", l.node.ID(), l.failed.Load(), l.closed, l.err)
+	for p := range l.parked {
+		s += fmt.Sprintf(" %v", time.Since(p.since).Round(time.Millisecond))
+	}
+	return s
 }

@@ -125,6 +125,9 @@ func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
 		return l.firstErr()
 	}
 	w := l.workers.Get().(*bufmgr.Worker)
+	if p, ok := w.P.(*goParker); ok {
+		p.since = time.Now()
+	}
 	err := l.run(fn, w)
 	l.workers.Put(w)
 	if err != nil {
@@ -159,7 +162,11 @@ func (l *Local) firstErr() error {
 type goParker struct {
 	l     *Local
 	ch    chan struct{}
-	since time.Time // when it parked (under l.mu), for the watchdog
+	// since is when the worker's current operation (Do) began: a worker
+	// woken by unrelated events parks again and again for one stuck
+	// request, so the time of the last park would hide it from the
+	// watchdog.
+	since time.Time
 }
 
 // errAborted unwinds a parked worker when the node failed (a peer died, a
@@ -173,7 +180,6 @@ func (p *goParker) Park() {
 	if l.failed.Load() {
 		panic(errAborted{})
 	}
-	p.since = time.Now()
 	l.parked[p] = struct{}{}
 	l.mu.Unlock()
 	<-p.ch
