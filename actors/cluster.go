@@ -126,9 +126,17 @@ func (l *Local) watchdog(bound time.Duration) {
 const maxOutbox = 1 << 16
 
 type outMsg struct {
-	to      protocol.NodeID
-	frame   [protocol.FrameSize]byte
-	payload []byte
+	to    protocol.NodeID
+	frame [protocol.FrameSize]byte
+	buf   *[protocol.PageSize]byte // the payload's copy (pooled), nil if none
+	n     int                      // payload length
+}
+
+func (m *outMsg) payload() []byte {
+	if m.buf == nil {
+		return nil
+	}
+	return m.buf[:m.n]
 }
 
 // outbox hands messages to the sender from a goroutine of its own, so the
@@ -149,7 +157,7 @@ type outbox struct {
 func newOutbox(l *Local) *outbox {
 	o := &outbox{l: l, done: make(chan struct{})}
 	o.cond = sync.NewCond(&o.mu)
-	o.pool.New = func() any { return make([]byte, 0, protocol.PageSize) }
+	o.pool.New = func() any { return new([protocol.PageSize]byte) }
 	go o.run()
 	return o
 }
@@ -183,7 +191,8 @@ func (o *outbox) add(m *protocol.Message, payload []byte) {
 		}
 	}
 	if len(payload) > 0 {
-		om.payload = append(o.pool.Get().([]byte)[:0], payload...)
+		om.buf = o.pool.Get().(*[protocol.PageSize]byte)
+		om.n = copy(om.buf[:], payload)
 	}
 	o.mu.Lock()
 	full := len(o.queue) >= maxOutbox
@@ -216,14 +225,14 @@ func (o *outbox) run() {
 		o.mu.Unlock()
 		for i := range batch {
 			m := &batch[i]
-			if err := s.Send(m.to, m.frame[:], m.payload); err != nil {
+			if err := s.Send(m.to, m.frame[:], m.payload()); err != nil {
 				o.l.mu.Lock()
 				o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), m.to, err))
 				o.l.mu.Unlock()
 			}
-			if m.payload != nil {
-				o.pool.Put(m.payload[:0]) //nolint:staticcheck // a slice header is fine here
-				m.payload = nil
+			if m.buf != nil {
+				o.pool.Put(m.buf)
+				m.buf = nil
 			}
 		}
 		o.mu.Lock()

@@ -160,8 +160,8 @@ func (l *Local) firstErr() error {
 }
 
 type goParker struct {
-	l     *Local
-	ch    chan struct{}
+	l  *Local
+	ch chan struct{}
 	// since is when the worker's current operation (Do) began: a worker
 	// woken by unrelated events parks again and again for one stuck
 	// request, so the time of the last park would hide it from the
