@@ -106,7 +106,7 @@ func TestParse(t *testing.T) {
 	if th, err := ParseThreads("1,2"); err != nil || len(th) != 2 {
 		t.Errorf("ParseThreads: %v, %v", th, err)
 	}
-	if n, err := ParseSize("64MiB"); err != nil || n != 64<<20 {
+	if n, err := ycsb.ParseSize("64MiB"); err != nil || n != 64<<20 {
 		t.Errorf("ParseSize: %d, %v", n, err)
 	}
 	if got := group(1234567); got != "1,234,567" {

@@ -25,6 +25,7 @@ import (
 	"github.com/scalestore-go/scalestore/storage/memfile"
 	"github.com/scalestore-go/scalestore/storage/nvme"
 	"github.com/scalestore-go/scalestore/transport/tcp"
+	"github.com/scalestore-go/scalestore/ycsb"
 )
 
 const nodeUsage = `Usage: scalestore node --id N --listen ADDR --peers 0=ADDR,1=ADDR,... [flags]
@@ -117,7 +118,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.listen == "" {
 		return errors.New("--listen is missing (and --peers does not name this node)")
 	}
-	cacheBytes, err := parseSize(f.cache)
+	cacheBytes, err := ycsb.ParseSize(f.cache)
 	if err != nil {
 		return fmt.Errorf("--cache: %w", err)
 	}

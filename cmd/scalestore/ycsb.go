@@ -9,8 +9,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/scalestore-go/scalestore"
@@ -58,7 +56,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ycsb: want --records >= 1, --threads >= 1, --read-ratio in 0..1, --zipf in [0, 1)")
 		return 2
 	}
-	cacheBytes, err := parseSize(*cache)
+	cacheBytes, err := ycsb.ParseSize(*cache)
 	if err != nil {
 		fmt.Fprintf(stderr, "ycsb: --cache: %v\n", err)
 		return 2
@@ -162,22 +160,4 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a size like 256MiB", s)
-	}
-	return n * mult, nil
 }

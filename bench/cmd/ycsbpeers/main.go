@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/scalestore-go/scalestore/bench/peers"
+	"github.com/scalestore-go/scalestore/ycsb"
 )
 
 const usage = `Usage: ycsbpeers [flags]
@@ -93,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.Threads, err = peers.ParseThreads(*threads); err != nil {
 		return usageError(stderr, "--threads", err)
 	}
-	if cfg.Engine.Cache, err = peers.ParseSize(*cache); err != nil {
+	if cfg.Engine.Cache, err = ycsb.ParseSize(*cache); err != nil {
 		return usageError(stderr, "--cache", err)
 	}
 	if *records < 1 || *duration <= 0 || *warmup < 0 || *retries < 0 {
