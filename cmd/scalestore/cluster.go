@@ -102,6 +102,10 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cluster: want --nodes 1..64, --threads >= 1, --records >= --nodes, --read-ratio in 0..1, --zipf in [0, 1)")
 		return 2
 	}
+	if f.kind != "tcp" && f.kind != "shm" && f.kind != "auto" {
+		fmt.Fprintf(stderr, "cluster: --transport %q: want tcp, shm or auto (ibverbs needs an RDMA cluster: start 'scalestore node' on each host)\n", f.kind)
+		return 2
+	}
 	if f.historyOut != "" {
 		f.check = true
 	}
