@@ -42,11 +42,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // go out through Connect's sender; the transport delivers incoming frames
 // to Receive.
 func NewClusterNode(cfg ClusterConfig, store storage.PageStore) (*Local, error) {
-	id := cfg.ID
-	cfg.ID = 0 // NewLocal insists on a node of one; the identity is set below
-	c := cfg.Config
-	c.ID = id
-	l, err := newLocal(c, store)
+	l, err := newLocal(cfg.Config, store)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +60,6 @@ func NewClusterNode(cfg ClusterConfig, store storage.PageStore) (*Local, error) 
 // Connect sets where messages to other nodes go. Call it before the first
 // worker runs.
 func (l *Local) Connect(s Sender) { l.out.setSender(s) }
-
-// Logger is the node's logger.
-func (l *Local) Logger() *slog.Logger { return l.log }
 
 // Receive is the transport's handler: it decodes and checks one frame from
 // node from and hands it to the node. Nothing a peer sends can crash the

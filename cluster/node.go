@@ -161,8 +161,9 @@ func (n *Node) Put(key, val []byte) error {
 	if n.tree == nil {
 		return errNoTable
 	}
+	err := n.RT.Do(func(w *bufmgr.Worker) error { return n.tree.Put(n.session(w), key, val) })
 	n.ops.Add(1)
-	return n.RT.Do(func(w *bufmgr.Worker) error { return n.tree.Put(n.session(w), key, val) })
+	return err
 }
 
 // Stats are a node's counters.
