@@ -152,16 +152,7 @@ func (db *DB) load() error {
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
-	n := db.rt.Node()
-	return btree.Session{Cache: n.Cache(), Worker: w, Allocate: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
-		var g bufmgr.ExclusiveGuard
-		var ok bool
-		db.rt.Locked(func() { g, ok = n.Allocate(w, n.ID()) })
-		if !ok {
-			return g, errors.New("scalestore: the store is full")
-		}
-		return g, nil
-	}}
+	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.rt.Allocate}
 }
 
 // Get appends the value of key to dst; ok is false when the key is absent.

@@ -386,6 +386,21 @@ func (l *Local) Obtained(_ protocol.NodeID, pid protocol.PID, mode protocol.Mode
 	}
 }
 
+// ErrStoreFull: the node's store has no free slot for a new page.
+var ErrStoreFull = errors.New("actors: the node's store is full")
+
+// Allocate creates a page on this node's store and latches it exclusively
+// for w (a btree.Session's Allocate).
+func (l *Local) Allocate(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
+	var g bufmgr.ExclusiveGuard
+	var ok bool
+	l.Locked(func() { g, ok = l.node.Allocate(w, l.node.ID()) })
+	if !ok {
+		return g, fmt.Errorf("node %d: %w", l.node.ID(), ErrStoreFull)
+	}
+	return g, nil
+}
+
 // Locked runs fn under the node's lock (for statistics).
 func (l *Local) Locked(fn func()) {
 	l.mu.Lock()

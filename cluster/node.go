@@ -112,16 +112,7 @@ func (n *Node) Stop() error {
 }
 
 func (n *Node) session(w *bufmgr.Worker) btree.Session {
-	node := n.RT.Node()
-	return btree.Session{Cache: node.Cache(), Worker: w, Allocate: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
-		var g bufmgr.ExclusiveGuard
-		var ok bool
-		n.RT.Locked(func() { g, ok = node.Allocate(w, node.ID()) })
-		if !ok {
-			return g, fmt.Errorf("cluster: node %d: the store is full", n.ID)
-		}
-		return g, nil
-	}}
+	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate}
 }
 
 // CreateTable creates the B-tree (its catalog page lives on this node) and
