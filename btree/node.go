@@ -13,7 +13,12 @@ const (
 	PageTrailer = 16
 	usable      = protocol.PageSize - PageTrailer
 	headerSize  = 16
-	slotSize    = 6 // offset, key length, value length: 2 bytes each
+	// slotSize: the key's head (its first 8 bytes as a big-endian integer,
+	// zero-padded), then offset, key length and value length, 2 bytes each,
+	// and 2 spare bytes. The head lets a search compare keys without
+	// leaving the slot array (LeanStore's "key heads"): with keys of at
+	// most 8 bytes, as in YCSB, a lookup touches no key in the heap.
+	slotSize = 16
 
 	// MaxKey is the longest key.
 	MaxKey = 256
@@ -31,8 +36,8 @@ const (
 //	0 kind  1 unused  2-3 count  4-5 start of the entry heap (grows down)
 //	6-7 unused  8-15 upper: an inner node's rightmost child; a leaf's next
 //	leaf plus one (0: none; PID 0 is a valid page)
-//	16.. slots (offset, key length, value length), then free space, then
-//	the heap of keys and values up to `usable`.
+//	16.. slots (key head, offset, key length, value length), then free
+//	space, then the heap of keys and values up to `usable`.
 //
 // An inner node with n slots has n+1 children: slot i's value is the child
 // holding keys <= key i; upper holds the keys greater than the last key.
@@ -77,15 +82,36 @@ func (n node) slot(i int) (off, kl, vl int) {
 	if i < 0 || i >= maxSlots {
 		return 0, 0, 0
 	}
-	s := n[headerSize+i*slotSize:]
+	s := n[headerSize+i*slotSize+8 : headerSize+i*slotSize+14]
 	return int(binary.LittleEndian.Uint16(s)), int(binary.LittleEndian.Uint16(s[2:])), int(binary.LittleEndian.Uint16(s[4:]))
 }
 
-func (n node) setSlot(i, off, kl, vl int) {
-	s := n[headerSize+i*slotSize:]
-	binary.LittleEndian.PutUint16(s, uint16(off))
-	binary.LittleEndian.PutUint16(s[2:], uint16(kl))
-	binary.LittleEndian.PutUint16(s[4:], uint16(vl))
+// head is slot i's key head (0 when out of bounds, like slot).
+func (n node) head(i int) uint64 {
+	if i < 0 || i >= maxSlots {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(n[headerSize+i*slotSize:])
+}
+
+// keyHead is the head of key: its first 8 bytes as a big-endian integer,
+// zero-padded, so heads order like the keys they start (ties aside).
+func keyHead(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+func (n node) setSlot(i, off int, key []byte, vl int) {
+	s := n[headerSize+i*slotSize : headerSize+(i+1)*slotSize]
+	binary.LittleEndian.PutUint64(s, keyHead(key))
+	binary.LittleEndian.PutUint16(s[8:], uint16(off))
+	binary.LittleEndian.PutUint16(s[10:], uint16(len(key)))
+	binary.LittleEndian.PutUint16(s[12:], uint16(vl))
+	binary.LittleEndian.PutUint16(s[14:], 0)
 }
 
 // key is slot i's key; empty if the slot points outside the page (a page
@@ -117,37 +143,39 @@ func (n node) child(i int) uint64 {
 }
 
 // lowerBound is the first slot whose key is >= key, and whether it is equal.
+// Heads decide most comparisons; the heap is read only on a tie of heads
+// with a key longer than 8 bytes.
 func (n node) lowerBound(key []byte) (int, bool) {
-	lo, hi := 0, n.count()
+	h := keyHead(key)
+	c := n.count()
+	lo, hi := 0, c
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if compareKeys(n.key(mid), key) < 0 {
+		if n.compareSlot(mid, h, key) < 0 {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	return lo, lo < n.count() && bytes.Equal(n.key(lo), key)
+	return lo, lo < c && n.compareSlot(lo, h, key) == 0
 }
 
-// compareKeys is bytes.Compare with a fast first step: the first eight bytes
-// compared as one big-endian integer decide most comparisons (YCSB's keys
-// are exactly eight bytes) without a call into the runtime.
-func compareKeys(a, b []byte) int {
-	if len(a) >= 8 && len(b) >= 8 {
-		x, y := binary.BigEndian.Uint64(a), binary.BigEndian.Uint64(b)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		if len(a) == 8 && len(b) == 8 {
-			return 0
-		}
-		return bytes.Compare(a[8:], b[8:])
+// compareSlot compares slot i's key with key, whose head is h.
+func (n node) compareSlot(i int, h uint64, key []byte) int {
+	sh := n.head(i)
+	switch {
+	case sh < h:
+		return -1
+	case sh > h:
+		return 1
 	}
-	return bytes.Compare(a, b)
+	_, kl, _ := n.slot(i)
+	if kl <= 8 && len(key) <= 8 {
+		// Equal heads of short keys: the keys agree up to the shorter
+		// length and the zero padding, so the shorter one sorts first.
+		return kl - len(key)
+	}
+	return bytes.Compare(n.key(i), key)
 }
 
 // childFor is the child of an inner node that covers key.
@@ -187,7 +215,7 @@ func (n node) compact() {
 		off, kl, vl := t.slot(i)
 		h -= kl + vl
 		copy(n[h:], t[off:off+kl+vl])
-		n.setSlot(i, h, kl, vl)
+		n.setSlot(i, h, t[off:off+kl], vl)
 	}
 	n.setHeap(h)
 }
@@ -204,7 +232,7 @@ func (n node) insertAt(i int, key, val []byte) {
 	h := n.heapStart() - need
 	copy(n[h:], key)
 	copy(n[h+len(key):], val)
-	n.setSlot(i, h, len(key), len(val))
+	n.setSlot(i, h, key, len(val))
 	n.setHeap(h)
 	n.setCount(c + 1)
 }

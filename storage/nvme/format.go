@@ -21,8 +21,9 @@ const (
 	DataSize = PageSize - TrailerSize
 	// MaxMeta is the largest metadata blob SetMeta accepts.
 	MaxMeta = 3072
-	// FormatVersion is the on-disk format this package writes and reads.
-	FormatVersion = 1
+	// FormatVersion is the on-disk format this package writes and reads
+	// (2: B-tree slots gained key heads; a version-1 store is refused).
+	FormatVersion = 2
 
 	superMagic   = "SSGOSTOR"
 	trailerMagic = 0x31505353 // "SSP1" in little endian: trailer format 1
