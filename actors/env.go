@@ -71,6 +71,10 @@ type Config struct {
 	// more than it tells).
 	NoProgressCheck bool
 	Mutations       Mutations
+	// AdviseMemory, when set, sees the cache's large metadata arrays before
+	// their first use (the real world asks for huge pages; the simulator
+	// leaves it nil).
+	AdviseMemory func(mem []byte)
 }
 
 // Defaults fills unset fields.

@@ -95,11 +95,9 @@ func newLocal(cfg Config, store storage.PageStore) (*Local, error) {
 		return nil, err
 	}
 	l.pages = pages
+	cfg.AdviseMemory = adviseHuge
 	l.node = New(cfg, l, l, pages)
 	l.node.Cache().SetLocker(&l.mu)
-	for _, mem := range l.node.Cache().HotMemory() {
-		adviseHuge(mem)
-	}
 	l.workers.New = func() any {
 		p := &goParker{l: l, ch: make(chan struct{}, 1)}
 		return &bufmgr.Worker{ID: int(l.nextID.Add(1)), P: p}

@@ -62,7 +62,7 @@ func New(cfg Config, env Env, obs Observer, pages []byte) *Node {
 	}
 	n := &Node{cfg: cfg, id: cfg.ID, env: env, obs: obs}
 	n.dir = protocol.NewDirectory(cfg.ID, cfg.Variant, cfg.SSDPages)
-	n.cache = bufmgr.NewCache(cfg.CacheFrames, pages, n)
+	n.cache = bufmgr.NewCache(cfg.CacheFrames, pages, n, cfg.AdviseMemory)
 	return n
 }
 

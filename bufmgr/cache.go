@@ -70,6 +70,7 @@ var ErrRestart = errors.New("bufmgr: page changed, restart")
 // the simulator needs none) together with the protocol.
 type Cache struct {
 	frames      []Frame
+	pageBase    unsafe.Pointer // the first frame's page; frame i's is i pages on
 	free        []int32
 	table       table
 	remote      Remote
@@ -90,13 +91,23 @@ type Cache struct {
 
 // NewCache makes a cache of n frames whose page memory is pages (n *
 // protocol.PageSize bytes, owned by the caller: the simulator passes a Go
-// slice; the real world an off-heap mapping).
-func NewCache(n int, pages []byte, remote Remote) *Cache {
+// slice; the real world an off-heap mapping). advise, when not nil, sees the
+// memory the hot path reads at random (the frame array and the translation
+// table) before anything touches it: the real-world runtime asks the kernel
+// for huge pages there (a lookup touches a random bucket and a random frame,
+// and TLB misses would cost more than the cache misses), which only works
+// before the first fault.
+func NewCache(n int, pages []byte, remote Remote, advise func(mem []byte)) *Cache {
 	if len(pages) < n*protocol.PageSize {
 		panic("bufmgr: page memory smaller than the frames")
 	}
 	c := &Cache{frames: make([]Frame, n), free: make([]int32, 0, n), remote: remote, mu: nopLocker{}}
 	c.table = newTable(c.frames)
+	if advise != nil {
+		advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.frames))), n*int(unsafe.Sizeof(Frame{}))))
+		advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.table.buckets))), len(c.table.buckets)*int(unsafe.Sizeof(bucket{}))))
+	}
+	c.pageBase = unsafe.Pointer(unsafe.SliceData(pages))
 	for i := range c.frames {
 		f := &c.frames[i]
 		f.index = int32(i)
@@ -107,6 +118,14 @@ func NewCache(n int, pages []byte, remote Remote) *Cache {
 		c.free = append(c.free, int32(i))
 	}
 	return c
+}
+
+// page is f's page memory, computed from f's address rather than read from
+// f.Data: on the hot path the frame's cache line and the page's then load in
+// parallel instead of one after the other (both usually miss).
+func (c *Cache) page(f *Frame) []byte {
+	i := (uintptr(unsafe.Pointer(f)) - uintptr(unsafe.Pointer(unsafe.SliceData(c.frames)))) / unsafe.Sizeof(Frame{})
+	return unsafe.Slice((*byte)(unsafe.Add(c.pageBase, i*protocol.PageSize)), protocol.PageSize)
 }
 
 // hitStripes spreads the hot path's hit counters over cache lines so
@@ -137,16 +156,6 @@ func (c *Cache) Stats() Stats {
 	}
 	s.Restarts = c.restarts.Load()
 	return s
-}
-
-// HotMemory is the memory the hot path reads at random: the frame array and
-// the translation table. The real-world runtime advises the kernel to back
-// it with huge pages (a lookup touches a random bucket and a random frame;
-// TLB misses would cost more than the cache misses).
-func (c *Cache) HotMemory() [][]byte {
-	frames := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.frames))), len(c.frames)*int(unsafe.Sizeof(Frame{})))
-	buckets := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.table.buckets))), len(c.table.buckets)*int(unsafe.Sizeof(bucket{})))
-	return [][]byte{frames, buckets}
 }
 
 // Lookup returns the frame of pid, or nil. Slow path only (under the lock).

@@ -25,7 +25,7 @@ func (c *Cache) ExclusiveHeld(w *Worker, pid protocol.PID) ExclusiveGuard {
 }
 
 // Data is the page, writable.
-func (g *ExclusiveGuard) Data() []byte { return g.f.Data }
+func (g *ExclusiveGuard) Data() []byte { return g.c.page(g.f) }
 
 // PID is the latched page.
 func (g *ExclusiveGuard) PID() protocol.PID { return g.f.PID }
@@ -80,7 +80,7 @@ func (c *Cache) Shared(w *Worker, pid protocol.PID) SharedGuard {
 }
 
 // Data is the page, read-only by contract.
-func (g *SharedGuard) Data() []byte { return g.f.Data }
+func (g *SharedGuard) Data() []byte { return g.c.page(g.f) }
 
 // PID is the latched page.
 func (g *SharedGuard) PID() protocol.PID { return g.f.PID }
@@ -155,7 +155,7 @@ func (c *Cache) Optimistic(w *Worker, pid protocol.PID) OptimisticGuard {
 
 // Data is the page as it is now: only meaningful if HasChanged is false
 // afterwards.
-func (g *OptimisticGuard) Data() []byte { return g.f.Data }
+func (g *OptimisticGuard) Data() []byte { return g.c.page(g.f) }
 
 // HasChanged reports whether the page may have changed (or left this frame)
 // since the guard was taken.
