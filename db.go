@@ -55,6 +55,9 @@ type Stats struct {
 	// node's lock), a part of CacheHits.
 	SlowHits            uint64
 	SSDReads, SSDWrites uint64
+	// Pages is how many pages the store has allocated: slots 0 to Pages-1
+	// hold the data (the region a same-disk baseline should read).
+	Pages uint64
 }
 
 // Stats reads the counters.
@@ -62,7 +65,8 @@ func (db *DB) Stats() Stats {
 	var s Stats
 	db.rt.Locked(func() {
 		cs := db.rt.Node().Cache().Stats()
-		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SlowHits: cs.SlowHits, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes}
+		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SlowHits: cs.SlowHits, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes,
+			Pages: db.rt.Node().Directory().Allocated()}
 	})
 	return s
 }
