@@ -38,6 +38,10 @@ type Config struct {
 	Seed      int64
 	// Progress, when set, receives a progress line while loading and running.
 	Progress io.Writer
+	// OnMeasure and OnStop, when set, are called as the measured window
+	// opens (after the warm-up) and closes, so an engine's own counters
+	// (cache hits, SSD reads) can be read over the same window.
+	OnMeasure, OnStop func()
 }
 
 // ValueSize is the size of every value (paper §6.1).
@@ -173,6 +177,9 @@ func Run(e Engine, cfg Config) (Result, error) {
 		}()
 	}
 	time.Sleep(cfg.Warmup)
+	if cfg.OnMeasure != nil {
+		cfg.OnMeasure()
+	}
 	measuring.Store(true)
 	start := time.Now()
 	end := start.Add(cfg.Duration)
@@ -184,6 +191,9 @@ func Run(e Engine, cfg Config) (Result, error) {
 	}
 	stopFlag.Store(true)
 	elapsed := time.Since(start)
+	if cfg.OnStop != nil {
+		cfg.OnStop()
+	}
 	wg.Wait()
 	if cfg.Progress != nil {
 		fmt.Fprintln(cfg.Progress)

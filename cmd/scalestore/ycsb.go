@@ -95,9 +95,12 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ycsb: %v\n", err)
 		return 1
 	}
-	var before scalestore.Stats
+	// The engine's counters are read over the measured window only (the
+	// warm-up's misses would inflate the SSD reads per second).
+	var before, after scalestore.Stats
 	if db != nil {
-		before = db.Stats()
+		cfg.OnMeasure = func() { before = db.Stats() }
+		cfg.OnStop = func() { after = db.Stats() }
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -136,7 +139,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		SlowHits     uint64  `json:"slow_path_hits"`
 	}{Engine: *engine, Result: res, Records: cfg.Records, Threads: cfg.Threads, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, HitRatio: 1}
 	if db != nil {
-		s := db.Stats()
+		s := after
 		hits, misses := s.CacheHits-before.CacheHits, s.CacheMisses-before.CacheMisses
 		if hits+misses > 0 {
 			out.HitRatio = float64(hits) / float64(hits+misses)
