@@ -40,14 +40,11 @@ type Local struct {
 	stopped  atomic.Bool // closed (read without the lock)
 	workers  sync.Pool
 	nextID   atomic.Int64
-	ioQueued atomic.Int64 // requests in l.io (read without the lock)
-	// ioSleeping is true while the I/O goroutine sleeps in the store's
-	// Wait (IOWaiter): a new request must Wake it.
-	ioSleeping atomic.Bool
-	parked     map[*goParker]struct{} // workers waiting (under mu)
-	stopping   bool                   // Stop is under way (under mu)
-	out        *outbox                // messages to other nodes; nil for a node of one
-	log        *slog.Logger
+	ioQueued atomic.Int64           // requests in l.io (read without the lock)
+	parked   map[*goParker]struct{} // workers waiting (under mu)
+	stopping bool                   // Stop is under way (under mu)
+	out      *outbox                // messages to other nodes; nil for a node of one
+	log      *slog.Logger
 	// Obtained, when set, sees how long every ownership request took (for
 	// metrics), under the lock.
 	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
@@ -245,22 +242,6 @@ func (l *Local) queueIO(r ioRequest) {
 	l.ioQueued.Add(1)
 	l.inFlite++
 	l.ioCond.Signal()
-	if l.ioSleeping.Load() {
-		l.store.(IOWaiter).Wake()
-	}
-}
-
-// IOWaiter is an AsyncStore that lets the I/O goroutine sleep until a
-// completion may have arrived without occupying a thread (storage/nvme
-// waits on the ring's eventfd in Go's network poller). A goroutine blocked
-// in io_uring_enter keeps its P until the runtime's monitor retakes it; on
-// two cores that left 32 workers one P and half the CPU idle.
-type IOWaiter interface {
-	// Wait returns when a completion may be ready or Wake was called (or
-	// early); errors.ErrUnsupported: this store cannot, poll instead.
-	Wait() error
-	// Wake ends the current or next Wait; safe from any goroutine.
-	Wake()
 }
 
 // AsyncStore is a store that keeps many requests in flight (storage/nvme's
@@ -285,7 +266,6 @@ type ioDone struct {
 // missing at once keep 32 reads in flight.
 func (l *Local) ioLoop() {
 	async, _ := l.store.(AsyncStore)
-	waiter, _ := l.store.(IOWaiter)
 	var batch []ioRequest
 	var done []ioDone
 	inflight := 0
@@ -330,7 +310,7 @@ func (l *Local) ioLoop() {
 			}
 		}
 		if async != nil && inflight > 0 {
-			if err := l.pollIO(async, &waiter, len(done) > 0); err != nil {
+			if err := l.pollIO(async, len(done) > 0); err != nil {
 				l.mu.Lock()
 				l.fail(fmt.Errorf("actors: storage poll: %w", err))
 				l.mu.Unlock()
@@ -353,35 +333,12 @@ func (l *Local) ioLoop() {
 	}
 }
 
-// pollIO reaps completions, returning as soon as some arrived or new
-// requests wait to be submitted. With an IOWaiter it sleeps on the store's
-// completion events; otherwise a blocking wait would keep requests queued
+// pollIO reaps completions. A blocking wait would keep requests queued
 // meanwhile from reaching the device until some read completes, so it
 // first looks without waiting for a while (reaping is a read of the
-// completion ring, no system call), yielding to the workers between looks.
-func (l *Local) pollIO(async AsyncStore, waiter *IOWaiter, have bool) error {
-	for *waiter != nil {
-		n, err := async.Poll(0)
-		if err != nil || n > 0 || have || l.ioQueued.Load() > 0 || async.InFlight() == 0 {
-			return err
-		}
-		// Announce the sleep before the last look at the queue: a worker
-		// queueing after it sees the flag and wakes us.
-		l.ioSleeping.Store(true)
-		if l.ioQueued.Load() > 0 {
-			l.ioSleeping.Store(false)
-			return nil
-		}
-		err = (*waiter).Wait()
-		l.ioSleeping.Store(false)
-		if errors.Is(err, errors.ErrUnsupported) {
-			*waiter = nil
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
+// completion ring, no system call), yielding to the workers between looks,
+// and returns as soon as completions arrived or new requests wait.
+func (l *Local) pollIO(async AsyncStore, have bool) error {
 	for spins := 0; ; spins++ {
 		n, err := async.Poll(0)
 		if err != nil || n > 0 || have || l.ioQueued.Load() > 0 || async.InFlight() == 0 {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -760,59 +759,4 @@ func BenchmarkRandomRead(b *testing.B) {
 	}
 	b.ReportMetric(float64(ops)/elapsed.Seconds(), "ops/s")
 	b.Logf("engine %s, %d reads", s.Engine(), ops)
-}
-
-// TestWaitWake: Wait returns once a completion is ready and when Wake is
-// called; the pread engine does not support it; a Wait in progress ends
-// with an error when the store closes.
-func TestWaitWake(t *testing.T) {
-	s, _ := create(t, engine{"pread", true}, 8, 0)
-	if err := s.Wait(); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("pread engine: Wait() = %v, want ErrUnsupported", err)
-	}
-	s.Wake() // a no-op, not a crash
-
-	s, _ = create(t, engine{"io_uring", false}, 8, 0)
-	if s.events == nil {
-		t.Skip("kernel refuses io_uring eventfds")
-	}
-	called := false
-	if err := s.WriteAsync(3, pattern(3, 1), func(err error) { called = err == nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Poll(0); err != nil { // submits
-		t.Fatal(err)
-	}
-	for !called {
-		if err := s.Wait(); err != nil {
-			t.Fatalf("Wait with a write in flight: %v", err)
-		}
-		if _, err := s.Poll(0); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	woke := make(chan error, 1)
-	go func() { woke <- s.Wait() }()
-	s.Wake()
-	if err := <-woke; err != nil {
-		t.Fatalf("Wait ended by Wake: %v", err)
-	}
-
-	go func() { woke <- s.Wait() }()
-	// Close from another goroutine than the waiter, as a runtime shutting
-	// down would: the Wait must end, with an error.
-	time.Sleep(10 * time.Millisecond)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-woke:
-		if err == nil {
-			t.Fatal("Wait across Close returned nil")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not end when the store closed")
-	}
-	s.Wake() // after Close: harmless
 }

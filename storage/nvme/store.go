@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"unsafe"
 
@@ -76,9 +75,8 @@ type Store struct {
 	direct  bool
 	regular bool
 
-	ring      *ring    // nil: the pread/pwrite engine
-	events    *os.File // the ring's completion eventfd (set once at Open; nil: Wait unsupported)
-	ringErr   error    // why io_uring is not used, if it was wanted
+	ring      *ring // nil: the pread/pwrite engine
+	ringErr   error // why io_uring is not used, if it was wanted
 	pool      []byte
 	reqs      []request
 	free      []uint32 // free pool buffers / request indices
@@ -198,9 +196,6 @@ func (s *Store) open(opts Options) error {
 
 	if !opts.NoIOUring {
 		s.ring, s.ringErr = setupRing(uint32(s.depth))
-		if s.ring != nil {
-			s.events = completionEvents(s.ring)
-		}
 	}
 	return nil
 }
@@ -521,34 +516,6 @@ func (s *Store) Poll(min int) (int, error) {
 	return n, nil
 }
 
-// Wait blocks until a completion may have arrived since the last Wait, or
-// Wake was called; it may return early, so the caller polls and waits
-// again. It sleeps in Go's network poller, holding no thread: a goroutine
-// blocked in io_uring_enter would keep its P until the runtime's monitor
-// takes it back, starving the other goroutines on a small machine. Only the
-// goroutine that polls may call it. errors.ErrUnsupported: the pread
-// engine or a kernel without ring eventfds (poll with Poll(1) instead).
-func (s *Store) Wait() error {
-	if s.events == nil {
-		return errors.ErrUnsupported
-	}
-	var b [8]byte
-	if _, err := s.events.Read(b[:]); err != nil {
-		return fmt.Errorf("nvme: %s: waiting for completions: %w", s.path, err)
-	}
-	return nil
-}
-
-// Wake ends a Wait in progress, or the next one. Any goroutine may call it,
-// also after Close.
-func (s *Store) Wake() {
-	if s.events == nil {
-		return
-	}
-	one := [8]byte{1}
-	_, _ = s.events.Write(one[:])
-}
-
 // reap reports every completion in the completion ring.
 func (s *Store) reap() int {
 	n := 0
@@ -728,9 +695,6 @@ func (s *Store) release(unmapPool bool) {
 	if s.ring != nil {
 		s.ring.close()
 		s.ring = nil
-	}
-	if s.events != nil {
-		_ = s.events.Close() // a Wait in progress returns
 	}
 	if s.pool != nil && unmapPool {
 		_ = unix.Munmap(s.pool)

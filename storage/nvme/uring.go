@@ -4,7 +4,6 @@ package nvme
 
 import (
 	"fmt"
-	"os"
 	"sync/atomic"
 	"unsafe"
 
@@ -13,11 +12,8 @@ import (
 
 // Kernel ABI of io_uring (include/uapi/linux/io_uring.h).
 const (
-	sysIOUringSetup    = 425
-	sysIOUringEnter    = 426
-	sysIOUringRegister = 427
-
-	ioringRegisterEventfd = 4
+	sysIOUringSetup = 425
+	sysIOUringEnter = 426
 
 	ioringOpRead  = 22
 	ioringOpWrite = 23
@@ -166,23 +162,6 @@ func newRing(entries uint32) (*ring, error) {
 	r.cqMask = *u32(r.cqMem, p.cqOff.ringMask)
 	r.cqes = unsafe.Slice((*cqe)(unsafe.Pointer(&r.cqMem[p.cqOff.cqes])), p.cqEntries)
 	return r, nil
-}
-
-// completionEvents makes an eventfd the kernel signals whenever it posts a
-// completion to r, so a waiter can sleep in Go's network poller (holding no
-// thread and no P) instead of in io_uring_enter. nil when the kernel
-// refuses: Wait is then unsupported and callers poll.
-func completionEvents(r *ring) *os.File {
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return nil
-	}
-	fd := int32(efd)
-	if _, _, errno := unix.Syscall6(sysIOUringRegister, uintptr(r.fd), ioringRegisterEventfd, uintptr(unsafe.Pointer(&fd)), 1, 0, 0); errno != 0 {
-		_ = unix.Close(efd)
-		return nil
-	}
-	return os.NewFile(uintptr(efd), "io_uring completions")
 }
 
 // push queues one read or write SQE; it reports false when the submission
