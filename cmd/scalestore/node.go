@@ -146,6 +146,9 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		// link.
 		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+2*len(peers)))
 	}
+	if f.data != "" {
+		reserveIOProc()
+	}
 	store, closeStore, err := openNodeStore(f.data, f.id)
 	if err != nil {
 		return err
@@ -241,4 +244,16 @@ func serveMetrics(addr string, n *cluster.Node, log *slog.Logger) (string, error
 		}
 	}()
 	return ln.Addr().String(), nil
+}
+
+// reserveIOProc gives a process that runs the engine on an SSD store one
+// scheduler slot (P) more than it has CPUs, unless GOMAXPROCS is set: the
+// I/O goroutine waits for completions in io_uring_enter, which holds its P
+// until sysmon takes it back, and the workers lose that CPU meanwhile. On 2
+// cores, 8M records and a 256 MiB cache it gave 43.2K/42.6K ops/s against
+// 40.4K/40.0K.
+func reserveIOProc() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+1))
+	}
 }

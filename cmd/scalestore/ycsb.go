@@ -77,6 +77,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "ycsb: %v\n", err)
 				return 1
 			}
+			reserveIOProc()
 		}
 		if db, err = scalestore.Open(*dir, opts); err != nil {
 			fmt.Fprintf(stderr, "ycsb: %v\n", err)
