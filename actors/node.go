@@ -217,7 +217,8 @@ func (n *Node) execute(dec protocol.Decision) {
 			pred = f.Epoch // the copy held now, even if a request of our own follows
 		}
 		f.Slow() // before the transfer is queued: hot-path latch holders must back off
-		f.Queue = append(f.Queue, bufmgr.Transfer{From: dec.Requester, Mode: dec.Mode, Epoch: dec.Epoch, K: dec.K,
+		q := n.cache.Queue(f)
+		*q = append(*q, bufmgr.Transfer{From: dec.Requester, Mode: dec.Mode, Epoch: dec.Epoch, K: dec.K,
 			Pred: pred, AsGrant: true, GrantSet: dec.Set})
 		n.serve(f)
 	case protocol.ActBusy:
@@ -233,7 +234,7 @@ func (n *Node) grantFromSSD(dec protocol.Decision) {
 			n.violation("local grant of %v without an outstanding request", dec.PID)
 			return
 		}
-		n.readSSD(dec.PID, f.Data, 0, func() {
+		n.readSSD(dec.PID, n.cache.Page(f), 0, func() {
 			n.onGrant(&protocol.Message{Type: protocol.TGrant, From: n.id, To: n.id, Mode: dec.Mode, PID: dec.PID,
 				Epoch: dec.Epoch, Flags: protocol.FlagNoData, Set: dec.Set}, nil)
 		})
@@ -327,7 +328,7 @@ func (n *Node) onGrant(m *protocol.Message, payload []byte) {
 	}
 	f.AwaitResp = false
 	if payload != nil {
-		copy(f.Data, payload)
+		copy(n.cache.Page(f), payload)
 	}
 	if m.Flags&protocol.FlagNoData != 0 && m.From != n.id && f.Mode == protocol.ModeNone {
 		n.violation("%v without data to a node that holds no copy", m)
@@ -394,7 +395,7 @@ func (n *Node) onTransferReply(m *protocol.Message, payload []byte) {
 		n.violation("%v without a transfer outstanding", m)
 		return
 	}
-	copy(f.Data, payload)
+	copy(n.cache.Page(f), payload)
 	f.AwaitData = false
 	n.Stats.RemoteFetches++
 	n.maybeComplete(f)
@@ -417,7 +418,7 @@ func (n *Node) maybeComplete(f *bufmgr.Frame) {
 	old := f.Mode
 	mode := f.Pending
 	f.Mode, f.Pending, f.Served, f.Epoch = mode, protocol.ModeNone, 0, f.ReqEpoch
-	n.obs.CopyChanged(n.id, f.PID, old, mode, f.Data)
+	n.obs.CopyChanged(n.id, f.PID, old, mode, n.cache.Page(f))
 	n.obs.Obtained(n.id, f.PID, mode, n.env.Now()-f.ReqStart)
 	if n.cfg.Variant != protocol.Chaining {
 		n.send(protocol.Message{Type: protocol.TDone, To: f.PID.Dir(), Mode: mode, PID: f.PID}, nil)
@@ -438,13 +439,14 @@ func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message)
 		}
 		return
 	}
-	if len(f.Queue) >= maxQueue {
+	q := n.cache.Queue(f)
+	if len(*q) >= maxQueue {
 		// A holder owes at most one copy per node and one hand-over.
-		n.violation("%v dropped: %d transfers already queued for the page", m, len(f.Queue))
+		n.violation("%v dropped: %d transfers already queued for the page", m, len(*q))
 		return
 	}
 	f.Slow() // before the transfer is queued: hot-path latch holders must back off
-	f.Queue = append(f.Queue, t)
+	*q = append(*q, t)
 	n.serve(f)
 }
 
@@ -459,12 +461,13 @@ func (n *Node) Released(f *bufmgr.Frame) {
 // this node's own turn is over and the copies it owes are served (paper
 // §3.4.3: the predecessor serves its successor after its own access).
 func (n *Node) serve(f *bufmgr.Frame) {
+	q := n.cache.Queue(f) // re-read at every step: serving may queue more
 	for {
 		progressed := false
-		for i := 0; i < len(f.Queue); {
-			t := f.Queue[i]
+		for i := 0; i < len(*q); {
+			t := (*q)[i]
 			if !t.GivesUp() && n.canCopy(f, &t) {
-				f.Queue = append(f.Queue[:i], f.Queue[i+1:]...)
+				*q = append((*q)[:i], (*q)[i+1:]...)
 				n.serveCopy(f, &t)
 				progressed = true
 				continue
@@ -474,10 +477,10 @@ func (n *Node) serve(f *bufmgr.Frame) {
 		// At most one hand-over is servable at a time: one accepted before
 		// this node's outstanding request (a back-off) or, once the node has
 		// had its turn, the one chained after it.
-		for i := range f.Queue {
-			t := f.Queue[i]
+		for i := range *q {
+			t := (*q)[i]
 			if t.GivesUp() && n.canGiveUp(f, &t) {
-				f.Queue = append(f.Queue[:i], f.Queue[i+1:]...)
+				*q = append((*q)[:i], (*q)[i+1:]...)
 				n.giveUp(f, &t)
 				progressed = true
 				break
@@ -529,15 +532,15 @@ func (n *Node) canGiveUp(f *bufmgr.Frame, t *bufmgr.Transfer) bool {
 
 func (n *Node) serveCopy(f *bufmgr.Frame, t *bufmgr.Transfer) {
 	if t.AsGrant {
-		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch}, f.Data)
+		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch}, n.cache.Page(f))
 	} else {
-		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, f.Data)
+		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, n.cache.Page(f))
 	}
 	f.Served++
 	if f.Mode == protocol.ModeExclusive {
 		f.Slow()
 		f.Mode = protocol.ModeShared
-		n.obs.CopyChanged(n.id, f.PID, protocol.ModeExclusive, protocol.ModeShared, f.Data)
+		n.obs.CopyChanged(n.id, f.PID, protocol.ModeExclusive, protocol.ModeShared, n.cache.Page(f))
 	}
 }
 
@@ -547,9 +550,9 @@ func (n *Node) giveUp(f *bufmgr.Frame, t *bufmgr.Transfer) {
 		n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: f.PID}, nil)
 	case t.AsGrant:
 		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch,
-			Set: t.GrantSet}, f.Data)
+			Set: t.GrantSet}, n.cache.Page(f))
 	default:
-		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, f.Data)
+		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, n.cache.Page(f))
 	}
 	n.drop(f)
 }

@@ -177,7 +177,7 @@ func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bo
 	switch d {
 	case protocol.EvictDeclined:
 		n.Stats.EvictDeclined++
-		n.obs.CopyChanged(n.id, f.PID, protocol.ModeNone, f.Mode, f.Data)
+		n.obs.CopyChanged(n.id, f.PID, protocol.ModeNone, f.Mode, n.cache.Page(f))
 		n.serve(f)
 		return
 	case protocol.EvictPull:
@@ -188,16 +188,16 @@ func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bo
 				n.violation("%v", err)
 			}
 			buf := n.getBuf()
-			copy(buf, f.Data)
+			copy(buf, n.cache.Page(f))
 			n.persist(pid, buf)
 		} else {
-			n.send(protocol.Message{Type: protocol.TEvictData, To: f.PID.Dir(), PID: f.PID}, f.Data)
+			n.send(protocol.Message{Type: protocol.TEvictData, To: f.PID.Dir(), PID: f.PID}, n.cache.Page(f))
 		}
 	case protocol.EvictAccepted:
 	}
-	if len(f.Queue) > 0 {
-		n.violation("eviction of %v accepted while %d transfer(s) wait for it (owner stability broken)", f.PID, len(f.Queue))
-		f.Queue = f.Queue[:0]
+	if q := n.cache.Queue(f); len(*q) > 0 {
+		n.violation("eviction of %v accepted while %d transfer(s) wait for it (owner stability broken)", f.PID, len(*q))
+		*q = (*q)[:0]
 	}
 	n.cache.DropEntitlements(f)
 	n.cache.Invalidate(f) // already reported as no longer valid
@@ -278,9 +278,9 @@ func (n *Node) Allocate(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.Exclusi
 		return bufmgr.ExclusiveGuard{}, false
 	}
 	n.cache.Bind(f, pid)
-	clear(f.Data)
+	clear(n.cache.Page(f))
 	f.Mode = protocol.ModeExclusive
-	n.obs.CopyChanged(n.id, pid, protocol.ModeNone, protocol.ModeExclusive, f.Data)
+	n.obs.CopyChanged(n.id, pid, protocol.ModeNone, protocol.ModeExclusive, n.cache.Page(f))
 	return n.cache.ExclusiveHeld(w, pid), true
 }
 
@@ -313,7 +313,7 @@ func (n *Node) DescribeFrame(pid protocol.PID) string {
 	}
 	return fmt.Sprintf("node %d frame %v: mode=%v pending=%v awaitResp=%v awaitData=%v acks=%d epoch=%d reqEpoch=%d served=%d evicting=%v entitled=%d waiters=%v latchFree=%v queue=%+v",
 		n.id, pid, f.Mode, f.Pending, f.AwaitResp, f.AwaitData, f.AwaitAcks, f.Epoch, f.ReqEpoch, f.Served, f.Evicting,
-		f.Entitled(), f.HasWaiters(), f.Latch.Free(), f.Queue)
+		f.Entitled(), n.cache.HasWaiters(f), f.Latch.Free(), *n.cache.Queue(f))
 }
 
 // DescribeStuck describes up to limit frames that have a request
@@ -322,7 +322,7 @@ func (n *Node) DescribeStuck(limit int) string {
 	s := ""
 	for i := range n.cache.Frames() {
 		f := n.cache.Frame(i)
-		if f.Pending == protocol.ModeNone && !f.HasWaiters() {
+		if f.Pending == protocol.ModeNone && !n.cache.HasWaiters(f) {
 			continue
 		}
 		if limit == 0 {

@@ -69,8 +69,13 @@ var ErrRestart = errors.New("bufmgr: page changed, restart")
 // takes the slow path, which runs under the node runtime's lock (SetLocker;
 // the simulator needs none) together with the protocol.
 type Cache struct {
-	frames      []Frame
-	pageBase    unsafe.Pointer // the first frame's page; frame i's is i pages on
+	frames   []Frame        // no Go pointers: the collector never scans them
+	pageBase unsafe.Pointer // the first frame's page; frame i's is i pages on
+	// Per frame (by index), kept out of Frame so that frames hold no Go
+	// pointers: the workers parked on the frame and the transfers and
+	// invalidations waiting to be served.
+	waiters     [][]*Worker
+	queues      [][]Transfer
 	free        []int32
 	table       table
 	remote      Remote
@@ -101,7 +106,8 @@ func NewCache(n int, pages []byte, remote Remote, advise func(mem []byte)) *Cach
 	if len(pages) < n*protocol.PageSize {
 		panic("bufmgr: page memory smaller than the frames")
 	}
-	c := &Cache{frames: make([]Frame, n), free: make([]int32, 0, n), remote: remote, mu: nopLocker{}}
+	c := &Cache{frames: make([]Frame, n), free: make([]int32, 0, n), remote: remote, mu: nopLocker{},
+		waiters: make([][]*Worker, n), queues: make([][]Transfer, n)}
 	c.table = newTable(c.frames)
 	if advise != nil {
 		advise(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c.frames))), n*int(unsafe.Sizeof(Frame{}))))
@@ -111,8 +117,7 @@ func NewCache(n int, pages []byte, remote Remote, advise func(mem []byte)) *Cach
 	for i := range c.frames {
 		f := &c.frames[i]
 		f.index = int32(i)
-		f.Data = pages[i*protocol.PageSize : (i+1)*protocol.PageSize : (i+1)*protocol.PageSize]
-		f.poison()
+		c.poison(f)
 	}
 	for i := n - 1; i >= 0; i-- {
 		c.free = append(c.free, int32(i))
@@ -120,10 +125,10 @@ func NewCache(n int, pages []byte, remote Remote, advise func(mem []byte)) *Cach
 	return c
 }
 
-// page is f's page memory, computed from f's address rather than read from
-// f.Data: on the hot path the frame's cache line and the page's then load in
-// parallel instead of one after the other (both usually miss).
-func (c *Cache) page(f *Frame) []byte {
+// Page is f's page memory. It is computed from f's address, not read from
+// the frame: on the hot path the frame's cache line and the page's then load
+// in parallel instead of one after the other (both usually miss).
+func (c *Cache) Page(f *Frame) []byte {
 	i := (uintptr(unsafe.Pointer(f)) - uintptr(unsafe.Pointer(unsafe.SliceData(c.frames)))) / unsafe.Sizeof(Frame{})
 	return unsafe.Slice((*byte)(unsafe.Add(c.pageBase, i*protocol.PageSize)), protocol.PageSize)
 }
@@ -203,7 +208,7 @@ func (c *Cache) Insert(pid protocol.PID) *Frame {
 	f.ReqEpoch = 0
 	f.Epoch, f.Served, f.AwaitResp, f.AwaitData, f.AwaitAcks = 0, 0, false, false, 0
 	f.lastUsed.Store(c.epoch.Load())
-	f.Queue, f.entitled = f.Queue[:0], 0
+	c.queues[f.index], f.entitled = c.queues[f.index][:0], 0
 	f.grantGen++
 	f.inTable = true
 	f.slow()
@@ -225,7 +230,7 @@ func (c *Cache) Invalidate(f *Frame) {
 		}
 		runtime.Gosched()
 	}
-	f.poison()
+	c.poison(f)
 	f.Mode, f.Dirty, f.Served = protocol.ModeNone, false, 0
 	f.Latch.UnlockExclusive()
 	c.MaybeFree(f)
@@ -234,7 +239,7 @@ func (c *Cache) Invalidate(f *Frame) {
 // MaybeFree returns a frame without a copy to the free list when nothing
 // refers to it any more.
 func (c *Cache) MaybeFree(f *Frame) {
-	if !f.inTable || f.Mode != protocol.ModeNone || f.Pending != protocol.ModeNone || len(f.waiters) > 0 || len(f.Queue) > 0 || f.Evicting {
+	if !f.inTable || f.Mode != protocol.ModeNone || f.Pending != protocol.ModeNone || len(c.waiters[f.index]) > 0 || len(c.queues[f.index]) > 0 || f.Evicting {
 		c.wakeAll(f)
 		return
 	}
@@ -263,7 +268,7 @@ func (c *Cache) wakeFreeWaiters() {
 func (c *Cache) Granted(f *Frame) {
 	f.grantGen++
 	f.entitled = 0
-	for _, w := range f.waiters {
+	for _, w := range c.waiters[f.index] {
 		if w.want <= f.Mode && !w.hasTurn(f) {
 			w.entitled, w.entitledGen = f, f.grantGen
 			f.entitled++
@@ -276,8 +281,8 @@ func (c *Cache) Granted(f *Frame) {
 func (c *Cache) Changed(f *Frame) { c.wakeAll(f) }
 
 func (c *Cache) wakeAll(f *Frame) {
-	ws := f.waiters
-	f.waiters = f.waiters[:0]
+	ws := c.waiters[f.index]
+	c.waiters[f.index] = c.waiters[f.index][:0]
 	for _, w := range ws {
 		w.waiting = nil
 		w.P.Wake()
@@ -291,12 +296,19 @@ func (c *Cache) DropEntitlements(f *Frame) {
 	f.entitled = 0
 }
 
+// Queue is the list of transfers and invalidations waiting to be served
+// from f (the node runtime's; under the lock).
+func (c *Cache) Queue(f *Frame) *[]Transfer { return &c.queues[f.index] }
+
+// HasWaiters reports whether workers wait on the frame.
+func (c *Cache) HasWaiters(f *Frame) bool { return len(c.waiters[f.index]) > 0 }
+
 // usable reports whether w may latch f for mode now.
-func usable(f *Frame, w *Worker, mode protocol.Mode) bool {
+func (c *Cache) usable(f *Frame, w *Worker, mode protocol.Mode) bool {
 	if f.Mode < mode || f.Evicting {
 		return false
 	}
-	return len(f.Queue) == 0 || w.hasTurn(f)
+	return len(c.queues[f.index]) == 0 || w.hasTurn(f)
 }
 
 type latchKind uint8
@@ -382,7 +394,7 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 				continue
 			}
 		}
-		if usable(f, w, mode) {
+		if c.usable(f, w, mode) {
 			var v uint64
 			ok := false
 			switch kind {
@@ -410,7 +422,7 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 				c.maybeFast(f)
 				return f, v
 			}
-		} else if f.Pending == protocol.ModeNone && f.Mode < mode && !f.Evicting && !queueGivesUp(f) {
+		} else if f.Pending == protocol.ModeNone && f.Mode < mode && !f.Evicting && !c.queueGivesUp(f) {
 			missed = true
 			f.slow()
 			f.Pending = mode
@@ -422,11 +434,11 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 		w.want = mode
 		w.waiting = f
 		f.slow() // before parking: a hot-path holder's release must come here to wake us
-		f.waiters = append(f.waiters, w)
-		if usable(f, w, mode) && latchable(f, kind) {
+		c.waiters[f.index] = append(c.waiters[f.index], w)
+		if c.usable(f, w, mode) && latchable(f, kind) {
 			// The holder released on the hot path before it could see the
 			// frame go slow; do not park for a wake-up nobody will send.
-			f.waiters = f.waiters[:len(f.waiters)-1]
+			c.waiters[f.index] = c.waiters[f.index][:len(c.waiters[f.index])-1]
 			w.waiting = nil
 			continue
 		}
@@ -446,14 +458,14 @@ func latchable(f *Frame, kind latchKind) bool {
 // protocol: no request outstanding, nothing queued, no eviction, nobody
 // waiting or owed a turn.
 func (c *Cache) maybeFast(f *Frame) {
-	if f.Pending == protocol.ModeNone && len(f.Queue) == 0 && !f.Evicting && len(f.waiters) == 0 && f.entitled == 0 && f.inTable {
+	if f.Pending == protocol.ModeNone && len(c.queues[f.index]) == 0 && !f.Evicting && len(c.waiters[f.index]) == 0 && f.entitled == 0 && f.inTable {
 		f.fast.Store(uint32(f.Mode))
 	}
 }
 
-func queueGivesUp(f *Frame) bool {
-	for i := range f.Queue {
-		if f.Queue[i].GivesUp() {
+func (c *Cache) queueGivesUp(f *Frame) bool {
+	for i := range c.queues[f.index] {
+		if c.queues[f.index][i].GivesUp() {
 			return true
 		}
 	}
@@ -484,7 +496,7 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 	m := 0
 	for range n {
 		f := &c.frames[rnd()%uint64(len(c.frames))]
-		if !Evictable(f) || slices.Contains(picked[:m], f) {
+		if !c.Evictable(f) || slices.Contains(picked[:m], f) {
 			continue
 		}
 		stamps[m], picked[m] = f.LastUsed(), f
@@ -505,9 +517,9 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 }
 
 // Evictable reports whether the page provider may try to evict f now.
-func Evictable(f *Frame) bool {
+func (c *Cache) Evictable(f *Frame) bool {
 	return f.inTable && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting &&
-		f.Latch.Free() && len(f.Queue) == 0 && len(f.waiters) == 0 && f.entitled == 0
+		f.Latch.Free() && len(c.queues[f.index]) == 0 && len(c.waiters[f.index]) == 0 && f.entitled == 0
 }
 
 // Claim closes the hot path of f and reports whether the page provider may
@@ -516,7 +528,7 @@ func Evictable(f *Frame) bool {
 // either is seen by Evictable or sees the frame go slow and backs off.
 func (c *Cache) Claim(f *Frame) bool {
 	f.slow()
-	if Evictable(f) {
+	if c.Evictable(f) {
 		return true
 	}
 	c.maybeFast(f)
@@ -566,7 +578,7 @@ func (c *Cache) Describe() string {
 			continue
 		}
 		s += fmt.Sprintf(" [%v %v pend=%v ev=%v waiters=%d ent=%d q=%d latch=%d]", f.PID, f.Mode, f.Pending, f.Evicting,
-			len(f.waiters), f.entitled, len(f.Queue), f.Latch.state.Load())
+			len(c.waiters[f.index]), f.entitled, len(c.queues[f.index]), f.Latch.state.Load())
 	}
 	return s
 }

@@ -11,19 +11,20 @@ import (
 // skips validation reads a value no writer ever wrote.
 const Poison = 0xDEADBEEFDEADBEEF
 
-// Frame is one cache frame: a page's data plus what this node knows about its
-// ownership. Fields above the line are read by the cache and the guards; the
-// protocol fields below belong to the node runtime, which is the only writer
-// of Mode, Pending and Epoch.
+// Frame is one cache frame: what this node knows about the page in it and
+// its ownership (the page itself is Cache.Page). Frames hold no Go pointers
+// (the workers parked on a frame and its queued transfers live in the
+// cache's side tables), so the collector never scans the frame array. The
+// hot path's fields come first; the protocol fields below belong to the
+// node runtime, which is the only writer of Mode, Pending and Epoch.
 type Frame struct {
-	// The hot path's fields, first and together (64 bytes: one cache line
-	// when the frame array is aligned): read without the node lock.
+	// The hot path's fields, first and together (within the first cache
+	// line when the frame array is aligned): read without the node lock.
 	Latch    HybridLatch
 	key      atomic.Uint64 // tableKey(PID) while in the translation table, else 0
 	next     atomic.Int32  // next frame of the bucket chain (index + 1)
 	fast     atomic.Uint32 // the mode the hot path may use the frame in; ModeNone: take the slow path
 	lastUsed atomic.Uint64 // epoch-based LRU stamp (paper §4.1)
-	Data     []byte
 
 	PID      protocol.PID
 	Mode     protocol.Mode // the valid copy this node holds
@@ -31,21 +32,19 @@ type Frame struct {
 	Evicting bool          // the page provider asked the directory to evict it
 	Dirty    bool          // written since it was last persisted (informational)
 
-	waiters  []*Worker
 	entitled int    // waiters granted a turn before queued transfers are served
 	grantGen uint64 // entitlements of older grants (or older pages) no longer count
 	inTable  bool
 	index    int32
 
 	// Protocol state of the node runtime.
-	Epoch     uint32     // conflict epoch at which the copy was obtained
-	ReqEpoch  uint32     // conflict epoch at which the outstanding request was accepted
-	Served    uint32     // copies served from this copy
-	Queue     []Transfer // transfers and invalidations waiting to be served
-	AwaitResp bool       // the outstanding request still waits for the directory
-	AwaitData bool       // the outstanding request still waits for the page
-	AwaitAcks int        // invalidation acknowledgements still due
-	ReqStart  int64      // when the outstanding request was issued
+	Epoch     uint32 // conflict epoch at which the copy was obtained
+	ReqEpoch  uint32 // conflict epoch at which the outstanding request was accepted
+	Served    uint32 // copies served from this copy
+	AwaitResp bool   // the outstanding request still waits for the directory
+	AwaitData bool   // the outstanding request still waits for the page
+	AwaitAcks int    // invalidation acknowledgements still due
+	ReqStart  int64  // when the outstanding request was issued
 }
 
 // Transfer is a request from another node that this frame must serve: a
@@ -81,9 +80,6 @@ func (f *Frame) Slow() { f.slow() }
 // Entitled is the number of waiters still owed their turn.
 func (f *Frame) Entitled() int { return f.entitled }
 
-// HasWaiters reports whether workers wait on the frame.
-func (f *Frame) HasWaiters() bool { return len(f.waiters) > 0 }
-
 // Value reads the register value a page holds (its first 8 bytes).
 func Value(data []byte) uint64 { return binary.LittleEndian.Uint64(data) }
 
@@ -97,4 +93,4 @@ var poisonPage = func() []byte {
 }()
 
 // poison fills the frame's data with Poison.
-func (f *Frame) poison() { copy(f.Data, poisonPage) }
+func (c *Cache) poison(f *Frame) { copy(c.Page(f), poisonPage) }

@@ -25,7 +25,7 @@ func (c *Cache) ExclusiveHeld(w *Worker, pid protocol.PID) ExclusiveGuard {
 }
 
 // Data is the page, writable.
-func (g *ExclusiveGuard) Data() []byte { return g.c.page(g.f) }
+func (g *ExclusiveGuard) Data() []byte { return g.c.Page(g.f) }
 
 // PID is the latched page.
 func (g *ExclusiveGuard) PID() protocol.PID { return g.f.PID }
@@ -80,7 +80,7 @@ func (c *Cache) Shared(w *Worker, pid protocol.PID) SharedGuard {
 }
 
 // Data is the page, read-only by contract.
-func (g *SharedGuard) Data() []byte { return g.c.page(g.f) }
+func (g *SharedGuard) Data() []byte { return g.c.Page(g.f) }
 
 // PID is the latched page.
 func (g *SharedGuard) PID() protocol.PID { return g.f.PID }
@@ -113,7 +113,7 @@ func (g *SharedGuard) Upgrade(w *Worker) (ExclusiveGuard, error) {
 	}
 	c.mu.Lock()
 	pid := f.PID
-	if f.Mode == protocol.ModeExclusive && len(f.Queue) == 0 && f.Latch.TryUpgrade() {
+	if f.Mode == protocol.ModeExclusive && len(c.queues[f.index]) == 0 && f.Latch.TryUpgrade() {
 		c.mu.Unlock()
 		return ExclusiveGuard{c, f}, nil
 	}
@@ -155,7 +155,7 @@ func (c *Cache) Optimistic(w *Worker, pid protocol.PID) OptimisticGuard {
 
 // Data is the page as it is now: only meaningful if HasChanged is false
 // afterwards.
-func (g *OptimisticGuard) Data() []byte { return g.c.page(g.f) }
+func (g *OptimisticGuard) Data() []byte { return g.c.Page(g.f) }
 
 // HasChanged reports whether the page may have changed (or left this frame)
 // since the guard was taken.
@@ -190,7 +190,7 @@ func (g *OptimisticGuard) ToShared() (SharedGuard, error) {
 		// no transfer or eviction waits for it (they wait for the latch).
 		c := g.c
 		c.mu.Lock()
-		ok := f.Mode != protocol.ModeNone && !f.Evicting && len(f.Queue) == 0
+		ok := f.Mode != protocol.ModeNone && !f.Evicting && len(c.queues[f.index]) == 0
 		if !ok {
 			f.Latch.UnlockShared()
 			c.release(f)

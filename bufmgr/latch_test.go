@@ -1,6 +1,7 @@
 package bufmgr
 
 import (
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -266,4 +267,25 @@ func TestLatchConcurrentExclusive(t *testing.T) {
 	if !l.Free() {
 		t.Fatal("latch not free at the end")
 	}
+}
+
+// TestFrameHoldsNoPointers: frame metadata must hold no Go pointers (the
+// issue's requirement and paper §3.2's layout), so the collector never scans
+// the frame array however large the cache, and the array could live off the
+// heap like the pages.
+func TestFrameHoldsNoPointers(t *testing.T) {
+	var walk func(typ reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		switch typ.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.String, reflect.UnsafePointer:
+			t.Errorf("%s is a %v: frames must hold no Go pointers", path, typ.Kind())
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				walk(typ.Field(i).Type, path+"."+typ.Field(i).Name)
+			}
+		case reflect.Array:
+			walk(typ.Elem(), path+"[]")
+		}
+	}
+	walk(reflect.TypeFor[Frame](), "Frame")
 }

@@ -107,9 +107,9 @@ func (c *cluster) checkQuiet(pids []protocol.PID) {
 			mode := protocol.ModeNone
 			if f := n.Cache().Lookup(pid); f != nil {
 				mode = f.Mode
-				if f.Pending != protocol.ModeNone || f.Evicting || len(f.Queue) > 0 {
+				if f.Pending != protocol.ModeNone || f.Evicting || len(*n.Cache().Queue(f)) > 0 {
 					c.inv.Fail("page %v: node %d still has work in flight at rest (pending=%v evicting=%v queued=%d)",
-						pid, n.ID(), f.Pending, f.Evicting, len(f.Queue))
+						pid, n.ID(), f.Pending, f.Evicting, len(*n.Cache().Queue(f)))
 				}
 			}
 			want := protocol.ModeNone
@@ -172,7 +172,7 @@ func (c *cluster) flush(pids []protocol.PID) {
 func (c *cluster) checkContent() {
 	c.inv.Content = true
 	for _, n := range c.nodes {
-		n.Cache().OnExclusiveRelease = func(f *bufmgr.Frame) { c.inv.WroteContent(f.PID, f.Data) }
+		n.Cache().OnExclusiveRelease = func(f *bufmgr.Frame) { c.inv.WroteContent(f.PID, n.Cache().Page(f)) }
 	}
 }
 

@@ -30,7 +30,7 @@ func (c *cluster) crossCheck(pids []protocol.PID) {
 			if f.Latch.HeldExclusive() {
 				continue // a writer is at work on it
 			}
-			if ok, why := c.inv.Matches(pid, f.Data); !ok {
+			if ok, why := c.inv.Matches(pid, n.Cache().Page(f)); !ok {
 				c.inv.Fail("page %v: node %d holds a valid %v copy that is not the last write: %s", pid, n.ID(), f.Mode, why)
 			}
 		}

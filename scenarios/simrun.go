@@ -348,7 +348,7 @@ func (r *simRun) describeStuck() {
 		r.c.inv.Fail("node %d cache: %s", n.ID(), n.Cache().Describe())
 		for i := range n.Cache().Frames() {
 			f := n.Cache().Frame(i)
-			if f.Pending != protocol.ModeNone || len(f.Queue) > 0 || f.Evicting {
+			if f.Pending != protocol.ModeNone || len(*n.Cache().Queue(f)) > 0 || f.Evicting {
 				r.c.inv.Fail("in flight: %s", n.DescribeFrame(f.PID))
 			}
 		}
