@@ -60,11 +60,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "transport":
 		return runBenchTransport(args[1:], stdout, stderr)
+	case "memory":
+		return runBenchMemory(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, benchUsage)
+		fmt.Fprint(stdout, "\n"+benchMemoryUsage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "bench: unknown benchmark %q (known: transport)\n\n%s", args[0], benchUsage)
+	fmt.Fprintf(stderr, "bench: unknown benchmark %q (known: transport, memory)\n\n%s", args[0], benchUsage)
 	return 2
 }
 

@@ -143,3 +143,33 @@ func processAlive(pid int) bool {
 	f := strings.Fields(string(stat[i+1:]))
 	return len(f) > 0 && f[0] != "Z"
 }
+
+// bench memory prints a latency per size and page kind, and a working set
+// far beyond the caches takes longer per load than one inside them.
+func TestBenchMemory(t *testing.T) {
+	code, out, errOut := runCLI("bench", "memory", "--sizes", "32KiB,256MiB", "--loads", "300000", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []struct {
+		Size  string  `json:"size"`
+		Small float64 `json:"small_pages_ns"`
+		Huge  float64 `json:"huge_pages_ns"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("output: %v\n%s", err, out)
+	}
+	for _, r := range rows {
+		if !(r.Small > 0) || !(r.Huge > 0) {
+			t.Errorf("%s: %+v, want positive latencies", r.Size, r)
+		}
+	}
+	if !(rows[1].Small > 2*rows[0].Small) {
+		t.Errorf("256MiB at %.1f ns/load is not slower than 32KiB at %.1f: the chain is not dependent", rows[1].Small, rows[0].Small)
+	}
+	for _, args := range [][]string{{"bench", "memory", "--sizes", "1KiB"}, {"bench", "memory", "--loads", "0"}, {"bench", "memory", "x"}} {
+		if code, _, e := runCLI(args...); code != 2 || e == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, e)
+		}
+	}
+}

@@ -25,7 +25,8 @@ Commands:
   node       one node of a real cluster (tcp, shm or ibverbs transport)
   cluster    start N node processes on this host, run YCSB inside them, check
              the history with porcupine
-  bench      side-by-side figures between two processes ('bench transport': TCP, Unix socket, shared memory)
+  bench      'bench transport': TCP, Unix socket and shared memory between two processes;
+             'bench memory': this machine's dependent-load latency (what bounds a lookup in memory)
 
 Run 'scalestore <command> --help' for the flags of a command.
 `
