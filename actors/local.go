@@ -24,27 +24,31 @@ import (
 // lock-free table lookup and a latch; only misses, evictions and the
 // protocol take the lock.
 type Local struct {
-	mu       sync.Mutex
-	node     *Node
-	store    storage.PageStore
-	start    time.Time
-	rng      *rand.Rand
-	io       []ioRequest
-	ioCond   *sync.Cond // the I/O goroutine waits for requests
-	idle     *sync.Cond // Flush waits for I/O to drain
-	inFlite  int
-	closed   bool
-	done     chan struct{}
-	err      error       // first violation or storage error (under mu)
-	failed   atomic.Bool // err is set (read without the lock)
-	stopped  atomic.Bool // closed (read without the lock)
-	workers  sync.Pool
-	nextID   atomic.Int64
-	ioQueued atomic.Int64           // requests in l.io (read without the lock)
-	parked   map[*goParker]struct{} // workers waiting (under mu)
-	stopping bool                   // Stop is under way (under mu)
-	out      *outbox                // messages to other nodes; nil for a node of one
-	log      *slog.Logger
+	mu     nodeLock
+	node   *Node
+	store  storage.PageStore
+	start  time.Time
+	rng    *rand.Rand
+	ioMu   sync.Mutex    // guards io, completed and spare; never held while taking mu
+	io     []ioRequest   // requests for the I/O goroutine
+	ioKick chan struct{} // wakes an idle I/O goroutine
+	// completed are finished requests the I/O goroutine posted; the next
+	// holder of mu runs them (nodeLock).
+	completed, spare []ioDone
+	idle             *sync.Cond // Flush waits for I/O to drain
+	inFlite          int
+	closed           bool
+	done             chan struct{}
+	err              error       // first violation or storage error (under mu)
+	failed           atomic.Bool // err is set (read without the lock)
+	stopped          atomic.Bool // closed (read without the lock)
+	workers          sync.Pool
+	nextID           atomic.Int64
+	ioQueued         atomic.Int64           // requests in l.io (read without the lock)
+	parked           map[*goParker]struct{} // workers waiting (under mu)
+	stopping         bool                   // Stop is under way (under mu)
+	out              *outbox                // messages to other nodes; nil for a node of one
+	log              *slog.Logger
 	// Obtained, when set, sees how long every ownership request took (for
 	// metrics), under the lock.
 	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
@@ -88,7 +92,8 @@ func newLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	}
 	l := &Local{store: store, start: time.Now(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), done: make(chan struct{}),
 		parked: map[*goParker]struct{}{}, log: discardLogger()}
-	l.ioCond = sync.NewCond(&l.mu)
+	l.ioKick = make(chan struct{}, 1)
+	l.mu.drain = l.runCompleted
 	l.idle = sync.NewCond(&l.mu)
 	pages, err := mapPages(cfg.CacheFrames)
 	if err != nil {
@@ -238,10 +243,49 @@ func (l *Local) After(delay int64, fn func()) {
 }
 
 func (l *Local) queueIO(r ioRequest) {
-	l.io = append(l.io, r)
-	l.ioQueued.Add(1)
 	l.inFlite++
-	l.ioCond.Signal()
+	l.ioMu.Lock()
+	l.io = append(l.io, r)
+	l.ioMu.Unlock()
+	l.ioQueued.Add(1)
+	l.kickIO()
+}
+
+// kickIO wakes the I/O goroutine if it is idle.
+func (l *Local) kickIO() {
+	select {
+	case l.ioKick <- struct{}{}:
+	default:
+	}
+}
+
+// runCompleted runs the completions the I/O goroutine posted. Called with
+// mu held (by nodeLock, before it releases the lock).
+func (l *Local) runCompleted() {
+	l.mu.pending.Store(false)
+	l.ioMu.Lock()
+	done := l.completed
+	l.completed, l.spare = l.spare[:0], nil
+	l.ioMu.Unlock()
+	for i := range done {
+		d := &done[i]
+		if d.r.write {
+			l.Writes++
+		} else {
+			l.Reads++
+		}
+		d.r.done(d.err)
+		l.inFlite--
+		*d = ioDone{}
+	}
+	l.ioMu.Lock()
+	if l.spare == nil {
+		l.spare = done[:0]
+	}
+	l.ioMu.Unlock()
+	if l.inFlite == 0 {
+		l.idle.Broadcast()
+	}
 }
 
 // AsyncStore is a store that keeps many requests in flight (storage/nvme's
@@ -260,31 +304,30 @@ type ioDone struct {
 	err error
 }
 
-// ioLoop performs storage operations outside the lock and hands their
-// completions back to the node under it. With an AsyncStore every queued
-// request is submitted at once (the store bounds the depth), so 32 workers
-// missing at once keep 32 reads in flight.
+// ioLoop performs storage operations outside the lock and posts their
+// completions for the node (nodeLock runs them under the lock). With an
+// AsyncStore every queued request is submitted at once (the store bounds
+// the depth), so 32 workers missing at once keep 32 reads in flight.
 func (l *Local) ioLoop() {
 	async, _ := l.store.(AsyncStore)
 	var batch []ioRequest
 	var done []ioDone
 	inflight := 0
-	l.mu.Lock()
 	for {
-		for len(l.io) == 0 && inflight == 0 && !l.closed {
-			l.ioCond.Wait()
-		}
-		if len(l.io) == 0 && inflight == 0 && l.closed {
-			close(l.done)
-			l.mu.Unlock()
-			return
-		}
+		l.ioMu.Lock()
 		batch = append(batch[:0], l.io...)
 		clear(l.io)
 		l.io = l.io[:0]
 		l.ioQueued.Store(0)
-		l.mu.Unlock()
-		done = done[:0]
+		l.ioMu.Unlock()
+		if len(batch) == 0 && inflight == 0 {
+			if l.stopped.Load() {
+				close(l.done)
+				return
+			}
+			<-l.ioKick
+			continue
+		}
 		for _, r := range batch {
 			if async == nil {
 				var err error
@@ -309,6 +352,7 @@ func (l *Local) ioLoop() {
 				inflight++
 			}
 		}
+		clear(batch)
 		if async != nil && inflight > 0 {
 			if err := l.pollIO(async, len(done) > 0); err != nil {
 				l.mu.Lock()
@@ -317,18 +361,13 @@ func (l *Local) ioLoop() {
 				inflight = 0 // the store is unusable; nothing more will complete
 			}
 		}
-		l.mu.Lock()
-		for _, d := range done {
-			if d.r.write {
-				l.Writes++
-			} else {
-				l.Reads++
-			}
-			d.r.done(d.err)
-			l.inFlite--
-		}
-		if l.inFlite == 0 {
-			l.idle.Broadcast()
+		if len(done) > 0 {
+			l.ioMu.Lock()
+			l.completed = append(l.completed, done...)
+			l.ioMu.Unlock()
+			clear(done)
+			done = done[:0]
+			l.mu.post()
 		}
 	}
 }
@@ -431,7 +470,7 @@ func (l *Local) halt() {
 	l.node.Stop()
 	l.closed = true
 	l.stopped.Store(true)
-	l.ioCond.Broadcast()
+	l.kickIO()
 	l.mu.Unlock()
 	<-l.done
 	if l.out != nil {

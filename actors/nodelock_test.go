@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestNodeLockRunsEveryPost: completions posted while workers take and
+// release the lock all run, once each, in order, and only under the lock.
+func TestNodeLockRunsEveryPost(t *testing.T) {
+	var m nodeLock
+	var queueMu sync.Mutex
+	var queue []int
+	var ran []int // written only by drain, under m
+	m.drain = func() {
+		if m.mu.TryLock() {
+			m.mu.Unlock()
+			t.Error("drain ran without the lock held")
+		}
+		m.pending.Store(false)
+		queueMu.Lock()
+		q := queue
+		queue = nil
+		queueMu.Unlock()
+		ran = append(ran, q...)
+	}
+	const posts = 20000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m.Lock()
+				m.Unlock()
+			}
+		}()
+	}
+	for i := range posts {
+		queueMu.Lock()
+		queue = append(queue, i)
+		queueMu.Unlock()
+		m.post()
+	}
+	close(stop)
+	wg.Wait()
+	m.Lock()
+	n := len(ran)
+	m.Unlock()
+	if n != posts {
+		t.Fatalf("%d of %d posted completions ran", n, posts)
+	}
+	for i, v := range ran {
+		if v != i {
+			t.Fatalf("completion %d ran as number %d: order lost", v, i)
+		}
+	}
+}
+
+// TestNodeLockHolderRunsPost: a completion posted while the lock is held is
+// run by the holder's Unlock, with no further lock activity.
+func TestNodeLockHolderRunsPost(t *testing.T) {
+	var m nodeLock
+	runs := 0
+	m.drain = func() { m.pending.Store(false); runs++ }
+	m.Lock()
+	done := make(chan struct{})
+	go func() { m.post(); close(done) }() // TryLock fails: the lock is held
+	<-done
+	if runs != 0 {
+		t.Fatal("the post ran while another goroutine held the lock")
+	}
+	m.Unlock()
+	if runs != 1 {
+		t.Fatalf("the holder's Unlock ran the post %d times, want 1", runs)
+	}
+}
