@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -759,4 +760,43 @@ func BenchmarkRandomRead(b *testing.B) {
 	}
 	b.ReportMetric(float64(ops)/elapsed.Seconds(), "ops/s")
 	b.Logf("engine %s, %d reads", s.Engine(), ops)
+}
+
+// TestSubmitAndWaitCompletions: Submit hands requests over without
+// reporting them; WaitCompletions, on another goroutine, returns once Poll
+// has something to report; on the pread engine it returns at once.
+func TestSubmitAndWaitCompletions(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			s, _ := create(t, e, 8, 0)
+			if err := s.WritePage(5, pattern(5, 3)); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, PageSize)
+			called := false
+			if err := s.ReadAsync(5, buf, func(err error) { called = err == nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			if called {
+				t.Fatal("Submit reported a completion")
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- s.WaitCompletions() }()
+			select {
+			case err := <-waited:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("WaitCompletions did not return with a read in flight")
+			}
+			if n, err := s.Poll(0); n != 1 || err != nil || !called {
+				t.Fatalf("Poll(0) after the wait = %d, %v; called %v", n, err, called)
+			}
+			checkPage(t, 5, buf, pattern(5, 3))
+		})
+	}
 }

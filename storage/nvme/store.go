@@ -473,6 +473,36 @@ func deliver(dst, page []byte) {
 	clear(dst[DataSize:])
 }
 
+// Submit hands queued requests to the kernel without reporting completions
+// (Poll reports them). The pread engine has nothing to submit.
+func (s *Store) Submit() error {
+	if s.closed {
+		return ErrClosed
+	}
+	if s.ring != nil && s.ring.unsubmitted() > 0 {
+		if err := s.ring.enter(0); err != nil {
+			return fmt.Errorf("nvme: %s: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
+// WaitCompletions blocks until a completion is ready to be reported by
+// Poll. Unlike every other method it may run concurrently with the others
+// (the caller still serialises those): one goroutine can sleep here while
+// others submit. It returns at once on the pread engine, whose requests
+// complete as they are made, and after Close.
+func (s *Store) WaitCompletions() error {
+	r := s.ring
+	if r == nil || s.closed {
+		return nil
+	}
+	if err := r.waitCQ(); err != nil {
+		return fmt.Errorf("nvme: %s: %w", s.path, err)
+	}
+	return nil
+}
+
 // Poll submits queued requests and reports completions, calling their done
 // callbacks, until at least min have been reported or nothing is left in
 // flight; Poll(0) submits and reports what has already completed without

@@ -214,6 +214,23 @@ func (r *ring) enter(minComplete uint32) error {
 	}
 }
 
+// waitCQ blocks until the completion ring holds an entry. It submits
+// nothing and reads only the ring's atomics and fd, so it may run while
+// another goroutine pushes, submits or reaps.
+func (r *ring) waitCQ() error {
+	for atomic.LoadUint32(r.cqHead) == atomic.LoadUint32(r.cqTail) {
+		_, _, errno := unix.Syscall6(sysIOUringEnter, uintptr(r.fd), 0, 1, ioringEnterGetEvents, 0, 0)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+		default:
+			return fmt.Errorf("io_uring_enter: %w", errno)
+		}
+	}
+	return nil
+}
+
 // peek takes the next completion, if any, off the completion ring.
 func (r *ring) peek() (userData uint64, res int32, ok bool) {
 	head := atomic.LoadUint32(r.cqHead)
