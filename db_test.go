@@ -71,30 +71,18 @@ func TestConcurrentUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 400 {
-				k := []byte(fmt.Sprintf("g%d-%05d", g, i))
-				if err := db.Put(k, make([]byte, 100)); err != nil {
-					errs <- err
-					return
-				}
-				if _, ok, err := db.Get(k, nil); err != nil || !ok {
-					errs <- fmt.Errorf("get %s: %v %v", k, ok, err)
-					return
-				}
+	inParallel(t, 8, func(g int) error {
+		for i := range 400 {
+			k := []byte(fmt.Sprintf("g%d-%05d", g, i))
+			if err := db.Put(k, make([]byte, 100)); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if _, ok, err := db.Get(k, nil); err != nil || !ok {
+				return fmt.Errorf("get %s: %v %v", k, ok, err)
+			}
+		}
+		return nil
+	})
 	n := 0
 	if err := db.Scan(nil, nil, func(k, v []byte) bool { n++; return true }); err != nil || n != 3200 {
 		t.Fatalf("scan all: %d, %v", n, err)
@@ -115,32 +103,20 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := func(k []byte) []byte { return bytes.Repeat(k, 10) }
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 300 {
-				k := []byte(fmt.Sprintf("g%d-%05d", g, i))
-				if err := db.Put(k, value(k)); err != nil {
-					errs <- err
-					return
-				}
-				j := (i * 7) % (i + 1) // an earlier key of ours, likely evicted
-				old := []byte(fmt.Sprintf("g%d-%05d", g, j))
-				if v, ok, err := db.Get(old, nil); err != nil || !ok || !bytes.Equal(v, value(old)) {
-					errs <- fmt.Errorf("get %s: %q %v %v", old, v, ok, err)
-					return
-				}
+	inParallel(t, 8, func(g int) error {
+		for i := range 300 {
+			k := []byte(fmt.Sprintf("g%d-%05d", g, i))
+			if err := db.Put(k, value(k)); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			j := (i * 7) % (i + 1) // an earlier key of ours, likely evicted
+			old := []byte(fmt.Sprintf("g%d-%05d", g, j))
+			if v, ok, err := db.Get(old, nil); err != nil || !ok || !bytes.Equal(v, value(old)) {
+				return fmt.Errorf("get %s: %q %v %v", old, v, ok, err)
+			}
+		}
+		return nil
+	})
 	if s := db.Stats(); s.SSDReads == 0 {
 		t.Fatalf("no reads from the store (%+v): the data did not exceed the cache", s)
 	}
@@ -162,5 +138,27 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 	})
 	if err != nil || n != 2400 {
 		t.Fatalf("scan after reopen: %d keys, %v", n, err)
+	}
+}
+
+// inParallel runs fn on n goroutines (numbered 0 to n-1) and fails the test
+// with the first error any of them returns.
+func inParallel(t *testing.T, n int, fn func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(g); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
