@@ -12,6 +12,7 @@ func TestNodeLockRunsEveryPost(t *testing.T) {
 	var queueMu sync.Mutex
 	var queue []int
 	var ran []int // written only by drain, under m
+	cycles := 0   // lock cycles of the workers, under m
 	m.drain = func() {
 		if m.mu.TryLock() {
 			m.mu.Unlock()
@@ -38,6 +39,7 @@ func TestNodeLockRunsEveryPost(t *testing.T) {
 				default:
 				}
 				m.Lock()
+				cycles++
 				m.Unlock()
 			}
 		}()
@@ -52,7 +54,11 @@ func TestNodeLockRunsEveryPost(t *testing.T) {
 	wg.Wait()
 	m.Lock()
 	n := len(ran)
+	worked := cycles
 	m.Unlock()
+	if worked == 0 {
+		t.Fatal("the workers never took the lock: the test raced nothing")
+	}
 	if n != posts {
 		t.Fatalf("%d of %d posted completions ran", n, posts)
 	}
