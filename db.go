@@ -85,6 +85,9 @@ type DB struct {
 	rt    *actors.Local
 	store Store
 	tree  *btree.Tree
+	// allocate is rt.Allocate, made once: a method value made per
+	// operation would be an allocation on every Get.
+	allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
 }
 
 const metaMagic = 0x5353474F4D455441 // "SSGOMETA"
@@ -119,7 +122,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		store.Close()
 		return nil, err
 	}
-	db := &DB{rt: rt, store: store}
+	db := &DB{rt: rt, store: store, allocate: rt.Allocate}
 	if err := db.load(); err != nil {
 		rt.Close()
 		store.Close()
@@ -156,7 +159,7 @@ func (db *DB) load() error {
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.rt.Allocate}
+	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate}
 }
 
 // Get appends the value of key to dst; ok is false when the key is absent.

@@ -162,3 +162,29 @@ func inParallel(t *testing.T, n int, fn func(g int) error) {
 		t.Fatal(err)
 	}
 }
+
+// TestGetAllocatesNothing: a lookup of a cached key into a buffer with room
+// allocates nothing (the buffer manager's hot path, the B-tree's optimistic
+// descent and the embedded API around them).
+func TestGetAllocatesNothing(t *testing.T) {
+	db, err := Open("", Options{InMemory: true, CachePages: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 1000 {
+		k := []byte(fmt.Sprintf("key%04d", i))
+		if err := db.Put(k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, dst := []byte("key0500"), make([]byte, 0, 64)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if v, ok, err := db.Get(key, dst[:0]); err != nil || !ok || string(v) != "key0500" {
+			t.Errorf("get: %q %v %v", v, ok, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Get of a cached key: %.1f allocations, want 0", allocs)
+	}
+}
