@@ -389,7 +389,7 @@ func (l *Local) ioLoop() {
 	}
 	for {
 		l.ringMu.Lock()
-		l.submitLocked()
+		failed := l.submitLocked()
 		n, err := l.async.Poll(0)
 		inflight := l.async.InFlight()
 		l.ringMu.Unlock()
@@ -401,7 +401,9 @@ func (l *Local) ioLoop() {
 			l.fail(fmt.Errorf("actors: storage: %w", err))
 			l.mu.Unlock()
 		}
-		l.mu.post()
+		if n > 0 || failed {
+			l.mu.post() // only when there is something to run: a post makes the next Unlock drain
+		}
 		if n > 0 || l.ioQueued.Load() > 0 {
 			continue
 		}
