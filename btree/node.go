@@ -34,7 +34,7 @@ const (
 // node is a view of a B-tree page (a slotted page):
 //
 //	0 kind  1 unused  2-3 count  4-5 start of the entry heap (grows down)
-//	6-7 unused  8-15 upper: an inner node's rightmost child; a leaf's next
+//	6-7 the slot of the latest insert  8-15 upper: an inner node's rightmost child; a leaf's next
 //	leaf plus one (0: none; PID 0 is a valid page)
 //	16.. slots (key head, offset, key length, value length), then free
 //	space, then the heap of keys and values up to `usable`.
@@ -54,6 +54,10 @@ func (n node) upper() uint64     { return binary.LittleEndian.Uint64(n[8:]) }
 func (n node) setUpper(v uint64) { binary.LittleEndian.PutUint64(n[8:], v) }
 func (n node) setCount(c int)    { binary.LittleEndian.PutUint16(n[2:], uint16(c)) }
 func (n node) setHeap(h int)     { binary.LittleEndian.PutUint16(n[4:], uint16(h)) }
+
+// lastInsert is the slot of the node's latest insert: a hint for
+// splitInto, which may be stale after a removal.
+func (n node) lastInsert() int { return int(binary.LittleEndian.Uint16(n[6:])) }
 
 func initNode(b []byte, kind byte) {
 	clear(b[:headerSize])
@@ -205,6 +209,21 @@ func (n node) room(kl, vl int) bool {
 	return usable-headerSize-n.live() >= kl+vl+slotSize
 }
 
+// roomFor reports whether leaf n can take key with a value of vl bytes,
+// counting the space of the entry it would replace: an update of a full
+// leaf with a value no larger than the old one needs no split.
+func (n node) roomFor(key []byte, vl int) bool {
+	if n.room(len(key), vl) {
+		return true
+	}
+	i, found := n.lowerBound(key)
+	if !found {
+		return false
+	}
+	_, okl, ovl := n.slot(i)
+	return usable-headerSize-n.live()+okl+ovl >= len(key)+vl
+}
+
 // compact rewrites the heap without the space of deleted entries.
 func (n node) compact() {
 	var tmp [protocol.PageSize]byte
@@ -235,6 +254,7 @@ func (n node) insertAt(i int, key, val []byte) {
 	n.setSlot(i, h, key, len(val))
 	n.setHeap(h)
 	n.setCount(c + 1)
+	binary.LittleEndian.PutUint16(n[6:], uint16(i))
 }
 
 // removeAt deletes slot i (its heap space is reclaimed by the next compact).
@@ -246,17 +266,43 @@ func (n node) removeAt(i int) {
 
 // splitInto moves the upper half of n into the empty node r (same kind)
 // and returns the separator: every key left in n is <= sep < every key in r.
-// rightPID is r's page: a leaf links to it.
-func (n node) splitInto(r node, rightPID uint64) []byte {
+// rightPID is r's page: a leaf links to it. key is the key whose insertion
+// caused the split.
+//
+// A leaf that is filled in ascending order (a bulk load, an append-only
+// log, each of several loaders appending its own range) splits where the
+// ascending run ends instead of in the middle, since a half split would
+// leave every leaf of such a load half empty: twice the pages for the
+// cache to hold and the disk to read. When key sorts after every key of
+// n, n keeps every entry and key starts the empty r. When key continues
+// the run that the leaf's last insert extended (it goes right after it)
+// but other keys follow, those keys move to r and the separator is set
+// just below the first of them, so the run goes on growing in n (and then
+// at its end). Anything else, and every inner node (a full one must take a
+// separator of up to MaxKey bytes), splits in half.
+func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 	c := n.count()
 	mid := c / 2
 	var sep []byte
+	if n.isLeaf() && c >= 2 {
+		switch pos, found := n.lowerBound(key); {
+		case found: // an update that no longer fits
+		case pos == c:
+			mid = c - 1
+		case pos >= c/2 && n.lastInsert() == pos-1:
+			if s := below(n.key(pos)); len(s) > 0 && bytes.Compare(key, s) <= 0 {
+				mid, sep = pos-1, s
+			}
+		}
+	}
 	if n.isLeaf() {
 		// n keeps [0, mid], r gets (mid, c).
 		for i := mid + 1; i < c; i++ {
 			r.insertAt(r.count(), n.key(i), n.value(i))
 		}
-		sep = append([]byte(nil), n.key(mid)...)
+		if sep == nil {
+			sep = append([]byte(nil), n.key(mid)...)
+		}
 		r.setUpper(n.upper())
 		n.setUpper(rightPID + 1)
 		n.setCount(mid + 1)
@@ -272,6 +318,19 @@ func (n node) splitInto(r node, rightPID uint64) []byte {
 	}
 	n.compact()
 	return sep
+}
+
+// below returns a key s < b that every key of b's length sorting before b
+// sorts at or before (exactly every key before b, when b ends in a zero
+// byte). Empty when b is a single zero byte: no key is below it.
+func below(b []byte) []byte {
+	s := append([]byte(nil), b...)
+	last := len(s) - 1
+	if s[last] == 0 {
+		return s[:last]
+	}
+	s[last]--
+	return s
 }
 
 // insertSeparator records in inner node n that child left (which used to

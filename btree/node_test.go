@@ -2,6 +2,7 @@ package btree
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -76,5 +77,141 @@ func TestLowerBoundOrdersLikeBytes(t *testing.T) {
 				t.Fatalf("lowerBound(%q) = %d,%v, want %d,%v", k, got, found, want, wantFound)
 			}
 		}
+	}
+}
+
+// fillLeaf inserts 8-byte big-endian keys from first, ascending, with
+// vl-byte values, until the leaf has no room for one more.
+func fillLeaf(n node, first uint64, vl int) {
+	val := make([]byte, vl)
+	for k := first; ; k++ {
+		key := binary.BigEndian.AppendUint64(nil, k)
+		if !n.room(len(key), vl) {
+			return
+		}
+		n.insertAt(n.count(), key, val)
+	}
+}
+
+// TestSplitAtTheEndForAscendingKeys: a key after every key of a full leaf
+// (an ascending load) leaves the leaf whole and starts the new one; any
+// other key splits in half. Both keep left <= separator < right.
+func TestSplitAtTheEndForAscendingKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		key       uint64
+		wantLeft  func(c int) int
+		wantRight func(c int) int
+	}{
+		{"ascending", 1 << 40, func(c int) int { return c }, func(int) int { return 0 }},
+		{"middle", 1010, func(c int) int { return c/2 + 1 }, func(c int) int { return c - c/2 - 1 }},
+		{"before", 1, func(c int) int { return c/2 + 1 }, func(c int) int { return c - c/2 - 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lb, rb [protocol.PageSize]byte
+			initNode(lb[:], kindLeaf)
+			initNode(rb[:], kindLeaf)
+			l, r := node(lb[:]), node(rb[:])
+			fillLeaf(l, 1000, 128)
+			c := l.count()
+			key := binary.BigEndian.AppendUint64(nil, tc.key)
+			sep := l.splitInto(r, 77, key)
+			if l.count() != tc.wantLeft(c) || r.count() != tc.wantRight(c) {
+				t.Fatalf("split of %d entries: left %d right %d, want %d and %d", c, l.count(), r.count(), tc.wantLeft(c), tc.wantRight(c))
+			}
+			for i := range l.count() {
+				if bytes.Compare(l.key(i), sep) > 0 {
+					t.Fatalf("left key %x > separator %x", l.key(i), sep)
+				}
+			}
+			for i := range r.count() {
+				if bytes.Compare(r.key(i), sep) <= 0 {
+					t.Fatalf("right key %x <= separator %x", r.key(i), sep)
+				}
+			}
+			if l.upper() != 78 {
+				t.Fatalf("left leaf links to %d, want the right page 77 (+1)", l.upper())
+			}
+		})
+	}
+}
+
+// TestSplitWhereTheRunEnds: a leaf holds an ascending run, then the first
+// keys of another range. A key that continues the run (right after the
+// latest insert) moves the other range's keys to the new leaf, and the
+// separator lies just below them, so the run's next keys stay in the old
+// leaf. A key that does not continue the latest insert splits in half.
+func TestSplitWhereTheRunEnds(t *testing.T) {
+	build := func() (node, int) {
+		var lb [protocol.PageSize]byte
+		initNode(lb[:], kindLeaf)
+		l := node(lb[:])
+		val := make([]byte, 128)
+		for k := uint64(5000); k < 5004; k++ { // the other range's first keys
+			l.insertAt(l.count(), binary.BigEndian.AppendUint64(nil, k), val)
+		}
+		k := uint64(1000)
+		for ; l.room(8, 128); k++ { // the run, inserted ascending before them
+			l.insertAt(l.count()-4, binary.BigEndian.AppendUint64(nil, k), val)
+		}
+		return l, int(k - 1000)
+	}
+	l, run := build()
+	var rb [protocol.PageSize]byte
+	initNode(rb[:], kindLeaf)
+	r := node(rb[:])
+	next := binary.BigEndian.AppendUint64(nil, uint64(1000+run))
+	sep := l.splitInto(r, 9, next)
+	if l.count() != run || r.count() != 4 {
+		t.Fatalf("left %d right %d, want the run (%d) and the other range (4)", l.count(), r.count(), run)
+	}
+	if want := binary.BigEndian.AppendUint64(nil, 4999); !bytes.Equal(sep, want) {
+		t.Fatalf("separator %x, want %x (just below the other range)", sep, want)
+	}
+	if bytes.Compare(next, sep) > 0 {
+		t.Fatal("the run's next key goes to the other range's leaf")
+	}
+
+	l, _ = build()
+	initNode(rb[:], kindLeaf)
+	c := l.count()
+	l.splitInto(r, 9, binary.BigEndian.AppendUint64(nil, 1003)) // inside the run, not after the latest insert
+	if l.count() != c/2+1 || r.count() != c-c/2-1 {
+		t.Fatalf("left %d right %d of %d: want a half split", l.count(), r.count(), c)
+	}
+}
+
+func TestBelow(t *testing.T) {
+	for _, tc := range []struct{ b, want string }{
+		{"\x05", "\x04"}, {"ab\x00", "ab"}, {"\x00", ""}, {"a\x01", "a\x00"},
+	} {
+		if got := below([]byte(tc.b)); string(got) != tc.want || bytes.Compare(got, []byte(tc.b)) >= 0 {
+			t.Errorf("below(%q) = %q, want %q", tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestRoomForCountsTheReplacedEntry: a full leaf takes an update whose
+// value is no larger than the old one (no split), and nothing more.
+func TestRoomForCountsTheReplacedEntry(t *testing.T) {
+	var b [protocol.PageSize]byte
+	initNode(b[:], kindLeaf)
+	n := node(b[:])
+	fillLeaf(n, 0, 128)
+	last := uint64(n.count() - 1)
+	inside := binary.BigEndian.AppendUint64(nil, last)
+	outside := binary.BigEndian.AppendUint64(nil, last+1)
+	if n.room(8, 128) {
+		t.Fatal("fillLeaf left room")
+	}
+	if !n.roomFor(inside, 128) || !n.roomFor(inside, 100) {
+		t.Fatal("an update of a full leaf with a value of the same size or smaller needs a split")
+	}
+	if n.roomFor(outside, 128) {
+		t.Fatal("a new key fits in a full leaf")
+	}
+	free := usable - headerSize - n.live()
+	if n.roomFor(inside, 128+free+1) {
+		t.Fatalf("an update growing the value by %d bytes fits in %d free bytes", free+1, free)
 	}
 }

@@ -117,7 +117,7 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 		if valid {
 			if forInsert {
 				if leaf {
-					full = !n.room(kl, vl)
+					full = !n.roomFor(key, vl)
 				} else {
 					full = !n.room(MaxKey, 8)
 				}
@@ -133,7 +133,7 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 			return path{}, false, fmt.Errorf("page %v: %w", p.current.PID(), ErrCorrupt)
 		}
 		if full {
-			return path{}, true, t.split(s, p)
+			return path{}, true, t.split(s, p, key)
 		}
 		if leaf {
 			return p, false, nil
@@ -149,7 +149,7 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 // split splits p.current, whose parent is p.parent (or the catalog, for the
 // root); both are latched exclusively, parent first. A restart of the
 // descent follows either way.
-func (t *Tree) split(s Session, p path) error {
+func (t *Tree) split(s Session, p path, key []byte) error {
 	px, err := p.parent.ToExclusive(s.Worker)
 	if err != nil {
 		return nil // changed: restart
@@ -168,7 +168,7 @@ func (t *Tree) split(s Session, p path) error {
 	}
 	defer right.Release()
 	initNode(right.Data(), n.kind())
-	sep := n.splitInto(node(right.Data()), uint64(right.PID()))
+	sep := n.splitInto(node(right.Data()), uint64(right.PID()), key)
 	nx.MarkDirty()
 	right.MarkDirty()
 	if p.isCat {
@@ -247,6 +247,12 @@ func (t *Tree) Put(s Session, key, val []byte) error {
 		n := node(x.Data())
 		i, found := n.lowerBound(key)
 		if found {
+			if _, _, ovl := n.slot(i); ovl == len(val) {
+				copy(n.value(i), val) // same size: in place, no heap garbage
+				x.MarkDirty()
+				x.Release()
+				return nil
+			}
 			n.removeAt(i)
 		}
 		if !n.room(len(key), len(val)) {

@@ -1,0 +1,66 @@
+package btree_test
+
+import (
+	"encoding/binary"
+	"sync"
+	"testing"
+
+	"github.com/scalestore-go/scalestore"
+)
+
+// TestAscendingLoadFillsLeaves loads YCSB-shaped records (8-byte keys,
+// 128-byte values) the way the ycsb driver does, each goroutine appending
+// its own ascending range, then updates every record with a value of the
+// same size. A 4 KiB leaf holds 26 such entries: the load must fill the
+// leaves (a half split on every append leaves 13 to 14), and the updates
+// must not split at all.
+func TestAscendingLoadFillsLeaves(t *testing.T) {
+	const records, goroutines = 20000, 16
+	db, err := scalestore.Open("", scalestore.Options{InMemory: true, CachePages: 4096, Slots: 1 << 14})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	val := func(i, round int) []byte {
+		v := make([]byte, 128)
+		binary.LittleEndian.PutUint64(v, uint64(i))
+		v[8] = byte(round)
+		return v
+	}
+	load := func(round int) {
+		var wg sync.WaitGroup
+		errs := make(chan error, goroutines)
+		per := records / goroutines
+		for g := range goroutines {
+			wg.Go(func() {
+				for i := g * per; i < (g+1)*per; i++ {
+					if err := db.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), val(i, round)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	load(0)
+	loaded := db.Stats().Pages
+	t.Logf("%d records in %d pages", records, loaded)
+	if perLeaf := float64(records) / float64(loaded); perLeaf < 22 {
+		t.Fatalf("%d records took %d pages: %.1f a page, want at least 22 of the 26 that fit", records, loaded, perLeaf)
+	}
+	load(1)
+	if after := db.Stats().Pages; after != loaded {
+		t.Fatalf("updating every record in place grew the tree from %d to %d pages", loaded, after)
+	}
+	for i := range records {
+		v, ok, err := db.Get(binary.BigEndian.AppendUint64(nil, uint64(i)), nil)
+		if err != nil || !ok || string(v) != string(val(i, 1)) {
+			t.Fatalf("record %d after the update: ok %v err %v", i, ok, err)
+		}
+	}
+}
