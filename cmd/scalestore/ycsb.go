@@ -26,7 +26,9 @@ warms up, then runs point lookups and point updates for --duration on
   --engine scalestore   the B-tree on the buffer manager (the embedded store)
   --engine btree        tidwall/btree in memory (the baseline)
 
-Without --data the scalestore engine keeps its pages in memory.
+Without --data the scalestore engine keeps its pages in memory. With
+--data the store stays in DIR; --skip-load reuses the records an earlier
+run loaded there (same --records) and starts the run at once.
 
 Flags:
 `
@@ -46,6 +48,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 	cache := fs.String("cache", "1GiB", "buffer size of the scalestore engine (KiB, MiB, GiB suffixes)")
 	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
+	skipLoad := fs.Bool("skip-load", false, "with --data: the store already holds the --records records (an earlier run loaded them), so run at once")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
 	mutexProfile := fs.String("mutexprofile", "", "write a profile of lock contention during the measured run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -91,8 +94,13 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ycsb: --engine %q: want scalestore or btree\n", *engine)
 		return 2
 	}
-	load, err := ycsb.Load(e, cfg)
-	if err != nil {
+	var load time.Duration
+	if *skipLoad {
+		if err := checkLoaded(db, *dir, cfg.Records); err != nil {
+			fmt.Fprintf(stderr, "ycsb: --skip-load: %v\n", err)
+			return 2
+		}
+	} else if load, err = ycsb.Load(e, cfg); err != nil {
 		fmt.Fprintf(stderr, "ycsb: %v\n", err)
 		return 1
 	}
@@ -178,4 +186,25 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// checkLoaded makes sure the store holds records 0..records-1 and no more
+// (the last and the next key tell), so a run with --skip-load measures the
+// data set it claims to.
+func checkLoaded(db *scalestore.DB, dir string, records int) error {
+	if db == nil || dir == "" {
+		return errors.New("needs --engine scalestore and --data DIR")
+	}
+	var kb [8]byte
+	if _, ok, err := db.Get(ycsb.Key(kb[:], int64(records-1)), nil); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%s does not hold %d records: run once without --skip-load", dir, records)
+	}
+	if _, ok, err := db.Get(ycsb.Key(kb[:], int64(records)), nil); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%s holds more than %d records: pass the --records it was loaded with", dir, records)
+	}
+	return nil
 }
