@@ -76,6 +76,16 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	if cfg.ID != 0 {
 		return nil, fmt.Errorf("actors: a local node is node 0, not %d", cfg.ID)
 	}
+	if cfg.FreeTarget == 0 {
+		// A frame in a hundred free (at least 256, at most a tenth of the
+		// cache), not a tenth as for a cluster node: every page is local,
+		// so a clean frame is free the moment it is evicted and a dirty
+		// one after one write, and a worker that finds none free calls the
+		// provider at once. At 50K misses a second, 655 free frames of a
+		// 256 MiB cache last 13 ms, 13 provider ticks; the 5,900 frames
+		// this frees hold data instead (+2% hits out of memory).
+		cfg.FreeTarget = max(1, min(cfg.CacheFrames/10, max(256, cfg.CacheFrames/100)))
+	}
 	return newLocal(cfg, store)
 }
 
