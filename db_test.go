@@ -102,14 +102,14 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	value := func(k []byte) []byte { return bytes.Repeat(k, 10) }
+	value := func(k []byte) []byte { return bytes.Repeat(k, 24) } // 2,400 entries in about 4x the cache
 	inParallel(t, 8, func(g int) error {
 		for i := range 300 {
 			k := []byte(fmt.Sprintf("g%d-%05d", g, i))
 			if err := db.Put(k, value(k)); err != nil {
 				return err
 			}
-			j := (i * 7) % (i + 1) // an earlier key of ours, likely evicted
+			j := (i * 7919) % (i + 1) // an earlier key of ours, spread over all of them: likely evicted
 			old := []byte(fmt.Sprintf("g%d-%05d", g, j))
 			if v, ok, err := db.Get(old, nil); err != nil || !ok || !bytes.Equal(v, value(old)) {
 				return fmt.Errorf("get %s: %q %v %v", old, v, ok, err)
@@ -119,6 +119,8 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 	})
 	if s := db.Stats(); s.SSDReads == 0 {
 		t.Fatalf("no reads from the store (%+v): the data did not exceed the cache", s)
+	} else {
+		t.Logf("%+v", s)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
