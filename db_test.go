@@ -3,9 +3,9 @@ package scalestore
 import (
 	"bytes"
 	"fmt"
-	"sync"
 	"testing"
 
+	"github.com/scalestore-go/scalestore/internal/inparallel"
 	"github.com/scalestore-go/scalestore/storage/memfile"
 )
 
@@ -71,7 +71,7 @@ func TestConcurrentUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inParallel(t, 8, func(g int) error {
+	inparallel.Run(t, 8, func(g int) error {
 		for i := range 400 {
 			k := []byte(fmt.Sprintf("g%d-%05d", g, i))
 			if err := db.Put(k, make([]byte, 100)); err != nil {
@@ -103,7 +103,7 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	value := func(k []byte) []byte { return bytes.Repeat(k, 24) } // 2,400 entries in about 4x the cache
-	inParallel(t, 8, func(g int) error {
+	inparallel.Run(t, 8, func(g int) error {
 		for i := range 300 {
 			k := []byte(fmt.Sprintf("g%d-%05d", g, i))
 			if err := db.Put(k, value(k)); err != nil {
@@ -140,28 +140,6 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 	})
 	if err != nil || n != 2400 {
 		t.Fatalf("scan after reopen: %d keys, %v", n, err)
-	}
-}
-
-// inParallel runs fn on n goroutines (numbered 0 to n-1) and fails the test
-// with the first error any of them returns.
-func inParallel(t *testing.T, n int, fn func(g int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for g := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(g); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
 	}
 }
 

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/scalestore-go/scalestore"
+	"github.com/scalestore-go/scalestore/internal/inparallel"
 )
 
 // TestConcurrentTree runs the B-tree on the real-world runtime from several
@@ -27,72 +27,62 @@ func TestConcurrentTree(t *testing.T) {
 	key := func(g, i int) []byte { return fmt.Appendf(nil, "w%d/%06d", g, i) }
 	value := func(g, i, n int) []byte { return bytes.Repeat(fmt.Appendf(nil, "%d.%d.%d;", g, i, n), 1+i%12) }
 	models := make([]map[string]string, workers)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
 	for g := range workers {
 		models[g] = map[string]string{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m := models[g]
-			r := rand.New(rand.NewPCG(uint64(g), 3))
-			var buf []byte
-			for n := range ops {
-				i := r.IntN(1500)
-				k := key(g, i)
-				switch op := r.IntN(10); {
-				case op < 5:
-					v := value(g, i, n)
-					if err := db.Put(k, v); err != nil {
-						errs <- err
-						return
+	}
+	inparallel.Run(t, workers, func(g int) error {
+		m := models[g]
+		r := rand.New(rand.NewPCG(uint64(g), 3))
+		var buf []byte
+		for n := range ops {
+			i := r.IntN(1500)
+			k := key(g, i)
+			switch op := r.IntN(10); {
+			case op < 5:
+				v := value(g, i, n)
+				if err := db.Put(k, v); err != nil {
+					return err
+				}
+				m[string(k)] = string(v)
+			case op < 7:
+				found, err := db.Delete(k)
+				if err != nil {
+					return err
+				}
+				if _, want := m[string(k)]; found != want {
+					return fmt.Errorf("delete %s: found %v, model %v", k, found, want)
+				}
+				delete(m, string(k))
+			case op < 9:
+				v, ok, err := db.Get(k, buf[:0])
+				if err != nil {
+					return err
+				}
+				buf = v
+				if want, in := m[string(k)]; ok != in || (ok && string(v) != want) {
+					return fmt.Errorf("get %s: %q %v, model %q %v", k, v, ok, want, in)
+				}
+			default: // a scan across the whole tree: other goroutines' keys change under it
+				prev := []byte{}
+				var disorder error
+				err := db.Scan(nil, nil, func(k, _ []byte) bool {
+					if bytes.Compare(k, prev) <= 0 {
+						disorder = fmt.Errorf("scan out of order: %q after %q", k, prev)
+						return false
 					}
-					m[string(k)] = string(v)
-				case op < 7:
-					found, err := db.Delete(k)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if _, want := m[string(k)]; found != want {
-						errs <- fmt.Errorf("delete %s: found %v, model %v", k, found, want)
-						return
-					}
-					delete(m, string(k))
-				case op < 9:
-					v, ok, err := db.Get(k, buf[:0])
-					if err != nil {
-						errs <- err
-						return
-					}
-					buf = v
-					if want, in := m[string(k)]; ok != in || (ok && string(v) != want) {
-						errs <- fmt.Errorf("get %s: %q %v, model %q %v", k, v, ok, want, in)
-						return
-					}
-				default: // a scan across the whole tree: other goroutines' keys change under it
-					prev := []byte{}
-					err := db.Scan(nil, nil, func(k, _ []byte) bool {
-						if bytes.Compare(k, prev) <= 0 {
-							errs <- fmt.Errorf("scan out of order: %q after %q", k, prev)
-							return false
-						}
-						prev = append(prev[:0], k...)
-						return true
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
+					prev = append(prev[:0], k...)
+					return true
+				})
+				if err != nil {
+					return err
+				}
+				if disorder != nil {
+					return disorder
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	total := 0
 	for g := range workers {
 		total += len(models[g])

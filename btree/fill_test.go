@@ -2,10 +2,10 @@ package btree_test
 
 import (
 	"encoding/binary"
-	"sync"
 	"testing"
 
 	"github.com/scalestore-go/scalestore"
+	"github.com/scalestore-go/scalestore/internal/inparallel"
 )
 
 // TestAscendingLoadFillsLeaves loads YCSB-shaped records (8-byte keys,
@@ -28,24 +28,15 @@ func TestAscendingLoadFillsLeaves(t *testing.T) {
 		return v
 	}
 	load := func(round int) {
-		var wg sync.WaitGroup
-		errs := make(chan error, goroutines)
 		per := records / goroutines
-		for g := range goroutines {
-			wg.Go(func() {
-				for i := g * per; i < (g+1)*per; i++ {
-					if err := db.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), val(i, round)); err != nil {
-						errs <- err
-						return
-					}
+		inparallel.Run(t, goroutines, func(g int) error {
+			for i := g * per; i < (g+1)*per; i++ {
+				if err := db.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), val(i, round)); err != nil {
+					return err
 				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+			}
+			return nil
+		})
 	}
 	load(0)
 	loaded := db.Stats().Pages
