@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -12,7 +14,7 @@ func TestNodeLockRunsEveryPost(t *testing.T) {
 	var queueMu sync.Mutex
 	var queue []int
 	var ran []int // written only by drain, under m
-	cycles := 0   // lock cycles of the workers, under m
+	var cycles atomic.Int64 // lock cycles of the workers
 	m.drain = func() {
 		if m.mu.TryLock() {
 			m.mu.Unlock()
@@ -39,28 +41,34 @@ func TestNodeLockRunsEveryPost(t *testing.T) {
 				default:
 				}
 				m.Lock()
-				cycles++
+				cycles.Add(1)
 				m.Unlock()
 			}
 		}()
 	}
-	for i := range posts {
+	// At least posts posts, and on until the workers have cycled the lock
+	// a while: on a loaded machine they may start after the first posts.
+	posted := 0
+	for ; posted < posts || (cycles.Load() < 1000 && posted < 100*posts); posted++ {
 		queueMu.Lock()
-		queue = append(queue, i)
+		queue = append(queue, posted)
 		queueMu.Unlock()
 		m.post()
+		if posted%1000 == 999 {
+			runtime.Gosched()
+		}
 	}
 	close(stop)
 	wg.Wait()
 	m.Lock()
 	n := len(ran)
-	worked := cycles
+	worked := cycles.Load()
 	m.Unlock()
 	if worked == 0 {
 		t.Fatal("the workers never took the lock: the test raced nothing")
 	}
-	if n != posts {
-		t.Fatalf("%d of %d posted completions ran", n, posts)
+	if n != posted {
+		t.Fatalf("%d of %d posted completions ran", n, posted)
 	}
 	for i, v := range ran {
 		if v != i {
