@@ -13,7 +13,7 @@ func TestNodeLockRunsEveryPost(t *testing.T) {
 	var m nodeLock
 	var queueMu sync.Mutex
 	var queue []int
-	var ran []int // written only by drain, under m
+	var ran []int           // written only by drain, under m
 	var cycles atomic.Int64 // lock cycles of the workers
 	m.drain = func() {
 		if m.mu.TryLock() {
