@@ -34,8 +34,9 @@ const (
 // node is a view of a B-tree page (a slotted page):
 //
 //	0 kind  1 unused  2-3 count  4-5 start of the entry heap (grows down)
-//	6-7 the slot of the latest insert  8-15 upper: an inner node's rightmost child; a leaf's next
-//	leaf plus one (0: none; PID 0 is a valid page)
+//	6-7 the slot of the latest insert (a hint for splits)
+//	8-15 upper: an inner node's rightmost child; a leaf's next leaf plus
+//	one (0: none; PID 0 is a valid page)
 //	16.. slots (key head, offset, key length, value length), then free
 //	space, then the heap of keys and values up to `usable`.
 //
@@ -57,7 +58,8 @@ func (n node) setHeap(h int)     { binary.LittleEndian.PutUint16(n[4:], uint16(h
 
 // lastInsert is the slot of the node's latest insert: a hint for
 // splitInto, which may be stale after a removal.
-func (n node) lastInsert() int { return int(binary.LittleEndian.Uint16(n[6:])) }
+func (n node) lastInsert() int     { return int(binary.LittleEndian.Uint16(n[6:])) }
+func (n node) setLastInsert(i int) { binary.LittleEndian.PutUint16(n[6:], uint16(i)) }
 
 func initNode(b []byte, kind byte) {
 	clear(b[:headerSize])
@@ -254,7 +256,7 @@ func (n node) insertAt(i int, key, val []byte) {
 	n.setSlot(i, h, key, len(val))
 	n.setHeap(h)
 	n.setCount(c + 1)
-	binary.LittleEndian.PutUint16(n[6:], uint16(i))
+	n.setLastInsert(i)
 }
 
 // removeAt deletes slot i (its heap space is reclaimed by the next compact).
