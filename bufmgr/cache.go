@@ -192,7 +192,7 @@ func (c *Cache) AdvanceEpoch() { c.epoch.Add(1) }
 // stamp is behind, so hot pages cause no writes (paper §4.1).
 func (c *Cache) stamp(f *Frame) {
 	if e := c.epoch.Load(); f.lastUsed.Load() < e {
-		f.lastUsed.Store(e)
+		storeRelaxed(&f.lastUsed, e)
 	}
 }
 

@@ -38,6 +38,6 @@
 // the protocol. Blocking goes through the Worker's Parker, which the
 // simulator implements with coroutines and the real world with goroutines.
 //
-// It may import protocol only; never a transport, a storage engine or the
-// simulator.
+// It may import protocol and internal/prefetch only; never a transport, a
+// storage engine or the simulator.
 package bufmgr

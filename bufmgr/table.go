@@ -101,3 +101,9 @@ func (t *table) remove(f *Frame, pid protocol.PID) {
 	f.key.Store(0)
 	b.version.Add(1)
 }
+
+// headHint is the first frame of pid's bucket chain as it is now, without
+// any check (-1 when empty): a guess for a prefetch, never an answer.
+func (t *table) headHint(pid protocol.PID) int32 {
+	return t.bucketOf(pid).head.Load() - 1
+}
