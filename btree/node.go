@@ -3,6 +3,10 @@ package btree
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
+	"math/bits"
+
+	"github.com/scalestore-go/scalestore/internal/prefetch"
 
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -149,12 +153,23 @@ func (n node) child(i int) uint64 {
 }
 
 // lowerBound is the first slot whose key is >= key, and whether it is equal.
-// Heads decide most comparisons; the heap is read only on a tie of heads
-// with a key longer than 8 bytes.
+// Heads decide most comparisons: a search over the heads alone (with no
+// branch to mispredict) finds the slots whose head equals key's, and only
+// among those, usually none or one, are keys compared (the heap is read
+// only on a tie of heads with a key longer than 8 bytes).
 func (n node) lowerBound(key []byte) (int, bool) {
 	h := keyHead(key)
 	c := n.count()
-	lo, hi := 0, c
+	lo := n.firstHead(h, 0, c)
+	hi := lo
+	if lo < c && n.head(lo) == h {
+		hi = c
+		if h != math.MaxUint64 {
+			hi = n.firstHead(h+1, lo, c)
+		}
+	}
+	// Heads order like keys, so every key before lo is smaller and every
+	// key from hi on is larger; the keys of [lo, hi) share key's head.
 	for lo < hi {
 		mid := (lo + hi) / 2
 		if n.compareSlot(mid, h, key) < 0 {
@@ -164,6 +179,33 @@ func (n node) lowerBound(key []byte) (int, bool) {
 		}
 	}
 	return lo, lo < c && n.compareSlot(lo, h, key) == 0
+}
+
+// firstHead is the first slot in [lo, hi) whose head is >= h, or hi. The
+// loop's trip count depends on hi-lo alone, and the comparison moves the
+// base arithmetically (the borrow of head - h), so the search has no branch
+// to mispredict: each step of a binary search over random keys is a coin
+// toss for the branch predictor.
+func (n node) firstHead(h uint64, lo, hi int) int {
+	slots := n[headerSize : headerSize+hi*slotSize] // hi <= count() <= maxSlots
+	base, size := lo, hi-lo
+	for size > 1 {
+		half := size / 2
+		_, less := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+half)*slotSize:]), h, 0)
+		base += half & -int(less)
+		size -= half
+	}
+	if size == 1 {
+		_, less := bits.Sub64(binary.LittleEndian.Uint64(slots[base*slotSize:]), h, 0)
+		base += int(less)
+	}
+	return base
+}
+
+// prefetchSlots hints the slot array's lines, so that a binary search's
+// misses overlap instead of following one another.
+func (n node) prefetchSlots() {
+	prefetch.Range(n, headerSize, headerSize+n.count()*slotSize, 32)
 }
 
 // compareSlot compares slot i's key with key, whose head is h.

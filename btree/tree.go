@@ -111,6 +111,9 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 	for {
 		n := node(p.current.Data())
 		valid := n.valid()
+		if valid {
+			n.prefetchSlots()
+		}
 		leaf := valid && n.isLeaf()
 		full := false
 		var next uint64
