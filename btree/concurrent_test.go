@@ -53,6 +53,21 @@ func TestConcurrentTree(t *testing.T) {
 					return fmt.Errorf("delete %s: found %v, model %v", k, found, want)
 				}
 				delete(m, string(k))
+			case op == 8: // a batch of this goroutine's keys, some absent
+				var keys, vals [][]byte
+				for j := range 1 + r.IntN(40) {
+					keys = append(keys, key(g, (i+j*37)%1500))
+					vals = append(vals, nil)
+				}
+				found := make([]bool, len(keys))
+				if err := db.GetBatch(keys, vals, found); err != nil {
+					return err
+				}
+				for j, k := range keys {
+					if want, in := m[string(k)]; found[j] != in || string(vals[j]) != want {
+						return fmt.Errorf("batch get %s: %q %v, model %q %v", k, vals[j], found[j], want, in)
+					}
+				}
 			case op < 9:
 				v, ok, err := db.Get(k, buf[:0])
 				if err != nil {

@@ -1,0 +1,168 @@
+package btree
+
+import (
+	"errors"
+
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/internal/prefetch"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// MaxBatch is the most keys GetBatch walks together (it takes longer
+// batches in pieces of this size): its state lives on the stack.
+const MaxBatch = 32
+
+// ErrBatchShape is returned when GetBatch's slices differ in length.
+var ErrBatchShape = errors.New("btree: GetBatch needs as many vals and found as keys")
+
+// A lookup's state in a batch.
+const (
+	lookupDescending = iota // on an inner node (or about to read the next one)
+	lookupDone
+	lookupAlone // something changed under it: it is done again on its own with Get
+)
+
+type lookup struct {
+	parent, current bufmgr.OptimisticGuard
+	pid             protocol.PID
+	slot            int
+	found           bool
+	state           uint8
+}
+
+// GetBatch looks up every key of keys: found[i] tells whether keys[i] is
+// there, and vals[i] is its value appended to vals[i][:0] (left empty when
+// absent).
+//
+// It gives the same answers as a Get per key, and it is faster when the
+// tree does not fit in the CPU's caches: one lookup is a chain of cache
+// misses (the translation table's bucket, the frame and the page's header,
+// the slot array, the value), each waiting for the one before. GetBatch
+// walks the keys level by level in rounds, and in each round it first
+// hints (prefetches) every key's next line and only then reads them, so
+// the misses of all keys overlap. Each read is still an optimistic read
+// validated as in Get (paper §5.2); a key whose page changed under it is
+// looked up again on its own with Get.
+func (t *Tree) GetBatch(s Session, keys, vals [][]byte, found []bool) error {
+	if len(vals) != len(keys) || len(found) != len(keys) {
+		return ErrBatchShape
+	}
+	for len(keys) > MaxBatch {
+		if err := t.getBatch(s, keys[:MaxBatch], vals[:MaxBatch], found[:MaxBatch]); err != nil {
+			return err
+		}
+		keys, vals, found = keys[MaxBatch:], vals[MaxBatch:], found[MaxBatch:]
+	}
+	return t.getBatch(s, keys, vals, found)
+}
+
+func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {
+	for i, k := range keys {
+		if err := checkSizes(k, 0); err != nil {
+			return err
+		}
+		vals[i], found[i] = vals[i][:0], false
+	}
+	var st [MaxBatch]lookup
+	var active [MaxBatch]int
+	n := 0
+	cat := s.Cache.Optimistic(s.Worker, t.catalog)
+	root, ok := rootOf(cat.Data())
+	if !cat.HasChanged() && ok {
+		for i := range keys {
+			st[i] = lookup{parent: cat, pid: root}
+			active[n] = i
+			n++
+		}
+	} else {
+		for i := range keys {
+			st[i].state = lookupAlone
+		}
+	}
+	for n > 0 {
+		// Round 1: the buckets of every key's next page.
+		for _, i := range active[:n] {
+			s.Cache.PrefetchBucket(st[i].pid)
+		}
+		// Round 2: the frames and page headers the buckets point to.
+		for _, i := range active[:n] {
+			s.Cache.PrefetchPage(st[i].pid)
+		}
+		// Round 3: the guards (all in cache now, unless a miss takes the
+		// slow path), then the slot arrays the headers describe.
+		for _, i := range active[:n] {
+			l := &st[i]
+			l.current = s.Cache.Optimistic(s.Worker, l.pid)
+			if l.parent.HasChanged() {
+				l.state = lookupAlone
+				continue
+			}
+			nd := node(l.current.Data())
+			if !nd.valid() {
+				l.state = lookupAlone // Get reports a corrupt page, or restarts
+				continue
+			}
+			nd.prefetchSlots()
+		}
+		// Round 4: the searches, and hints for the entries they end at
+		// (a leaf's value, an inner node's child PID).
+		for _, i := range active[:n] {
+			l := &st[i]
+			if l.state != lookupDescending {
+				continue
+			}
+			nd := node(l.current.Data())
+			l.slot, l.found = nd.lowerBound(keys[i])
+			if off, kl, vl := nd.slot(l.slot); l.slot < nd.count() && off+kl+vl <= usable {
+				prefetch.Range(nd, off+kl, off+kl+vl, 16)
+			}
+		}
+		// Round 5: the values and the next level's PIDs, each validated.
+		m := 0
+		for _, i := range active[:n] {
+			l := &st[i]
+			if l.state != lookupDescending {
+				continue
+			}
+			nd := node(l.current.Data())
+			if nd.isLeaf() {
+				if l.found {
+					vals[i] = append(vals[i], nd.value(l.slot)...)
+				}
+				if l.current.HasChanged() {
+					vals[i] = vals[i][:0]
+					l.state = lookupAlone
+					continue
+				}
+				found[i] = l.found
+				l.state = lookupDone
+				continue
+			}
+			var next uint64
+			if l.slot == nd.count() {
+				next = nd.upper()
+			} else {
+				next = nd.child(l.slot)
+			}
+			if l.current.HasChanged() {
+				l.state = lookupAlone
+				continue
+			}
+			l.parent, l.pid = l.current, protocol.PID(next)
+			active[m] = i
+			m++
+		}
+		n = m
+	}
+	for i := range keys {
+		if st[i].state != lookupAlone {
+			continue
+		}
+		v, ok, err := t.Get(s, keys[i], vals[i][:0])
+		if err != nil {
+			return err
+		}
+		vals[i], found[i] = v, ok
+	}
+	return nil
+}
