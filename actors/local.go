@@ -145,7 +145,9 @@ func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
 	}
 	w := l.workers.Get().(*bufmgr.Worker)
 	if p, ok := w.P.(*goParker); ok {
-		p.since = time.Now()
+		// The clock is read at the first park, not here: an operation
+		// that never parks (a cache hit) must not pay for it.
+		p.since = time.Time{}
 	}
 	err := l.run(fn, w)
 	l.workers.Put(w)
@@ -181,10 +183,10 @@ func (l *Local) firstErr() error {
 type goParker struct {
 	l  *Local
 	ch chan struct{}
-	// since is when the worker's current operation (Do) began: a worker
-	// woken by unrelated events parks again and again for one stuck
-	// request, so the time of the last park would hide it from the
-	// watchdog.
+	// since is when the worker first parked in its current operation
+	// (Do): a worker woken by unrelated events parks again and again for
+	// one stuck request, so the time of the last park would hide it from
+	// the watchdog.
 	since time.Time
 }
 
@@ -198,6 +200,9 @@ func (p *goParker) Park() {
 	l := p.l
 	if l.failed.Load() {
 		panic(errAborted{})
+	}
+	if p.since.IsZero() {
+		p.since = time.Now()
 	}
 	l.parked[p] = struct{}{}
 	l.mu.Unlock()

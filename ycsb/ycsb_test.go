@@ -51,3 +51,66 @@ func TestMeasuredWindow(t *testing.T) {
 		t.Fatalf("window holds %d of %d operations: the warm-up leaked into it", window, atStop)
 	}
 }
+
+// batchEngine answers GetBatch from the baseline and checks every answer
+// against the loaded records, so a driver that mixed up keys, values or
+// found flags fails.
+type batchEngine struct {
+	*Baseline
+	batches, keys, singles atomic.Int64
+	bad                    atomic.Value
+}
+
+func (e *batchEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	e.singles.Add(1)
+	return e.Baseline.Get(key, dst)
+}
+
+func (e *batchEngine) GetBatch(keys, vals [][]byte, found []bool) error {
+	e.batches.Add(1)
+	e.keys.Add(int64(len(keys)))
+	for i, k := range keys {
+		v, ok, err := e.Baseline.Get(k, vals[i][:0])
+		if err != nil {
+			return err
+		}
+		if !ok || len(v) != ValueSize {
+			e.bad.Store(string(k))
+		}
+		vals[i], found[i] = v, ok
+	}
+	return nil
+}
+
+// TestBatchedReads: with Batch, reads go through GetBatch in groups of at
+// most Batch (all of them with a read ratio of 1), each counted as an
+// operation, and updates still go one by one.
+func TestBatchedReads(t *testing.T) {
+	e := &batchEngine{Baseline: NewBaseline()}
+	cfg := Config{Records: 500, ReadRatio: 1, Threads: 1, Duration: 100 * time.Millisecond, Warmup: 10 * time.Millisecond, Seed: 1, Batch: 8}
+	if _, err := Load(e, cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.singles.Load() != 0 || e.batches.Load() == 0 || e.keys.Load() != 8*e.batches.Load() {
+		t.Fatalf("%d single gets, %d batches of %d keys: want only full batches of 8", e.singles.Load(), e.batches.Load(), e.keys.Load())
+	}
+	if k, _ := e.bad.Load().(string); k != "" {
+		t.Fatalf("key %x: not found or wrong size", k)
+	}
+	if res.Ops == 0 || res.Ops%8 != 0 || res.Ops > e.keys.Load() {
+		t.Fatalf("run reports %d operations, engine saw %d keys in batches", res.Ops, e.keys.Load())
+	}
+	cfg.ReadRatio, cfg.Batch = 0.5, 16
+	e.batches.Store(0)
+	e.keys.Store(0)
+	if _, err := Run(e, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if b, k := e.batches.Load(), e.keys.Load(); b == 0 || k >= 16*b || k <= 4*b {
+		t.Fatalf("read ratio 0.5, batch 16: %d batches of %d keys (want about 8 per batch)", b, k)
+	}
+}

@@ -34,10 +34,17 @@ func TestYCSBSkipLoad(t *testing.T) {
 	if again["load_seconds"].(float64) != 0 || again["ops"].(float64) <= 0 || again["store_pages"] != loaded["store_pages"] {
 		t.Fatalf("run with --skip-load: %v (first run %v)", again, loaded)
 	}
+	// Batched reads on a store 4x the cache: the batch's lookups miss,
+	// park and read from the store, and every one counts.
+	batched := runJSON("--records", "3000", "--skip-load", "--batch", "16", "--read-ratio", "1")
+	if batched["batch"].(float64) != 16 || batched["ops"].(float64) <= 0 || batched["reads_from_ssd"].(float64) <= 0 {
+		t.Fatalf("run with --batch 16: %v", batched)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--records", "3000", "--batch", "0"}, "--batch in 1..256"},
 		{[]string{"--records", "4000", "--skip-load"}, "does not hold 4000 records"},
 		{[]string{"--records", "2000", "--skip-load"}, "holds more than 2000 records"},
 	} {
