@@ -70,6 +70,22 @@ func TestRapidBTreeAgainstOracle(t *testing.T) {
 					}
 				})
 			},
+			"getBatch": func(t *rapid.T) {
+				keys := rapid.SliceOfN(keyGen, 0, 2*btree.MaxBatch+3).Draw(t, "keys")
+				on(t, func(s btree.Session) {
+					vals := make([][]byte, len(keys))
+					found := make([]bool, len(keys))
+					if err := r.tree.GetBatch(s, keys, vals, found); err != nil {
+						t.Fatalf("batch of %d: %v", len(keys), err)
+					}
+					for i, k := range keys {
+						want, wok := oracle.Get(kv{k: k})
+						if found[i] != wok || !bytes.Equal(vals[i], want.v) {
+							t.Fatalf("batch get %q: %q %v, oracle %q %v", k, vals[i], found[i], want.v, wok)
+						}
+					}
+				})
+			},
 			"delete": func(t *rapid.T) {
 				k := keyGen.Draw(t, "key")
 				on(t, func(s btree.Session) {

@@ -15,7 +15,8 @@ import (
 
 // The B-tree workload: workers on every node get, put and delete 8-byte
 // keys of one tree; every put writes a unique value, a delete writes 0, a
-// get reads the value (0 when absent). The history is checked per key with
+// get reads the value (0 when absent), and a fifth of the gets are batches
+// of 2 to 8 keys (GetBatch). The history is checked per key with
 // the same register model as pages. A few range scans check order and
 // bounds.
 
@@ -77,6 +78,9 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 		op := checker.Op{Client: client, Page: k, Call: w.Now()}
 		var err error
 		switch {
+		case w.Chance(r.cfg.ReadRatio) && w.Chance(0.2):
+			r.batchGet(s, client, k)
+			continue
 		case w.Chance(r.cfg.ReadRatio):
 			var found bool
 			val, found, err = r.tree.Get(s, key, val[:0])
@@ -105,6 +109,43 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 		r.completed++
 		r.lastOp = op.Return
 	}
+}
+
+// batchGet reads key k and a few more in one GetBatch: every key is a
+// read in the history, called when the batch starts and returned when it
+// ends (the batch counts as one operation of the run).
+func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
+	w := r.c.w
+	n := 2 + w.Intn(7)
+	keys := make([][]byte, n)
+	vals := make([][]byte, n)
+	found := make([]bool, n)
+	ks := make([]uint64, n)
+	for i := range keys {
+		if i > 0 {
+			k = uint64(r.perm[r.zipf.next(w.Rand())])
+		}
+		ks[i], keys[i] = k, treeKey(nil, k)
+	}
+	call := w.Now()
+	if err := r.tree.GetBatch(s, keys, vals, found); err != nil {
+		r.c.inv.Fail("batch of %d keys from key %d: %v", n, ks[0], err)
+		return
+	}
+	ret := w.Now()
+	for i, k := range ks {
+		op := checker.Op{Client: client, Page: k, Call: call, Return: ret, Kind: "read"}
+		if found[i] {
+			if len(vals[i]) != 8 {
+				r.c.inv.Fail("key %d: value of %d bytes (in a batch)", k, len(vals[i]))
+				return
+			}
+			op.Value = binary.BigEndian.Uint64(vals[i])
+		}
+		r.hist.Add(op)
+	}
+	r.completed++
+	r.lastOp = ret
 }
 
 // scan reads up to 50 keys from key on and checks they come in order and
