@@ -8,10 +8,17 @@
 // nodes of a real cluster, and inside the simulator, where its history is
 // checked with porcupine.
 //
+// GetBatch looks up several keys together. A lookup is a chain of cache
+// misses that cannot overlap (each address comes out of the line before);
+// a batch walks its lookups level by level and prefetches every lookup's
+// next lines before it reads any of them, so that one thread waits for the
+// misses of many lookups at once. Its answers are those of a Get per key
+// (each read is validated the same way), and the simulator checks that.
+//
 // Limits: a key is 1 to MaxKey bytes, a value 0 to MaxValue bytes, and a
 // key and value together at most MaxEntry bytes. Deleted entries free their
 // space in the leaf, but leaves are never merged (the tree does not shrink).
 // The last PageTrailer bytes of every page are left to the storage layer.
 //
-// It imports bufmgr and protocol only.
+// It imports bufmgr, protocol and internal/prefetch only.
 package btree
