@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"unsafe"
 
 	"github.com/scalestore-go/scalestore/internal/prefetch"
 
@@ -202,10 +203,21 @@ func (n node) firstHead(h uint64, lo, hi int) int {
 	return base
 }
 
-// prefetchSlots hints the slot array's lines, so that a binary search's
-// misses overlap instead of following one another.
+// prefetchSlots hints the lines of the slot array that a search's first
+// three steps read (the slots at every eighth of the count), so that its
+// misses overlap instead of following one another. Hinting the whole array
+// (32 lines for an inner node) issued more misses than the CPU can track,
+// and a batch of lookups then stalled on its own prefetches.
 func (n node) prefetchSlots() {
-	prefetch.Range(n, headerSize, headerSize+n.count()*slotSize, 32)
+	c := n.count()
+	last := -1
+	for k := 1; k < 8; k++ {
+		line := (headerSize + (k*c/8)*slotSize) / 64
+		if line != last && line > 0 { // line 0 is the header's, read already
+			prefetch.Line(unsafe.Pointer(&n[line*64]))
+			last = line
+		}
+	}
 }
 
 // compareSlot compares slot i's key with key, whose head is h.
