@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/scalestore-go/scalestore/internal/prefetch"
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
@@ -88,6 +89,14 @@ type Cache struct {
 	// SkipVersionCheck is the skip-version-check mutation: when it returns
 	// true, an optimistic guard reports no change without validating.
 	SkipVersionCheck func() bool
+	// PoisonPrefix, when above 0, limits the poison of a dropped frame
+	// (Poison) to its first PoisonPrefix bytes. The simulator poisons whole
+	// pages, so that a reader who skips validation is caught whatever it
+	// reads; the real-world runtime poisons the first line only (a page's
+	// header, a register's value), since a dropped frame is refilled with
+	// the next page anyway and 4 KiB of stores per eviction, under the node
+	// lock, slowed down every miss.
+	PoisonPrefix int
 	// OnExclusiveRelease, when set, sees every page an exclusive guard
 	// releases or downgrades, before others can see it (the simulator
 	// records the page's content as the last completed write).
@@ -493,9 +502,20 @@ func (c *Cache) Candidates(dst []*Frame, n int, percentile int, rnd func() uint6
 	if n > len(stamps) {
 		n = len(stamps)
 	}
+	// The sampled frames are random, so each is a cache miss (three: the
+	// frame, its waiters and its queue); hint them all before looking at
+	// any, so that the sample costs about one miss instead of 3n, under
+	// the node lock that every miss of the workers needs too.
+	var idx [64]uint64
+	for i := range n {
+		idx[i] = rnd() % uint64(len(c.frames))
+		prefetch.Line(unsafe.Pointer(&c.frames[idx[i]]))
+		prefetch.Line(unsafe.Pointer(&c.waiters[idx[i]]))
+		prefetch.Line(unsafe.Pointer(&c.queues[idx[i]]))
+	}
 	m := 0
-	for range n {
-		f := &c.frames[rnd()%uint64(len(c.frames))]
+	for _, i := range idx[:n] {
+		f := &c.frames[i]
 		if !c.Evictable(f) || slices.Contains(picked[:m], f) {
 			continue
 		}

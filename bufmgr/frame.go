@@ -92,5 +92,12 @@ var poisonPage = func() []byte {
 	return b
 }()
 
-// poison fills the frame's data with Poison.
-func (c *Cache) poison(f *Frame) { copy(c.Page(f), poisonPage) }
+// poison fills the frame's data with Poison (its first PoisonPrefix bytes,
+// when that is set).
+func (c *Cache) poison(f *Frame) {
+	p := c.Page(f)
+	if c.PoisonPrefix > 0 && c.PoisonPrefix < len(p) {
+		p = p[:c.PoisonPrefix]
+	}
+	copy(p, poisonPage)
+}
