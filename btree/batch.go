@@ -42,7 +42,8 @@ type lookup struct {
 // hints (prefetches) every key's next line and only then reads them, so
 // the misses of all keys overlap. Each read is still an optimistic read
 // validated as in Get (paper §5.2); a key whose page changed under it is
-// looked up again on its own with Get.
+// looked up again on its own with Get. On an error (a key of a wrong size,
+// a corrupt page) the results are incomplete.
 func (t *Tree) GetBatch(s Session, keys, vals [][]byte, found []bool) error {
 	if len(vals) != len(keys) || len(found) != len(keys) {
 		return ErrBatchShape
