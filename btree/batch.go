@@ -90,7 +90,7 @@ func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {
 			s.Cache.PrefetchPage(st[i].pid)
 		}
 		// Round 3: the guards (all in cache now, unless a miss takes the
-		// slow path), then the slot arrays the headers describe.
+		// slow path), then the slot lines each search will read first.
 		for _, i := range active[:n] {
 			l := &st[i]
 			l.current = s.Cache.Optimistic(s.Worker, l.pid)

@@ -34,6 +34,11 @@ type BatchGetter interface {
 	GetBatch(keys, vals [][]byte, found []bool) error
 }
 
+type engineWithBatches interface {
+	Engine
+	BatchGetter
+}
+
 // MaxBatch bounds Config.Batch.
 const MaxBatch = 256
 
@@ -172,8 +177,8 @@ func Run(e Engine, cfg Config) (Result, error) {
 			// wall clock, a third clock read per operation that costs
 			// tens of nanoseconds in a VM.
 			base := time.Now()
-			if bg, ok := e.(BatchGetter); ok && cfg.Batch > 1 {
-				n = runBatched(bg, e, cfg, r, pick, h, &stopFlag, &measuring, &firstErr)
+			if be, ok := e.(engineWithBatches); ok && cfg.Batch > 1 {
+				n = runBatched(be, cfg, r, pick, h, &stopFlag, &measuring, &firstErr)
 				counts[t] = n
 				return
 			}
@@ -244,7 +249,7 @@ func Run(e Engine, cfg Config) (Result, error) {
 // runBatched is one thread's loop with Config.Batch: it draws Batch
 // operations, issues the updates among them one by one and the reads in
 // one GetBatch, and returns the operations it measured.
-func runBatched(bg BatchGetter, e Engine, cfg Config, r *rand.Rand, pick func() int64, h *hdrhistogram.Histogram, stop, measuring *atomic.Bool, firstErr *atomic.Value) int64 {
+func runBatched(e engineWithBatches, cfg Config, r *rand.Rand, pick func() int64, h *hdrhistogram.Histogram, stop, measuring *atomic.Bool, firstErr *atomic.Value) int64 {
 	b := min(cfg.Batch, MaxBatch)
 	keyMem := make([]byte, 8*b)
 	keys := make([][]byte, 0, b)
@@ -280,7 +285,7 @@ func runBatched(bg BatchGetter, e Engine, cfg Config, r *rand.Rand, pick func() 
 			continue
 		}
 		start := time.Since(base)
-		if err := bg.GetBatch(keys, vals[:len(keys)], found[:len(keys)]); err != nil {
+		if err := e.GetBatch(keys, vals[:len(keys)], found[:len(keys)]); err != nil {
 			firstErr.CompareAndSwap(nil, err)
 			return n
 		}
