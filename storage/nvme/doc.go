@@ -31,12 +31,16 @@
 //
 // # Buffers
 //
-// O_DIRECT needs 4096-aligned memory, which the Go heap does not promise, so
-// the store keeps a pool of aligned pages mapped with anonymous mmap (outside
-// the Go heap, so the kernel may write into them while Go code runs and the
-// garbage collector never moves them) and copies into and out of the
-// caller's buffers. The engine's later off-heap buffer pool will hand the
-// store aligned buffers directly and this copy will go away.
+// O_DIRECT needs aligned memory, which the Go heap does not promise, so the
+// store keeps a pool of aligned pages mapped with anonymous mmap (outside the
+// Go heap, so the kernel may write into them while Go code runs and the
+// garbage collector never moves them). Writes are copied into it, because
+// the store stamps the trailer and the caller's buffer is not modified.
+// A read into a buffer that starts on a page boundary, which every frame of
+// the engine's off-heap cache does, goes straight into that buffer and is
+// verified there: no copy. A read into any other buffer lands in the pool
+// and is copied out once verified. A direct read that fails leaves zeros in
+// the buffer; a copied one leaves the buffer as it was.
 //
 // # Concurrency and asynchronous I/O
 //

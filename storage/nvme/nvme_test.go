@@ -537,33 +537,51 @@ func TestCorruptPage(t *testing.T) {
 			corrupt(t, path, offsetOf(5), readRaw(t, path, offsetOf(3)))
 
 			s = reopen(t, e, path)
-			buf := bytes.Repeat([]byte{0xee}, PageSize)
-			for _, tc := range []struct {
-				slot uint64
-				want string
-			}{{7, "slot 7: page checksum mismatch"}, {9, "slot 9: page checksum mismatch"}, {5, "slot 5: page trailer names slot 3"}} {
-				err := s.ReadPage(tc.slot, buf)
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("ReadPage(%d) = %v, want ErrCorrupt", tc.slot, err)
-				}
-				if !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("ReadPage(%d) = %q, want it to say %q", tc.slot, err, tc.want)
-				}
-				if !bytes.Equal(buf, bytes.Repeat([]byte{0xee}, PageSize)) {
-					t.Fatalf("ReadPage(%d) served a corrupt page", tc.slot)
-				}
-				// The async path reports it too.
-				var aerr error
-				if err := s.ReadAsync(tc.slot, buf, func(err error) { aerr = err }); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.Poll(1); err != nil {
-					t.Fatal(err)
-				}
-				if !errors.Is(aerr, ErrCorrupt) {
-					t.Fatalf("ReadAsync(%d) done(%v), want ErrCorrupt", tc.slot, aerr)
+			// A buffer off a page boundary is filled through the store's
+			// own buffer and left as it was on failure; an aligned one is
+			// read into directly and holds zeros after a failure. Neither
+			// ever holds the corrupt bytes.
+			unaligned := make([]byte, PageSize+1)[1:]
+			for _, b := range []struct {
+				name      string
+				buf       []byte
+				afterFail byte
+			}{{"unaligned", unaligned, 0xee}, {"aligned", alignedPage(t), 0}} {
+				for _, tc := range []struct {
+					slot uint64
+					want string
+				}{{7, "slot 7: page checksum mismatch"}, {9, "slot 9: page checksum mismatch"}, {5, "slot 5: page trailer names slot 3"}} {
+					buf := b.buf
+					want := bytes.Repeat([]byte{b.afterFail}, PageSize)
+					fill(buf, 0xee)
+					err := s.ReadPage(tc.slot, buf)
+					if !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("%s: ReadPage(%d) = %v, want ErrCorrupt", b.name, tc.slot, err)
+					}
+					if !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("%s: ReadPage(%d) = %q, want it to say %q", b.name, tc.slot, err, tc.want)
+					}
+					if !bytes.Equal(buf, want) {
+						t.Fatalf("%s: ReadPage(%d) left %x..., want %#x bytes", b.name, tc.slot, buf[:16], b.afterFail)
+					}
+					// The async path reports it too.
+					var aerr error
+					fill(buf, 0xee)
+					if err := s.ReadAsync(tc.slot, buf, func(err error) { aerr = err }); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := s.Poll(1); err != nil {
+						t.Fatal(err)
+					}
+					if !errors.Is(aerr, ErrCorrupt) {
+						t.Fatalf("%s: ReadAsync(%d) done(%v), want ErrCorrupt", b.name, tc.slot, aerr)
+					}
+					if !bytes.Equal(buf, want) {
+						t.Fatalf("%s: ReadAsync(%d) left %x..., want %#x bytes", b.name, tc.slot, buf[:16], b.afterFail)
+					}
 				}
 			}
+			buf := unaligned
 			// A torn write: second half of slot 3 zeroed.
 			corrupt(t, path, offsetOf(3)+PageSize/2, make([]byte, PageSize/2))
 			if err := s.ReadPage(3, buf); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "slot 3") {
@@ -577,6 +595,74 @@ func TestCorruptPage(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkPage(t, 7, buf, pattern(7, 2))
+		})
+	}
+}
+
+// alignedPage is a page-aligned page outside the Go heap, unmapped when
+// the test ends.
+func alignedPage(t testing.TB) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+func fill(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
+}
+
+// TestDirectRead: a page-aligned buffer is read into in place, and the
+// store's own buffers are not touched; any other buffer goes through them.
+// Both get the same page, trailer zeroed.
+func TestDirectRead(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			s, _ := create(t, e, 8, 4)
+			for slot := range uint64(8) {
+				if err := s.WritePage(slot, pattern(slot, 3)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fill(s.pool, 0x5a)
+			direct := alignedPage(t)
+			for slot := range uint64(8) {
+				fill(direct, 0xee)
+				if slot%2 == 0 {
+					if err := s.ReadPage(slot, direct); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					var derr error
+					if err := s.ReadAsync(slot, direct, func(err error) { derr = err }); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := s.Poll(1); err != nil || derr != nil {
+						t.Fatalf("Poll: %v, read: %v", err, derr)
+					}
+				}
+				checkPage(t, slot, direct, pattern(slot, 3))
+			}
+			if !bytes.Equal(s.pool, bytes.Repeat([]byte{0x5a}, len(s.pool))) {
+				t.Fatal("a read into an aligned buffer went through the store's pool")
+			}
+			if s.Reads != 8 {
+				t.Fatalf("Reads = %d, want 8", s.Reads)
+			}
+			// An unaligned buffer is filled from the pool.
+			unaligned := make([]byte, PageSize+1)[1:]
+			if err := s.ReadPage(5, unaligned); err != nil {
+				t.Fatal(err)
+			}
+			checkPage(t, 5, unaligned, pattern(5, 3))
+			if bytes.Equal(s.pool, bytes.Repeat([]byte{0x5a}, len(s.pool))) {
+				t.Fatal("a read into an unaligned buffer did not use the pool")
+			}
 		})
 	}
 }

@@ -53,10 +53,11 @@ var ErrClosed = errors.New("nvme: store closed")
 
 // request is one read or write in flight, indexed like its pool buffer.
 type request struct {
-	slot  uint64
-	user  []byte // the caller's buffer (reads only)
-	done  func(error)
-	write bool
+	slot   uint64
+	user   []byte // the caller's buffer (reads only)
+	done   func(error)
+	write  bool
+	direct bool // a read into user itself, not into the pool buffer
 }
 
 // completion is a finished request of the pread engine awaiting Poll.
@@ -370,9 +371,15 @@ func offsetOf(slot uint64) int64 { return int64(slot+1) * PageSize }
 // ReadAsync queues a read of slot into buf and returns. done (which may be
 // nil) is called exactly once, from a later Poll, ReadPage, WritePage, Sync
 // or Close, or from ReadAsync/WriteAsync when they wait for room, with nil
-// or the read's error; buf must stay untouched until then and is filled
-// only on success. If ReadAsync itself returns an error the request was not
-// queued and done is never called.
+// or the read's error; buf must stay untouched until then. If ReadAsync
+// itself returns an error the request was not queued and done is never
+// called.
+//
+// A buf that starts on a 4096-byte boundary (a frame of the engine's
+// page-aligned pool) is read into directly, with no copy; after a failed
+// read it holds zeros. Any other buf is filled from the store's own aligned
+// buffer, and only on success. Either way a page that does not verify is
+// never served.
 //
 // At most Options.QueueDepth requests are in flight: when all are, ReadAsync
 // first waits for one to complete (running its callback). Queued requests
@@ -416,13 +423,16 @@ func (s *Store) submit(slot uint64, buf []byte, done func(error), write bool) er
 	s.free = s.free[:len(s.free)-1]
 	page := s.buf(i)
 	op := uint8(ioringOpRead)
+	direct := false
 	if write {
 		op = ioringOpWrite
 		copy(page[:DataSize], buf)
 		stamp(page, slot)
 		buf = nil
+	} else if aligned(buf) {
+		page, direct = buf, true
 	}
-	s.reqs[i] = request{slot: slot, user: buf, done: done, write: write}
+	s.reqs[i] = request{slot: slot, user: buf, done: done, write: write, direct: direct}
 	s.inflight++
 	addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(page))))
 	for !s.ring.push(op, s.fd, uint64(offsetOf(slot)), addr, PageSize, uint64(i)) {
@@ -456,21 +466,43 @@ func (s *Store) syncIO(slot uint64, buf []byte, write bool) error {
 		s.Writes++
 		return nil
 	}
-	if err := s.pread(page, offsetOf(slot)); err != nil {
-		return s.ioErr("read", slot, err)
+	direct := aligned(buf)
+	if direct {
+		page = buf
 	}
-	if err := verify(page, slot); err != nil {
-		return fmt.Errorf("nvme: %s: %w", s.path, err)
+	err := s.pread(page, offsetOf(slot))
+	if err != nil {
+		err = s.ioErr("read", slot, err)
+	} else if err = verify(page, slot); err != nil {
+		err = fmt.Errorf("nvme: %s: %w", s.path, err)
 	}
-	deliver(buf, page)
-	s.Reads++
-	return nil
+	s.finishRead(buf, page, direct, err)
+	return err
 }
 
-// deliver copies a verified page to the caller, trailer zeroed.
-func deliver(dst, page []byte) {
-	copy(dst[:DataSize], page)
-	clear(dst[DataSize:])
+// aligned reports whether buf may be the target of an O_DIRECT read: it
+// starts on a page boundary (so any logical block size up to 4096 is met)
+// and is one page long, as check has made sure.
+func aligned(buf []byte) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%PageSize == 0
+}
+
+// finishRead hands a read's result to the caller's buf: a verified page
+// with its trailer zeroed, copied out of the pool unless it was read in
+// place. A failed direct read leaves zeros, never the bytes that failed.
+func (s *Store) finishRead(buf, page []byte, direct bool, err error) {
+	switch {
+	case err != nil && direct:
+		clear(buf)
+	case err != nil:
+	case direct:
+		clear(buf[DataSize:])
+		s.Reads++
+	default:
+		copy(buf[:DataSize], page)
+		clear(buf[DataSize:])
+		s.Reads++
+	}
 }
 
 // Submit hands queued requests to the kernel without reporting completions
@@ -560,6 +592,9 @@ func (s *Store) reap() int {
 		i := uint32(ud)
 		r := s.reqs[i]
 		page := s.buf(i)
+		if r.direct {
+			page = r.user
+		}
 		var err error
 		switch {
 		case res < 0:
@@ -575,10 +610,10 @@ func (s *Store) reap() int {
 		default:
 			if err = verify(page, r.slot); err != nil {
 				err = fmt.Errorf("nvme: %s: %w", s.path, err)
-			} else {
-				deliver(r.user, page)
-				s.Reads++
 			}
+		}
+		if !r.write {
+			s.finishRead(r.user, page, r.direct, err)
 		}
 		s.reqs[i] = request{}
 		s.free = append(s.free, i)
