@@ -107,6 +107,13 @@ func (n *Node) send(m protocol.Message, payload []byte) {
 		n.local = append(n.local, m)
 		return
 	}
+	n.sendRemote(m, payload)
+}
+
+// sendRemote hands m to the environment. It is apart from send so that only
+// a message that leaves the node is copied to the heap (Env.Send is an
+// interface call, and its argument escapes): a node of one never does.
+func (n *Node) sendRemote(m protocol.Message, payload []byte) {
 	n.env.Send(&m, payload)
 }
 
@@ -116,11 +123,13 @@ func (n *Node) drain() {
 		return
 	}
 	n.draining = true
-	for len(n.local) > 0 {
-		m := n.local[0]
-		n.local = n.local[1:]
+	// By index, not by reslicing the front off: the queue's array is reused
+	// from step to step instead of shrinking until append reallocates it.
+	for i := 0; i < len(n.local); i++ {
+		m := n.local[i]
 		n.handle(&m, nil)
 	}
+	clear(n.local)
 	n.local = n.local[:0]
 	n.draining = false
 }
@@ -129,11 +138,11 @@ func (n *Node) drain() {
 // during the call.
 func (n *Node) Deliver(m *protocol.Message, payload []byte) {
 	if m.To != n.id {
-		n.violation("message for node %d delivered to node %d: %v", m.To, n.id, m)
+		n.violation("message for node %d delivered to node %d: %v", m.To, n.id, *m)
 		return
 	}
 	if len(payload) != m.PayloadLen() {
-		n.violation("%v with a payload of %d bytes", m, len(payload))
+		n.violation("%v with a payload of %d bytes", *m, len(payload))
 		return
 	}
 	n.handle(m, payload)
@@ -175,7 +184,7 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 	case protocol.TAllocReply:
 		n.onAllocReply(m)
 	default:
-		n.violation("unexpected %v", m)
+		n.violation("unexpected %v", *m)
 	}
 }
 
@@ -315,7 +324,7 @@ func (n *Node) Request(f *bufmgr.Frame) {
 func (n *Node) pendingFrame(m *protocol.Message) *bufmgr.Frame {
 	f := n.cache.Lookup(m.PID)
 	if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp || f.Pending != m.Mode {
-		n.violation("%v without a matching outstanding request", m)
+		n.violation("%v without a matching outstanding request", *m)
 		return nil
 	}
 	return f
@@ -331,7 +340,7 @@ func (n *Node) onGrant(m *protocol.Message, payload []byte) {
 		copy(n.cache.Page(f), payload)
 	}
 	if m.Flags&protocol.FlagNoData != 0 && m.From != n.id && f.Mode == protocol.ModeNone {
-		n.violation("%v without data to a node that holds no copy", m)
+		n.violation("%v without data to a node that holds no copy", *m)
 	}
 	f.ReqEpoch = m.Epoch
 	if m.From != n.id || payload != nil {
@@ -374,7 +383,7 @@ func (n *Node) invalidateAll(f *bufmgr.Frame, m *protocol.Message) {
 func (n *Node) onBusy(m *protocol.Message) {
 	f := n.cache.Lookup(m.PID)
 	if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp {
-		n.violation("%v without an outstanding request", m)
+		n.violation("%v without an outstanding request", *m)
 		return
 	}
 	pid := f.PID
@@ -392,7 +401,7 @@ func (n *Node) onBusy(m *protocol.Message) {
 func (n *Node) onTransferReply(m *protocol.Message, payload []byte) {
 	f := n.cache.Lookup(m.PID)
 	if f == nil || f.Pending == protocol.ModeNone || !f.AwaitData {
-		n.violation("%v without a transfer outstanding", m)
+		n.violation("%v without a transfer outstanding", *m)
 		return
 	}
 	copy(n.cache.Page(f), payload)
@@ -404,7 +413,7 @@ func (n *Node) onTransferReply(m *protocol.Message, payload []byte) {
 func (n *Node) onInvalidateAck(m *protocol.Message) {
 	f := n.cache.Lookup(m.PID)
 	if f == nil || f.Pending == protocol.ModeNone || f.AwaitAcks == 0 {
-		n.violation("%v without invalidations outstanding", m)
+		n.violation("%v without invalidations outstanding", *m)
 		return
 	}
 	f.AwaitAcks--
@@ -432,7 +441,7 @@ func (n *Node) maybeComplete(f *bufmgr.Frame) {
 func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message) {
 	f := n.cache.Lookup(pid)
 	if f == nil || (f.Mode == protocol.ModeNone && f.Pending == protocol.ModeNone) {
-		n.violation("%v for a page this node neither holds nor awaits", m)
+		n.violation("%v for a page this node neither holds nor awaits", *m)
 		if t.Invalidate {
 			// Nothing to drop: acknowledge so the requester is not stuck.
 			n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: pid}, nil)
@@ -442,7 +451,7 @@ func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message)
 	q := n.cache.Queue(f)
 	if len(*q) >= maxQueue {
 		// A holder owes at most one copy per node and one hand-over.
-		n.violation("%v dropped: %d transfers already queued for the page", m, len(*q))
+		n.violation("%v dropped: %d transfers already queued for the page", *m, len(*q))
 		return
 	}
 	f.Slow() // before the transfer is queued: hot-path latch holders must back off

@@ -296,7 +296,7 @@ func (n *Node) onAlloc(m *protocol.Message) {
 func (n *Node) onAllocReply(m *protocol.Message) {
 	q := n.allocWait[m.From]
 	if len(q) == 0 {
-		n.violation("%v without an allocation outstanding", m)
+		n.violation("%v without an allocation outstanding", *m)
 		return
 	}
 	aw := q[0]
