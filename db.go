@@ -154,6 +154,9 @@ func (db *DB) load() error {
 			return fmt.Errorf("scalestore: restoring the allocator: %w", err)
 		}
 		db.tree = btree.Open(protocol.PID(binary.LittleEndian.Uint64(meta[16:])))
+		if err := db.tree.Upgrade(db.session(w)); err != nil {
+			return fmt.Errorf("scalestore: opening the tree: %w", err)
+		}
 		return nil
 	})
 }

@@ -2,10 +2,12 @@ package scalestore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/internal/inparallel"
+	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage/memfile"
 )
 
@@ -166,5 +168,60 @@ func TestGetAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Get of a cached key: %.1f allocations, want 0", allocs)
+	}
+}
+
+// TestOpenUpgradesOldCatalog: a store whose catalog carries the magic of
+// the format before short keys were inlined opens, reads and writes as
+// before, and its catalog is upgraded so that an older binary refuses it.
+func TestOpenUpgradesOldCatalog(t *testing.T) {
+	ms := &memStore{Store: memfile.New(4096, nil)}
+	db, err := Open("x", memOptions(ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		if err := db.Put([]byte(fmt.Sprintf("k%05d", i)), []byte(fmt.Sprintf("v%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	slot := protocol.PID(binary.LittleEndian.Uint64(ms.meta[16:])).Slot()
+	page := make([]byte, protocol.PageSize)
+	magic := func() uint64 {
+		t.Helper()
+		if err := ms.ReadPage(slot, page); err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint64(page)
+	}
+	const v1, current = 0x5343415441, 0x5343415442
+	if m := magic(); m != current {
+		t.Fatalf("a new catalog has magic %#x, want %#x", m, current)
+	}
+	binary.LittleEndian.PutUint64(page, v1)
+	if err := ms.WritePage(slot, page); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = Open("x", memOptions(ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Put([]byte("k99999"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		if v, ok, err := db.Get([]byte(fmt.Sprintf("k%05d", i)), nil); err != nil || !ok || string(v) != fmt.Sprintf("v%d", i) {
+			t.Fatalf("key %d in the old-catalog store: %q %v %v", i, v, ok, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := magic(); m != current {
+		t.Fatalf("the old catalog was not upgraded: magic %#x", m)
 	}
 }

@@ -114,8 +114,8 @@ func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {
 			}
 			nd := node(l.current.Data())
 			l.slot, l.found = nd.lowerBound(keys[i])
-			if off, kl, vl := nd.slot(l.slot); l.slot < nd.count() && off+kl+vl <= usable {
-				prefetch.Range(nd, off+kl, off+kl+vl, 16)
+			if lo, hi, _, ok := nd.span(l.slot); ok && l.slot < nd.count() {
+				prefetch.Range(nd, lo, hi, 16)
 			}
 		}
 		// Round 5: the values and the next level's PIDs, each validated.

@@ -15,6 +15,13 @@
 // misses of many lookups at once. Its answers are those of a Get per key
 // (each read is validated the same way), and the simulator checks that.
 //
+// A key of at most 8 bytes is kept whole in its slot's key head (with its
+// length) and not again in the page's heap: a leaf of YCSB entries (8-byte
+// keys, 128-byte values) holds 28 of them. The catalog's magic names the
+// format, so that a binary from before this refuses the tree instead of
+// misreading it; an older tree is read as it is, its catalog upgraded when
+// it is opened, and each node converted when next compacted.
+//
 // Limits: a key is 1 to MaxKey bytes, a value 0 to MaxValue bytes, and a
 // key and value together at most MaxEntry bytes. Deleted entries free their
 // space in the leaf, but leaves are never merged (the tree does not shrink).

@@ -34,16 +34,27 @@ const (
 
 	kindLeaf  = 1
 	kindInner = 2
+
+	// flagShortInline (header byte 1): the node keeps no key of at most
+	// 8 bytes in its heap, since the slot's key head holds all of it
+	// (with the key length). Every node written since this flag exists
+	// has it; a page written before has not, and is converted when it is
+	// next compacted. For YCSB's 8-byte keys and 128-byte values this is
+	// 144 bytes an entry instead of 152: 28 entries a leaf, not 26.
+	flagShortInline = 1
 )
 
 // node is a view of a B-tree page (a slotted page):
 //
-//	0 kind  1 unused  2-3 count  4-5 start of the entry heap (grows down)
+//	0 kind  1 flags (flagShortInline)  2-3 count  4-5 start of the entry
+//	heap (grows down)
 //	6-7 the slot of the latest insert (a hint for splits)
 //	8-15 upper: an inner node's rightmost child; a leaf's next leaf plus
 //	one (0: none; PID 0 is a valid page)
 //	16.. slots (key head, offset, key length, value length), then free
-//	space, then the heap of keys and values up to `usable`.
+//	space, then the heap of keys and values up to `usable`. An entry's
+//	heap bytes are its key (unless inlined, see flagShortInline) followed
+//	by its value; the slot's offset is where they start.
 //
 // An inner node with n slots has n+1 children: slot i's value is the child
 // holding keys <= key i; upper holds the keys greater than the last key.
@@ -70,14 +81,24 @@ func initNode(b []byte, kind byte) {
 	clear(b[:headerSize])
 	n := node(b)
 	n[0] = kind
+	n[1] = flagShortInline
 	n.setHeap(usable)
+}
+
+// heapKey is how many bytes of a key of kl bytes the node keeps in its
+// heap: none for a short key in a node that inlines them.
+func (n node) heapKey(kl int) int {
+	if kl <= 8 && n[1]&flagShortInline != 0 {
+		return 0
+	}
+	return kl
 }
 
 // valid checks the page's header; false means a torn or foreign page. The
 // entries are checked as they are read (key, value), so an optimistic reader
 // pays only for the slots it looks at.
 func (n node) valid() bool {
-	if len(n) < usable || (n.kind() != kindLeaf && n.kind() != kindInner) {
+	if len(n) < usable || (n.kind() != kindLeaf && n.kind() != kindInner) || n[1]&^flagShortInline != 0 {
 		return false
 	}
 	c, h := n.count(), n.heapStart()
@@ -116,32 +137,62 @@ func keyHead(key []byte) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-func (n node) setSlot(i, off int, key []byte, vl int) {
+func (n node) setSlot(i, off int, head uint64, kl, vl int) {
 	s := n[headerSize+i*slotSize : headerSize+(i+1)*slotSize]
-	binary.LittleEndian.PutUint64(s, keyHead(key))
+	binary.LittleEndian.PutUint64(s, head)
 	binary.LittleEndian.PutUint16(s[8:], uint16(off))
-	binary.LittleEndian.PutUint16(s[10:], uint16(len(key)))
+	binary.LittleEndian.PutUint16(s[10:], uint16(kl))
 	binary.LittleEndian.PutUint16(s[12:], uint16(vl))
 	binary.LittleEndian.PutUint16(s[14:], 0)
 }
 
-// key is slot i's key; empty if the slot points outside the page (a page
-// changing under an optimistic reader, who restarts on validation).
-func (n node) key(i int) []byte {
+// span is where slot i's value lies in the page and its key's length; ok
+// is false if the slot points outside the page (a page changing under an
+// optimistic reader, who restarts on validation).
+func (n node) span(i int) (lo, hi, kl int, ok bool) {
 	off, kl, vl := n.slot(i)
-	if off < headerSize || off+kl+vl > usable {
+	lo = off + n.heapKey(kl)
+	hi = lo + vl
+	if off < headerSize || hi > usable || kl > MaxKey {
+		return 0, 0, 0, false
+	}
+	return lo, hi, kl, true
+}
+
+// appendKey appends slot i's key to dst; nothing if the slot points
+// outside the page, like span.
+func (n node) appendKey(dst []byte, i int) []byte {
+	lo, _, kl, ok := n.span(i)
+	if !ok {
+		return dst
+	}
+	if n.heapKey(kl) == 0 {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], n.head(i))
+		return append(dst, b[:kl]...)
+	}
+	return append(dst, n[lo-kl:lo]...)
+}
+
+// key is slot i's key, a copy when the node inlines it (see appendKey).
+func (n node) key(i int) []byte {
+	lo, _, kl, ok := n.span(i)
+	if !ok {
 		return nil
 	}
-	return n[off : off+kl]
+	if n.heapKey(kl) == 0 {
+		return n.appendKey(nil, i)
+	}
+	return n[lo-kl : lo]
 }
 
 // value is slot i's value, empty if out of bounds like key.
 func (n node) value(i int) []byte {
-	off, kl, vl := n.slot(i)
-	if off < headerSize || off+kl+vl > usable {
+	lo, hi, _, ok := n.span(i)
+	if !ok {
 		return nil
 	}
-	return n[off+kl : off+kl+vl]
+	return n[lo:hi]
 }
 
 // child is an inner slot's child PID, 0 if the slot is out of bounds.
@@ -230,10 +281,17 @@ func (n node) compareSlot(i int, h uint64, key []byte) int {
 		return 1
 	}
 	_, kl, _ := n.slot(i)
-	if kl <= 8 && len(key) <= 8 {
+	switch {
+	case kl <= 8 && len(key) <= 8:
 		// Equal heads of short keys: the keys agree up to the shorter
 		// length and the zero padding, so the shorter one sorts first.
 		return kl - len(key)
+	case kl <= 8:
+		// The slot's key is key's first kl bytes (the rest of key's head
+		// is zeros): a proper prefix, so it sorts first.
+		return -1
+	case len(key) <= 8:
+		return 1 // the other way round
 	}
 	return bytes.Compare(n.key(i), key)
 }
@@ -255,14 +313,17 @@ func (n node) live() int {
 	s := 0
 	for i := range n.count() {
 		_, kl, vl := n.slot(i)
-		s += kl + vl + slotSize
+		s += n.heapKey(kl) + vl + slotSize
 	}
 	return s
 }
 
-// room reports whether an entry of kl+vl bytes fits (after compaction).
+// room reports whether an entry with a key of kl bytes and a value of vl
+// fits (after compaction). A node that does not inline short keys yet
+// will after its next compaction, but the key is counted whole: room must
+// hold before any compaction.
 func (n node) room(kl, vl int) bool {
-	return usable-headerSize-n.live() >= kl+vl+slotSize
+	return usable-headerSize-n.live() >= n.heapKey(kl)+vl+slotSize
 }
 
 // roomFor reports whether leaf n can take key with a value of vl bytes,
@@ -277,20 +338,25 @@ func (n node) roomFor(key []byte, vl int) bool {
 		return false
 	}
 	_, okl, ovl := n.slot(i)
-	return usable-headerSize-n.live()+okl+ovl >= len(key)+vl
+	return usable-headerSize-n.live()+n.heapKey(okl)+ovl >= n.heapKey(len(key))+vl
 }
 
-// compact rewrites the heap without the space of deleted entries.
+// compact rewrites the heap without the space of deleted entries, in the
+// current format: a node written before flagShortInline existed drops the
+// heap copies of its short keys here.
 func (n node) compact() {
 	var tmp [protocol.PageSize]byte
 	copy(tmp[:], n)
 	t := node(tmp[:])
+	n[1] = flagShortInline
 	h := usable
 	for i := range t.count() {
 		off, kl, vl := t.slot(i)
-		h -= kl + vl
-		copy(n[h:], t[off:off+kl+vl])
-		n.setSlot(i, h, t[off:off+kl], vl)
+		from := off + t.heapKey(kl) - n.heapKey(kl) // drop a key the old format kept
+		size := n.heapKey(kl) + vl
+		h -= size
+		copy(n[h:], t[from:from+size])
+		n.setSlot(i, h, t.head(i), kl, vl)
 	}
 	n.setHeap(h)
 }
@@ -298,16 +364,16 @@ func (n node) compact() {
 // insertAt puts key/value in slot i, shifting the slots after it. The
 // caller checked room().
 func (n node) insertAt(i int, key, val []byte) {
-	need := len(key) + len(val)
-	if n.free() < need+slotSize {
-		n.compact()
+	if n.free() < n.heapKey(len(key))+len(val)+slotSize {
+		n.compact() // may also drop short keys of an old page
 	}
+	hk := n.heapKey(len(key))
 	c := n.count()
 	copy(n[headerSize+(i+1)*slotSize:headerSize+(c+1)*slotSize], n[headerSize+i*slotSize:headerSize+c*slotSize])
-	h := n.heapStart() - need
-	copy(n[h:], key)
-	copy(n[h+len(key):], val)
-	n.setSlot(i, h, key, len(val))
+	h := n.heapStart() - hk - len(val)
+	copy(n[h:], key[:hk])
+	copy(n[h+hk:], val)
+	n.setSlot(i, h, keyHead(key), len(key), len(val))
 	n.setHeap(h)
 	n.setCount(c + 1)
 	n.setLastInsert(i)
@@ -351,13 +417,14 @@ func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 			}
 		}
 	}
+	var kb [MaxKey]byte
 	if n.isLeaf() {
 		// n keeps [0, mid], r gets (mid, c).
 		for i := mid + 1; i < c; i++ {
-			r.insertAt(r.count(), n.key(i), n.value(i))
+			r.insertAt(r.count(), n.appendKey(kb[:0], i), n.value(i))
 		}
 		if sep == nil {
-			sep = append([]byte(nil), n.key(mid)...)
+			sep = n.appendKey(nil, mid)
 		}
 		r.setUpper(n.upper())
 		n.setUpper(rightPID + 1)
@@ -365,10 +432,10 @@ func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 	} else {
 		// n keeps [0, mid) with mid's child as its upper; r gets (mid, c).
 		for i := mid + 1; i < c; i++ {
-			r.insertAt(r.count(), n.key(i), n.value(i))
+			r.insertAt(r.count(), n.appendKey(kb[:0], i), n.value(i))
 		}
 		r.setUpper(n.upper())
-		sep = append([]byte(nil), n.key(mid)...)
+		sep = n.appendKey(nil, mid)
 		n.setUpper(n.child(mid))
 		n.setCount(mid)
 	}

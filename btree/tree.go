@@ -25,7 +25,16 @@ var (
 	ErrCorrupt   = errors.New("btree: corrupt page")
 )
 
-const catalogMagic = 0x5343415441 // "SCATA"
+// The catalog page starts with a magic that also names the node format:
+// catalogMagic for a tree whose nodes may inline short keys
+// (flagShortInline), catalogMagicV1 for one written before. A binary that
+// predates the flag knows only the old magic, so it refuses a newer tree
+// instead of misreading its nodes; this one reads both and upgrades an old
+// catalog when it opens the tree for writing (Upgrade).
+const (
+	catalogMagicV1 = 0x5343415441 // "SCATA"
+	catalogMagic   = 0x5343415442 // "SCATB"
+)
 
 // Tree is a B-tree identified by its catalog page, which holds the root PID.
 // The value is shared by every node and worker using the tree.
@@ -62,10 +71,29 @@ func Create(s Session) (*Tree, error) {
 }
 
 func rootOf(cat []byte) (protocol.PID, bool) {
-	if binary.LittleEndian.Uint64(cat) != catalogMagic {
+	if m := binary.LittleEndian.Uint64(cat); m != catalogMagic && m != catalogMagicV1 {
 		return 0, false
 	}
 	return protocol.PID(binary.LittleEndian.Uint64(cat[8:])), true
+}
+
+// Upgrade marks a tree written before flagShortInline as one whose nodes
+// may inline short keys (nodes convert one by one as they are compacted),
+// so that an older binary refuses it from now on. A tree of the current
+// format is left as it is. Call it before the tree's first write.
+func (t *Tree) Upgrade(s Session) error {
+	cat := s.Cache.Exclusive(s.Worker, t.catalog)
+	defer cat.Release()
+	d := cat.Data()
+	switch binary.LittleEndian.Uint64(d) {
+	case catalogMagic:
+		return nil
+	case catalogMagicV1:
+		binary.LittleEndian.PutUint64(d, catalogMagic)
+		cat.MarkDirty()
+		return nil
+	}
+	return fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
 }
 
 // step is one optimistic read of a node; ok false means restart.
@@ -310,7 +338,7 @@ func (t *Tree) Scan(s Session, from, to []byte, fn func(key, val []byte) bool) e
 		}
 		sg, err = p.current.ToShared()
 	}
-	var last []byte
+	var last, kbuf []byte
 	for {
 		n := node(sg.Data())
 		i := 0
@@ -318,12 +346,14 @@ func (t *Tree) Scan(s Session, from, to []byte, fn func(key, val []byte) bool) e
 			i, _ = n.lowerBound(from)
 		} else {
 			i, _ = n.lowerBound(last)
-			if i < n.count() && bytes.Equal(n.key(i), last) {
+			kbuf = n.appendKey(kbuf[:0], i)
+			if i < n.count() && bytes.Equal(kbuf, last) {
 				i++
 			}
 		}
 		for ; i < n.count(); i++ {
-			k := n.key(i)
+			kbuf = n.appendKey(kbuf[:0], i)
+			k := kbuf
 			if to != nil && bytes.Compare(k, to) >= 0 {
 				sg.Release()
 				return nil
