@@ -29,8 +29,8 @@ var (
 // catalogMagic for a tree whose nodes may inline short keys
 // (flagShortInline), catalogMagicV1 for one written before. A binary that
 // predates the flag knows only the old magic, so it refuses a newer tree
-// instead of misreading its nodes; this one reads both and upgrades an old
-// catalog when it opens the tree for writing (Upgrade).
+// instead of misreading its nodes; this one reads both, and the embedded
+// store upgrades an old catalog when it opens the tree (Upgrade).
 const (
 	catalogMagicV1 = 0x5343415441 // "SCATA"
 	catalogMagic   = 0x5343415442 // "SCATB"
