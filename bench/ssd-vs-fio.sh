@@ -26,6 +26,7 @@ ops/s against fio's IOPS per pair and overall (the target is >= 0.8x).
   --cache SIZE    scalestore's cache (default 256MiB: data about 4x the cache)
   --threads T     ycsb threads (default 32, as fio's depth)
   --duration D    seconds per run (default 10)
+  --warmup W      seconds of ycsb warm-up before each measured run (default 3)
   --bin PATH      the scalestore binary (default bin/scalestore; `make build`)
   -h, --help      this text
 
@@ -34,7 +35,7 @@ the figures: they depend on the machine.
 EOF
 }
 
-pairs=3 data=bench-data/ssd records=8000000 cache=256MiB threads=32 duration=10 bin=bin/scalestore
+pairs=3 data=bench-data/ssd records=8000000 cache=256MiB threads=32 duration=10 warmup=3 bin=bin/scalestore
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--pairs) pairs=$2; shift 2 ;;
@@ -43,13 +44,17 @@ while [ $# -gt 0 ]; do
 	--cache) cache=$2; shift 2 ;;
 	--threads) threads=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
+	--warmup) warmup=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "ssd-vs-fio: unknown flag $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
+for n in "$pairs" "$records" "$threads" "$duration" "$warmup"; do
+	case "$n" in '' | *[!0-9]*) echo "ssd-vs-fio: '$n' is not a whole number" >&2; exit 2 ;; esac
+done
 for n in "$pairs" "$records" "$threads" "$duration"; do
-	case "$n" in '' | *[!0-9]*) echo "ssd-vs-fio: $n is not a positive integer" >&2; exit 2 ;; esac
+	[ "$n" -gt 0 ] || { echo "ssd-vs-fio: --pairs, --records, --threads and --duration must be above 0" >&2; exit 2; }
 done
 command -v fio >/dev/null || { echo "ssd-vs-fio: fio not found (apt install fio)" >&2; exit 1; }
 [ -x "$bin" ] || { echo "ssd-vs-fio: $bin not found (run make build, or pass --bin)" >&2; exit 1; }
@@ -61,7 +66,7 @@ cpu_ticks() { awk '/^cpu / {t=0; for (i=2; i<=NF; i++) t+=$i; print t, $9}' /pro
 steal_pct() { echo "$1 $2" | awk '{d=$3-$1; printf "%.0f", (d > 0 ? 100 * ($4 - $2) / d : 0)}'; }
 
 ycsb=("$bin" ycsb --records "$records" --cache "$cache" --data "$data" --threads "$threads"
-	--read-ratio 1 --zipf 0 --duration "${duration}s" --warmup 3s --json)
+	--read-ratio 1 --zipf 0 --duration "${duration}s" --warmup "${warmup}s" --json)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if [ ! -e "$data/scalestore.db" ]; then

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,5 +59,52 @@ func TestYCSBSkipLoad(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("ycsb", "--records", "10", "--skip-load"); code != 2 || !strings.Contains(errOut, "--data") {
 		t.Errorf("--skip-load in memory: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestSSDVsFioScript runs bench/ssd-vs-fio.sh (make bench-ssd) on a tiny
+// store: it loads the records once, prints a row per pair and the overall
+// ratio, and refuses bad flags. It needs fio and a filesystem that takes
+// O_DIRECT; without them it is skipped.
+func TestSSDVsFioScript(t *testing.T) {
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("fio not installed")
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "bench", "ssd-vs-fio.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := scalestoreBinary(t)
+	data := filepath.Join(t.TempDir(), "ssd")
+	cmd := exec.Command("bash", script, "--pairs", "2", "--records", "3000", "--cache", "256KiB",
+		"--threads", "2", "--duration", "1", "--warmup", "0", "--data", data, "--bin", bin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(stderr.String(), "O_DIRECT") {
+			t.Skipf("the temporary directory refuses O_DIRECT: %s", stderr.String())
+		}
+		t.Fatalf("script: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(stderr.String(), "loading 3000 records") {
+		t.Errorf("the first run did not load the records: %s", stderr.String())
+	}
+	row := regexp.MustCompile(`(?m)^[12] +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9]+ +[0-9]+%/[0-9]+%`)
+	if n := len(row.FindAllString(out, -1)); n != 2 {
+		t.Errorf("%d pair rows, want 2:\n%s", n, out)
+	}
+	if !regexp.MustCompile(`overall: [0-9]+ ops/s against [0-9]+ IOPS, [0-9.]+x`).MatchString(out) {
+		t.Errorf("no overall line:\n%s", out)
+	}
+	// A second call reuses the records instead of loading them again.
+	again := exec.Command("bash", script, "--pairs", "1", "--records", "3000", "--cache", "256KiB",
+		"--threads", "2", "--duration", "1", "--warmup", "0", "--data", data, "--bin", bin)
+	both, err := again.CombinedOutput()
+	if err != nil || strings.Contains(string(both), "loading") {
+		t.Errorf("second call: %v\n%s", err, both)
+	}
+	if code := exec.Command("bash", script, "--pairs", "0").Run(); code == nil {
+		t.Error("--pairs 0 accepted")
 	}
 }
