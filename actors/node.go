@@ -129,8 +129,7 @@ func (n *Node) drain() {
 		m := n.local[i]
 		n.handle(&m, nil)
 	}
-	clear(n.local)
-	n.local = n.local[:0]
+	n.local = n.local[:0] // a Message holds no pointers: nothing to clear for the GC
 	n.draining = false
 }
 
