@@ -26,7 +26,8 @@ Commands:
   cluster    start N node processes on this host, run YCSB inside them, check
              the history with porcupine
   bench      'bench transport': TCP, Unix socket and shared memory between two processes;
-             'bench memory': this machine's dependent-load latency (what bounds a lookup in memory)
+             'bench memory': this machine's dependent-load latency (what bounds a lookup in memory);
+             'bench io': random reads of a loaded store through the engine's I/O path (what bounds it on disk)
 
 Run 'scalestore <command> --help' for the flags of a command.
 `
