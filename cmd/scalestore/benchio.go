@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,14 +27,18 @@ Measures the random 4 KiB reads that the store in DIR (loaded before, e.g.
 by 'scalestore ycsb --data DIR') gets from its disk through the engine's own
 I/O path: storage/nvme's O_DIRECT reads on io_uring, each page's checksum
 verified. It reads the pages the store has written (the region fio's
-same-disk baseline reads), uniformly at random, two ways (--pattern depth,
-workers or both) for --duration each:
+same-disk baseline reads), uniformly at random, for --duration in each of
+the patterns --pattern names (both: depth and workers; all: the three):
 
   depth    one goroutine keeps --depth reads in flight (fio's pattern:
            --ioengine=io_uring --iodepth=N)
   workers  --depth goroutines with one read each, submitting on one shared
            ring and woken by a reaper goroutine: the engine's pattern for
            --threads N workers that miss the cache, without the engine
+  poll     --depth goroutines with one read each that never sleep: while its
+           read is out, each reaps the ring itself (no system call) and
+           yields; it keeps every CPU busy, and shows what the sleeps and
+           wake-ups of 'workers' cost
 
 'depth' is what Go and the store get from the disk at that depth (compare
 it with fio's figure for the command printed at the end); 'workers' is the
@@ -63,7 +69,7 @@ func runBenchIO(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("data", "", "directory of a store loaded before (required)")
 	depth := fs.Int("depth", 32, "reads in flight: the ring's depth, and the number of workers")
 	duration := fs.Duration("duration", 5*time.Second, "measured time of each pattern")
-	pattern := fs.String("pattern", "both", "depth, workers or both (see above)")
+	pattern := fs.String("pattern", "both", "depth, workers, poll, both or all (see above)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -84,8 +90,8 @@ func runBenchIO(args []string, stdout, stderr io.Writer) int {
 	case *duration <= 0:
 		fmt.Fprintln(stderr, "bench io: --duration must be positive")
 		return 2
-	case *pattern != "depth" && *pattern != "workers" && *pattern != "both":
-		fmt.Fprintf(stderr, "bench io: --pattern %q: want depth, workers or both\n", *pattern)
+	case !strings.Contains(" depth workers poll both all ", " "+*pattern+" "):
+		fmt.Fprintf(stderr, "bench io: --pattern %q: want depth, workers, poll, both or all\n", *pattern)
 		return 2
 	}
 	path := filepath.Join(*dir, scalestore.StoreFile)
@@ -126,8 +132,9 @@ func runBenchIO(args []string, stdout, stderr io.Writer) int {
 	for _, p := range []struct {
 		name string
 		run  func(*nvme.Store, []byte, uint64, int, time.Duration) (uint64, time.Duration, error)
-	}{{"depth", readAtDepth}, {"workers", readByWorkers}} {
-		if *pattern != "both" && *pattern != p.name {
+	}{{"depth", readAtDepth}, {"workers", readByWorkers}, {"poll", readByPollers}} {
+		chosen := *pattern == p.name || *pattern == "all" || (*pattern == "both" && p.name != "poll")
+		if !chosen {
 			continue
 		}
 		cpu0 := cpuTime()
@@ -316,5 +323,68 @@ func readByWorkers(s *nvme.Store, bufs []byte, pages uint64, depth int, d time.D
 	for live.Load() > 0 { // the reaper has gone: the workers return at once
 		time.Sleep(time.Millisecond)
 	}
+	return n, took, readErr
+}
+
+// readByPollers runs depth goroutines that each submit one read and, until
+// it is done, reap the ring themselves (Poll(0) reads the completion queue
+// without a system call) and yield: nobody sleeps, nobody is woken.
+func readByPollers(s *nvme.Store, bufs []byte, pages uint64, depth int, d time.Duration) (uint64, time.Duration, error) {
+	var (
+		mu      sync.Mutex // serialises the store
+		reads   atomic.Uint64
+		stop    atomic.Bool
+		errOnce sync.Once
+		readErr error
+		workers sync.WaitGroup
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { readErr = err })
+		stop.Store(true)
+	}
+	start := time.Now()
+	for w := range depth {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			var done atomic.Bool
+			var doneErr error // written before done is set
+			report := func(err error) { doneErr = err; done.Store(true) }
+			for !stop.Load() {
+				done.Store(false)
+				mu.Lock()
+				err := s.ReadAsync(rng.Uint64N(pages), page(bufs, w), report)
+				if err == nil {
+					err = s.Submit()
+				}
+				mu.Unlock()
+				for err == nil && !done.Load() {
+					if mu.TryLock() {
+						_, err = s.Poll(0)
+						mu.Unlock()
+					}
+					if err == nil && !done.Load() {
+						runtime.Gosched()
+					}
+				}
+				if err == nil {
+					err = doneErr
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	deadline := time.Now().Add(d)
+	for !stop.Load() && time.Now().Before(deadline) {
+		time.Sleep(min(10*time.Millisecond, time.Until(deadline)))
+	}
+	n, took := reads.Load(), time.Since(start)
+	stop.Store(true)
+	workers.Wait()
 	return n, took, readErr
 }

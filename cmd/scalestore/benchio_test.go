@@ -28,7 +28,7 @@ func TestBenchIO(t *testing.T) {
 		t.Fatalf("ycsb JSON: %v, %+v", err, loaded)
 	}
 
-	code, out, errOut = runCLI("bench", "io", "--data", dir, "--depth", "4", "--duration", "100ms", "--json")
+	code, out, errOut = runCLI("bench", "io", "--data", dir, "--depth", "4", "--duration", "100ms", "--pattern", "all", "--json")
 	if code != 0 {
 		t.Fatalf("bench io: exit %d: %s", code, errOut)
 	}
@@ -41,10 +41,10 @@ func TestBenchIO(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("last line is not JSON: %v\n%s", err, out)
 	}
-	if res.Pages != loaded.StorePages || res.Depth != 4 || len(res.Runs) != 2 {
-		t.Fatalf("bench io: %+v, want %d pages, depth 4, two runs", res, loaded.StorePages)
+	if res.Pages != loaded.StorePages || res.Depth != 4 || len(res.Runs) != 3 {
+		t.Fatalf("bench io: %+v, want %d pages, depth 4, three runs", res, loaded.StorePages)
 	}
-	for i, want := range []string{"depth", "workers"} {
+	for i, want := range []string{"depth", "workers", "poll"} {
 		r := res.Runs[i]
 		if r.Pattern != want || r.Reads == 0 || !(r.ReadsPerSec > 0) || !(r.CPUus > 0) {
 			t.Errorf("run %d: %+v", i, r)
@@ -72,7 +72,7 @@ func TestBenchIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	for _, p := range []string{"depth", "workers"} {
+	for _, p := range []string{"depth", "workers", "poll"} {
 		code, _, errOut := runCLI("bench", "io", "--data", dir, "--depth", "4", "--duration", "2s", "--pattern", p)
 		if code != 1 || !strings.Contains(errOut, "corrupt") || !strings.Contains(errOut, "slot "+itoa(slot)) {
 			t.Errorf("--pattern %s on a corrupt page: exit %d, stderr %q", p, code, errOut)
