@@ -3,9 +3,11 @@ package scalestore
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/internal/inparallel"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage/memfile"
@@ -225,3 +227,55 @@ func TestOpenUpgradesOldCatalog(t *testing.T) {
 		t.Fatalf("the old catalog was not upgraded: magic %#x", m)
 	}
 }
+
+// TestFullStoreLosesNothing: when the store has no slot left for a split,
+// Put fails with ErrStoreFull, and every key put before is still there (by
+// Get and by a scan), however few slots were left: a root split needs two
+// pages, and must not move half a leaf into the first when the second is
+// refused. The keys come in a scrambled order, so that leaves split in
+// half (an ascending run splits off an empty page).
+func TestFullStoreLosesNothing(t *testing.T) {
+	for _, slots := range []uint64{3, 4, 5, 9, 40} {
+		db, err := Open("", Options{InMemory: true, CachePages: 64, Slots: slots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		val := bytes.Repeat([]byte("v"), 100)
+		n := 0
+		for ; ; n++ {
+			err = db.Put(scrambled(n), val)
+			if err != nil {
+				break
+			}
+			if n > 100_000 {
+				t.Fatalf("%d slots: %d puts and no error", slots, n)
+			}
+		}
+		if !errors.Is(err, actors.ErrStoreFull) {
+			t.Fatalf("%d slots: put %d failed with %v, want ErrStoreFull", slots, n, err)
+		}
+		for i := range n {
+			if v, ok, err := db.Get(scrambled(i), nil); err != nil || !ok || !bytes.Equal(v, val) {
+				t.Fatalf("%d slots, %d keys put: key %d: %q, %v, %v", slots, n, i, v, ok, err)
+			}
+		}
+		seen := 0
+		if err := db.Scan(nil, nil, func(k, v []byte) bool { seen++; return true }); err != nil || seen != n {
+			t.Fatalf("%d slots: scan saw %d of %d keys (%v)", slots, seen, n, err)
+		}
+		// Updates in place and deletes still work on a full store.
+		if err := db.Put(scrambled(0), []byte("w")); err != nil {
+			t.Errorf("%d slots: update of a stored key: %v", slots, err)
+		}
+		if found, err := db.Delete(scrambled(1)); err != nil || !found {
+			t.Errorf("%d slots: delete: %v, %v", slots, found, err)
+		}
+		if err := db.Close(); err != nil {
+			t.Errorf("%d slots: close: %v", slots, err)
+		}
+	}
+}
+
+// scrambled is the i-th key of a sequence in no order (distinct for i below
+// 1<<20).
+func scrambled(i int) []byte { return fmt.Appendf(nil, "key%07d", (i*786433)%(1<<20)) }

@@ -193,21 +193,25 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 	defer px.Release()
 	defer nx.Release()
 	n := node(nx.Data())
+	// Every page the split needs is allocated before anything moves: an
+	// allocation that fails (a full store) must leave the tree as it was.
 	right, err := s.Allocate(s.Worker)
 	if err != nil {
 		return fmt.Errorf("btree: allocating a split page: %w", err)
 	}
 	defer right.Release()
+	var root bufmgr.ExclusiveGuard
+	if p.isCat {
+		// A new root above the old one.
+		if root, err = s.Allocate(s.Worker); err != nil {
+			return fmt.Errorf("btree: allocating a new root: %w", err)
+		}
+	}
 	initNode(right.Data(), n.kind())
 	sep := n.splitInto(node(right.Data()), uint64(right.PID()), key)
 	nx.MarkDirty()
 	right.MarkDirty()
 	if p.isCat {
-		// A new root above the old one.
-		root, err := s.Allocate(s.Worker)
-		if err != nil {
-			return fmt.Errorf("btree: allocating a new root: %w", err)
-		}
 		initNode(root.Data(), kindInner)
 		r := node(root.Data())
 		r.setUpper(uint64(right.PID()))
