@@ -16,6 +16,11 @@ const maxQueue = 2 * protocol.MaxNodes
 // receives or in its own state.
 var ErrProtocol = errors.New("protocol violation")
 
+// ErrStorage is wrapped by a read or write of the node's store that failed
+// for good (after the retries of a transient error), together with the
+// store's own error: a full disk, an I/O error, a corrupt page.
+var ErrStorage = errors.New("storage failure")
+
 // Stats counts what a node did.
 type Stats struct {
 	Requests, RemoteFetches, Invalidations, Evictions, EvictDeclined, Pulls, IORetries uint64
@@ -275,7 +280,8 @@ func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, 
 	op(pid.Slot(), buf, func(err error) {
 		if err != nil {
 			if !errors.Is(err, storage.ErrTransient) || attempt >= n.cfg.MaxIORetries {
-				n.violation("%s %v on the SSD failed (attempt %d): %v", verb, pid, attempt+1, err)
+				n.obs.Violation(n.id, fmt.Errorf("node %d: %w: %s %v on the SSD failed (attempt %d): %w",
+					n.id, ErrStorage, verb, pid, attempt+1, err))
 				return
 			}
 			n.Stats.IORetries++
