@@ -46,7 +46,20 @@ type Options struct {
 	// InMemory keeps the pages in memory instead of a directory (nothing
 	// survives Close): for benchmarks and tests.
 	InMemory bool
+	// OpenUnclean opens a store that was not closed cleanly (see
+	// ErrUnclean) instead of refusing it, to read what it holds. Its pages
+	// may not match its catalog: lookups can miss keys or fail with
+	// corrupt pages. A clean Close afterwards marks it clean again.
+	OpenUnclean bool
 }
+
+// ErrUnclean is returned by Open for a store that holds a tree but was not
+// closed cleanly: its process stopped without closing it, or its last
+// flush failed (a full disk, an I/O error). The store has no log to recover
+// from, so the pages written before the stop may not match the catalog and
+// the allocator of its last clean close. Options.OpenUnclean opens it
+// anyway.
+var ErrUnclean = errors.New("store was not closed cleanly")
 
 // Stats are the DB's counters.
 type Stats struct {
@@ -88,6 +101,8 @@ type DB struct {
 	// allocate is rt.Allocate, made once: a method value made per
 	// operation would be an allocation on every Get.
 	allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
+	// unclean: open the store even if it was not closed cleanly.
+	unclean bool
 }
 
 const metaMagic = 0x5353474F4D455441 // "SSGOMETA"
@@ -122,10 +137,14 @@ func Open(dir string, opts Options) (*DB, error) {
 		store.Close()
 		return nil, err
 	}
-	db := &DB{rt: rt, store: store, allocate: rt.Allocate}
+	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean}
 	if err := db.load(); err != nil {
 		rt.Close()
-		store.Close()
+		if errors.Is(err, ErrUnclean) {
+			abandon(store) // refused, it must stay unclean: Close would mark it clean
+		} else {
+			store.Close()
+		}
 		return nil, err
 	}
 	return db, nil
@@ -146,6 +165,11 @@ func (db *DB) load() error {
 		}
 		if len(meta) < 24 || binary.LittleEndian.Uint64(meta) != metaMagic {
 			return fmt.Errorf("scalestore: metadata of %d bytes is not ours", len(meta))
+		}
+		if c, ok := db.store.(interface{ WasClean() bool }); ok && !c.WasClean() && !db.unclean {
+			return fmt.Errorf("scalestore: %w (its process stopped without closing it, or its last flush failed): "+
+				"its pages may not match its catalog; open it with Options.OpenUnclean (kv --unclean) to read what "+
+				"is there, or remove %s to start over", ErrUnclean, StoreFile)
 		}
 		allocated := binary.LittleEndian.Uint64(meta[8:])
 		var err error
@@ -206,16 +230,31 @@ func (db *DB) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.Scan(db.session(w), from, to, fn) })
 }
 
-// Close writes every dirty page and the metadata, and closes the store.
+// abandon releases a store without marking it clean, where the store can
+// tell (the NVMe store's Abandon); others are closed.
+func abandon(s Store) {
+	if a, ok := s.(interface{ Abandon() error }); ok {
+		a.Abandon()
+		return
+	}
+	s.Close()
+}
+
+// Close writes every dirty page and the metadata, and closes the store. If
+// a page cannot be written (a full disk, an I/O error), the store is left
+// marked unclean, so that its next Open reports ErrUnclean instead of
+// trusting pages that no longer match its metadata.
 func (db *DB) Close() error {
 	err := db.rt.Close()
+	if err != nil {
+		abandon(db.store)
+		return fmt.Errorf("scalestore: flushing the store: %w", err)
+	}
 	meta := make([]byte, 24)
 	binary.LittleEndian.PutUint64(meta, metaMagic)
 	binary.LittleEndian.PutUint64(meta[8:], db.rt.Node().Directory().Allocated())
 	binary.LittleEndian.PutUint64(meta[16:], uint64(db.tree.Catalog()))
-	if err == nil {
-		err = db.store.SetMeta(meta)
-	}
+	err = db.store.SetMeta(meta)
 	if cerr := db.store.Close(); err == nil {
 		err = cerr
 	}

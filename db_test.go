@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/actors"
@@ -279,3 +280,92 @@ func TestFullStoreLosesNothing(t *testing.T) {
 // scrambled is the i-th key of a sequence in no order (distinct for i below
 // 1<<20).
 func scrambled(i int) []byte { return fmt.Appendf(nil, "key%07d", (i*786433)%(1<<20)) }
+
+// trackedStore is a memStore that remembers, as the NVMe store does,
+// whether its last user closed it or abandoned it, and that can refuse
+// writes as a full disk does.
+type trackedStore struct {
+	memStore
+	clean, wasClean bool
+	fullDisk        bool
+}
+
+func (s *trackedStore) WasClean() bool { return s.wasClean }
+func (s *trackedStore) Close() error   { s.clean = true; return nil }
+func (s *trackedStore) Abandon() error { s.clean = false; return nil }
+func (s *trackedStore) WritePage(slot uint64, buf []byte) error {
+	if s.fullDisk {
+		return fmt.Errorf("write of slot %d: %w", slot, syscall.ENOSPC)
+	}
+	return s.memStore.WritePage(slot, buf)
+}
+
+func (s *trackedStore) options(unclean bool) Options {
+	return Options{CachePages: 16, OpenUnclean: unclean, OpenStore: func(string, uint64) (Store, error) {
+		s.wasClean, s.clean = s.clean, false // Open marks the store in use
+		return s, nil
+	}}
+}
+
+// TestFailedFlushLeavesStoreUnclean: a Close whose flush fails (a full disk)
+// reports the store's error, leaves the metadata of the last clean close and
+// the store marked unclean; the next Open refuses it with ErrUnclean, and
+// Options.OpenUnclean opens it (here nothing reached the pages, so every key
+// of the clean close is there) and closes it clean again.
+func TestFailedFlushLeavesStoreUnclean(t *testing.T) {
+	ts := &trackedStore{memStore: memStore{Store: memfile.New(4096, nil)}, clean: true}
+	db, err := Open("x", ts.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := db.Put(fmt.Appendf(nil, "key%04d", i), []byte("first")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta := ts.Meta()
+
+	db, err = Open("x", ts.options(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := db.Put(fmt.Appendf(nil, "key%04d", i), []byte("second")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts.fullDisk = true
+	if err := db.Close(); !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, actors.ErrStorage) {
+		t.Fatalf("Close on a full disk: %v, want ENOSPC as a storage failure", err)
+	}
+	if ts.clean || !bytes.Equal(ts.Meta(), meta) {
+		t.Fatalf("after the failed flush: clean %v, metadata changed %v", ts.clean, !bytes.Equal(ts.Meta(), meta))
+	}
+	ts.fullDisk = false
+
+	for range 2 { // a refused Open leaves it unclean
+		if _, err := Open("x", ts.options(false)); !errors.Is(err, ErrUnclean) {
+			t.Fatalf("Open of an unclean store: %v, want ErrUnclean", err)
+		}
+	}
+	db, err = Open("x", ts.options(true))
+	if err != nil {
+		t.Fatalf("Open with OpenUnclean: %v", err)
+	}
+	for i := range 300 {
+		if v, ok, err := db.Get(fmt.Appendf(nil, "key%04d", i), nil); err != nil || !ok || string(v) != "first" {
+			t.Fatalf("key %d: %q %v %v", i, v, ok, err)
+		}
+	}
+	if err := db.Close(); err != nil || !ts.clean {
+		t.Fatalf("Close after OpenUnclean: %v, clean %v", err, ts.clean)
+	}
+	db, err = Open("x", ts.options(false))
+	if err != nil {
+		t.Fatalf("Open after a clean close: %v", err)
+	}
+	db.Close()
+}

@@ -27,7 +27,10 @@ given as arguments, or reads commands from standard input, one per line:
 
 Keys are 1 to 256 bytes, a key and its value together at most 1024 bytes;
 values run to the end of the line. Every page is written back and the store
-closed cleanly on exit, on end of input and on Ctrl-C.
+closed cleanly on exit, on end of input and on Ctrl-C. Writes are durable
+once the store is closed: a store whose process was killed, or whose last
+flush failed (a full disk), is refused at the next open, since its pages may
+not match its catalog; --unclean opens it anyway to read what is there.
 
 Flags:
 `
@@ -38,6 +41,7 @@ func runKV(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, kvUsage); fs.PrintDefaults() }
 	dir := fs.String("data", "", "directory of the store (required)")
 	cache := fs.Int("cache-pages", 4096, "4 KiB frames in memory")
+	unclean := fs.Bool("unclean", false, "open a store that was not closed cleanly (see above)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -52,7 +56,7 @@ func runKV(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kv: %v\n", err)
 		return 1
 	}
-	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache})
+	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache, OpenUnclean: *unclean})
 	if err != nil {
 		fmt.Fprintf(stderr, "kv: %v\n", err)
 		return 1

@@ -425,7 +425,35 @@ func TestReopen(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkPage(t, 1, got, pattern(1, 12))
-			if err := s3.Close(); err != nil {
+			// Abandon (a caller whose flush failed): the pages it wrote
+			// stay, the metadata it set does not, and the store reads as
+			// unclean until a Close.
+			if err := s3.WritePage(2, pattern(2, 13)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s3.SetMeta([]byte("abandoned")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s3.Abandon(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s3.Abandon(); err != nil {
+				t.Fatalf("second Abandon: %v", err)
+			}
+			s4 := reopen(t, e, path)
+			if s4.WasClean() || !bytes.Equal(s4.Meta(), big) {
+				t.Fatalf("after Abandon: clean %v, meta of %d bytes", s4.WasClean(), len(s4.Meta()))
+			}
+			if err := s4.ReadPage(2, got); err != nil {
+				t.Fatal(err)
+			}
+			checkPage(t, 2, got, pattern(2, 13))
+			if err := s4.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s5 := reopen(t, e, path); !s5.WasClean() {
+				t.Fatal("closed after an abandoned use: not clean")
+			} else if err := s5.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Open(path, Options{Slots: 65, NoIOUring: e.noIOUring}); err == nil {

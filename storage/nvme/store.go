@@ -752,6 +752,24 @@ func (s *Store) Close() error {
 	return err
 }
 
+// Abandon releases the store like Close but leaves its superblock marked in
+// use, with the metadata it had: for a caller whose own state did not reach
+// the store (a flush that failed half-way, on a full disk say), so that the
+// next Open reports WasClean false instead of trusting pages that may not
+// match the metadata. Requests in flight are waited for; their errors are
+// returned. Abandoning a closed store does nothing.
+func (s *Store) Abandon() error {
+	if s.closed {
+		return nil
+	}
+	err := s.drain()
+	if s.closed {
+		return err // a callback closed the store
+	}
+	s.release(s.inflight == 0)
+	return err
+}
+
 // release frees the ring, the pool and the file without touching the
 // superblock. The pool is unmapped only if no request is in flight (the
 // kernel could still write into it otherwise).
