@@ -509,14 +509,36 @@ var ErrStoreFull = errors.New("actors: the node's store is full")
 
 // Allocate creates a page on this node's store and latches it exclusively
 // for w (a btree.Session's Allocate).
+//
+// A store that can reserve disk space for its slots (storage/nvme) is asked
+// to first: a full disk then fails this allocation, and the split or insert
+// that wanted the page, instead of the flush of pages the store already
+// took writes for.
 func (l *Local) Allocate(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
 	var g bufmgr.ExclusiveGuard
 	var ok bool
-	l.Locked(func() { g, ok = l.node.Allocate(w, l.node.ID()) })
-	if !ok {
+	var err error
+	l.Locked(func() {
+		if r, can := l.store.(spaceReserver); can {
+			if err = r.Reserve(l.node.Directory().Allocated()); err != nil {
+				return
+			}
+		}
+		g, ok = l.node.Allocate(w, l.node.ID())
+	})
+	switch {
+	case err != nil && !errors.Is(err, storage.ErrOutOfRange):
+		return g, fmt.Errorf("node %d: %w: %w", l.node.ID(), ErrStoreFull, err)
+	case !ok:
 		return g, fmt.Errorf("node %d: %w", l.node.ID(), ErrStoreFull)
 	}
 	return g, nil
+}
+
+// spaceReserver is a store that can set disk space aside for its slots
+// before they are written (storage/nvme's Reserve).
+type spaceReserver interface {
+	Reserve(slot uint64) error
 }
 
 // Locked runs fn under the node's lock (for statistics).

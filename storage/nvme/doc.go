@@ -61,6 +61,15 @@
 // superblock, Close marks it clean; WasClean reports whether the previous
 // user closed it.
 //
+// # Space
+//
+// A store file is sparse: Reserve preallocates (fallocate) the slots a
+// caller is about to use, a chunk at a time, so that a full filesystem
+// refuses the allocation of a page rather than the write of a page that
+// was already taken (which would leave the caller's state half on disk).
+// Abandon releases a store without marking it clean, for a caller whose
+// flush failed.
+//
 // # Imports
 //
 // This package implements storage.PageStore and may import only the storage

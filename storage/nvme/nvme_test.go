@@ -914,3 +914,62 @@ func TestSubmitAndWaitCompletions(t *testing.T) {
 		})
 	}
 }
+
+// allocatedBytes is how much disk the file at path takes.
+func allocatedBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// TestReserve: Reserve gives the sparse store file blocks for the slots up
+// to the one asked and a chunk ahead, once; past the capacity it refuses.
+// On a filesystem that is full it reserves only what is asked for when a
+// chunk does not fit, and reports ENOSPC when that does not fit either
+// (that part needs root, to mount a small tmpfs, and is skipped without).
+func TestReserve(t *testing.T) {
+	s, path := create(t, engines[1], 3*ReserveChunk, 0)
+	before := allocatedBytes(t, path)
+	if err := s.Reserve(10); err != nil {
+		t.Fatal(err)
+	}
+	if s.noReserve {
+		t.Skip("the test directory's filesystem cannot preallocate")
+	}
+	after := allocatedBytes(t, path)
+	if want := int64(10+1+ReserveChunk) * PageSize; after-before < want {
+		t.Fatalf("Reserve(10) took %d bytes of disk, want at least %d", after-before, want)
+	}
+	if err := s.Reserve(ReserveChunk); err != nil || allocatedBytes(t, path) != after {
+		t.Fatalf("Reserve within the reserved chunk: %v, or it took more disk", err)
+	}
+	if err := s.Reserve(3 * ReserveChunk); !errors.Is(err, storage.ErrOutOfRange) {
+		t.Fatalf("Reserve past the capacity: %v", err)
+	}
+
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("no small tmpfs for the full-disk case (needs root): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, 0) })
+	small, err := Open(filepath.Join(dir, "store"), Options{Slots: 1024, Create: true, NoDirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	if err := small.Reserve(0); err != nil { // a chunk (4 MiB) does not fit, slot 0 does
+		t.Fatalf("Reserve(0) on a 1 MiB filesystem: %v", err)
+	}
+	if small.reserved != 1 {
+		t.Fatalf("reserved %d slots, want 1", small.reserved)
+	}
+	if err := small.Reserve(600); !errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("Reserve(600) on a 1 MiB filesystem: %v, want ENOSPC", err)
+	}
+	if err := small.WritePage(0, pattern(0, 1)); err != nil {
+		t.Fatalf("write of the reserved slot on a full filesystem: %v", err)
+	}
+}

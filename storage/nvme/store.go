@@ -90,6 +90,11 @@ type Store struct {
 	gen      uint64
 	closed   bool
 
+	// reserved: slots below it have disk blocks (Reserve); noReserve: the
+	// filesystem cannot preallocate, or the store is a block device.
+	reserved  uint64
+	noReserve bool
+
 	// Reads and Writes count successful page reads and writes.
 	Reads, Writes uint64
 }
@@ -750,6 +755,48 @@ func (s *Store) Close() error {
 	}
 	s.release(s.inflight == 0)
 	return err
+}
+
+// ReserveChunk is how many slots Reserve preallocates past the one asked
+// for (16 MiB), so that it runs once per that many new pages.
+const ReserveChunk = 4096
+
+// Reserve makes sure that the file has disk blocks for slots 0 to slot, so
+// that no later write to them fails for want of space: on a full disk the
+// caller learns it when it allocates a page, not when it flushes a page it
+// already took writes for. It preallocates (fallocate) up to ReserveChunk
+// slots ahead, and only up to slot when the disk cannot take that much. A
+// block device, or a filesystem that cannot preallocate, has nothing to
+// reserve. Reserve does not touch the ring: it may run while another
+// goroutine submits or reaps, but not concurrently with itself or Close.
+func (s *Store) Reserve(slot uint64) error {
+	if s.closed {
+		return ErrClosed
+	}
+	if slot >= s.slots {
+		return fmt.Errorf("nvme: reserve slot %d of %d: %w", slot, s.slots, storage.ErrOutOfRange)
+	}
+	if slot < s.reserved || s.noReserve || !s.regular {
+		return nil
+	}
+	end := min(slot+1+ReserveChunk, s.slots)
+	for {
+		from := offsetOf(s.reserved)
+		err := unix.Fallocate(s.fd, 0, from, offsetOf(end)-from)
+		switch {
+		case err == nil:
+			s.reserved = end
+			return nil
+		case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
+			s.noReserve = true
+			return nil
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.ENOSPC) && end > slot+1:
+			end = slot + 1 // no room for a chunk ahead: only what is needed
+		default:
+			return wrapIO(fmt.Sprintf("nvme: reserve slots %d to %d of %s", s.reserved, end-1, s.path), err)
+		}
+	}
 }
 
 // Abandon releases the store like Close but leaves its superblock marked in
