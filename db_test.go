@@ -300,10 +300,13 @@ func (s *trackedStore) WritePage(slot uint64, buf []byte) error {
 	return s.memStore.WritePage(slot, buf)
 }
 
-func (s *trackedStore) options(unclean bool) Options {
+func (s *trackedStore) options(unclean bool) Options { return trackedOptions(s, s, unclean) }
+
+// trackedOptions opens st, whose clean state s tracks.
+func trackedOptions(s *trackedStore, st Store, unclean bool) Options {
 	return Options{CachePages: 16, OpenUnclean: unclean, OpenStore: func(string, uint64) (Store, error) {
 		s.wasClean, s.clean = s.clean, false // Open marks the store in use
-		return s, nil
+		return st, nil
 	}}
 }
 
@@ -368,4 +371,57 @@ func TestFailedFlushLeavesStoreUnclean(t *testing.T) {
 		t.Fatalf("Open after a clean close: %v", err)
 	}
 	db.Close()
+}
+
+// roomyStore is a trackedStore whose disk has room for the first room
+// slots: Reserve refuses any slot past them, as storage/nvme's does on a
+// full filesystem.
+type roomyStore struct {
+	trackedStore
+	room uint64
+}
+
+func (s *roomyStore) Reserve(slot uint64) error {
+	if slot >= s.room {
+		return fmt.Errorf("reserve slot %d: %w", slot, syscall.ENOSPC)
+	}
+	return nil
+}
+
+// TestFullDiskFailsPutsNotTheFlush: when the disk has no room for another
+// page, the Put that needs one fails (ErrStoreFull, with the disk's ENOSPC),
+// as it does again when retried, while the store keeps all it took, closes
+// cleanly and reopens with every key.
+func TestFullDiskFailsPutsNotTheFlush(t *testing.T) {
+	rs := &roomyStore{trackedStore: trackedStore{memStore: memStore{Store: memfile.New(4096, nil)}, clean: true}, room: 20}
+	db, err := Open("x", trackedOptions(&rs.trackedStore, rs, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := bytes.Repeat([]byte("v"), 100)
+	n := 0
+	for ; ; n++ {
+		if err = db.Put(scrambled(n), val); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, actors.ErrStoreFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("put %d on a full disk: %v, want ErrStoreFull with ENOSPC", n, err)
+	}
+	if err := db.Put(scrambled(n), val); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("the same put again: %v", err)
+	}
+	if err := db.Close(); err != nil || !rs.clean {
+		t.Fatalf("Close on a full disk: %v (clean %v)", err, rs.clean)
+	}
+	db, err = Open("x", trackedOptions(&rs.trackedStore, rs, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range n {
+		if v, ok, err := db.Get(scrambled(i), nil); err != nil || !ok || !bytes.Equal(v, val) {
+			t.Fatalf("key %d of %d after reopen: %q %v %v", i, n, v, ok, err)
+		}
+	}
 }
