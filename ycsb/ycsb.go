@@ -8,6 +8,7 @@ package ycsb
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -63,6 +64,35 @@ type Config struct {
 	// opens (after the warm-up) and closes, so an engine's own counters
 	// (cache hits, SSD reads) can be read over the same window.
 	OnMeasure, OnStop func()
+	// Interrupt, when closed, ends Load and Run early with ErrInterrupted
+	// (the operations under way finish first).
+	Interrupt <-chan struct{}
+}
+
+// ErrInterrupted is returned by Load and Run when Config.Interrupt closed.
+var ErrInterrupted = errors.New("ycsb: interrupted")
+
+// interrupted reports whether cfg's Interrupt has closed.
+func (cfg *Config) interrupted() bool {
+	select {
+	case <-cfg.Interrupt:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits for d or for Interrupt, and reports whether it was
+// interrupted.
+func (cfg *Config) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return false
+	case <-cfg.Interrupt:
+		return true
+	}
 }
 
 // ValueSize is the size of every value (paper §6.1).
@@ -114,6 +144,10 @@ func Load(e Engine, cfg Config) (time.Duration, error) {
 			var kb [8]byte
 			val := make([]byte, ValueSize)
 			for i := lo; i < hi; i++ {
+				if i%1024 == 0 && cfg.interrupted() {
+					firstErr.CompareAndSwap(nil, ErrInterrupted)
+					return
+				}
 				r.Read(val)
 				if err := e.Put(Key(kb[:], int64(i)), val); err != nil {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("load record %d: %w", i, err))
@@ -207,15 +241,15 @@ func Run(e Engine, cfg Config) (Result, error) {
 			counts[t] = n
 		}()
 	}
-	time.Sleep(cfg.Warmup)
+	stopped := cfg.sleep(cfg.Warmup)
 	if cfg.OnMeasure != nil {
 		cfg.OnMeasure()
 	}
 	measuring.Store(true)
 	start := time.Now()
 	end := start.Add(cfg.Duration)
-	for time.Now().Before(end) {
-		time.Sleep(min(250*time.Millisecond, time.Until(end)))
+	for !stopped && time.Now().Before(end) {
+		stopped = cfg.sleep(min(250*time.Millisecond, time.Until(end)))
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "\rrun %.0fs/%.0fs ", time.Since(start).Seconds(), cfg.Duration.Seconds())
 		}
@@ -231,6 +265,9 @@ func Run(e Engine, cfg Config) (Result, error) {
 	}
 	if err, _ := firstErr.Load().(error); err != nil {
 		return Result{}, err
+	}
+	if stopped {
+		return Result{}, ErrInterrupted
 	}
 	all := hdrhistogram.New(1, 60_000_000, 3)
 	var res Result

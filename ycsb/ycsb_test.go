@@ -1,6 +1,7 @@
 package ycsb
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,5 +113,32 @@ func TestBatchedReads(t *testing.T) {
 	}
 	if b, k := e.batches.Load(), e.keys.Load(); b == 0 || k >= 16*b || k <= 4*b {
 		t.Fatalf("read ratio 0.5, batch 16: %d batches of %d keys (want about 8 per batch)", b, k)
+	}
+}
+
+// TestInterrupt: closing Config.Interrupt ends a load part-way and a run
+// in its warm-up or its measured window with ErrInterrupted, long before
+// their time is up.
+func TestInterrupt(t *testing.T) {
+	stop := make(chan struct{})
+	e := &countingEngine{Baseline: NewBaseline()}
+	cfg := Config{Records: 50_000_000, ReadRatio: 1, Threads: 2, Duration: time.Hour, Warmup: time.Hour, Seed: 1, Interrupt: stop}
+	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
+	start := time.Now()
+	if _, err := Load(e, cfg); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Load: %v, want ErrInterrupted", err)
+	}
+	if loaded := e.t.Len(); loaded == 0 || loaded >= cfg.Records {
+		t.Fatalf("%d of %d records loaded before the interrupt", loaded, cfg.Records)
+	}
+	cfg.Records = 1000
+	for _, warmup := range []time.Duration{time.Hour, 0} {
+		cfg.Warmup = warmup
+		if _, err := Run(e, cfg); !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("Run with a warm-up of %v: %v, want ErrInterrupted", warmup, err)
+		}
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("interrupted calls took %v", took)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/scalestore-go/scalestore"
@@ -37,10 +39,14 @@ read is recorded with its batch's latency. The btree engine has no batch
 call and gets the reads one by one. The default, 1, is one lookup per call
 (the paper's setup).
 
+Ctrl-C (or SIGTERM) stops the load or the run, and the store in --data is
+still closed cleanly (exit status 130); a store that was not closed is
+refused by the next open.
+
 Flags:
 `
 
-func runYCSB(args []string, stdout, stderr io.Writer) int {
+func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 	fs := flag.NewFlagSet("ycsb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, ycsbUsage); fs.PrintDefaults() }
@@ -94,7 +100,16 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ycsb: %v\n", err)
 			return 1
 		}
-		defer db.Close()
+		// Every page goes back to the store before the process ends, also
+		// after Ctrl-C: a store left unclosed is refused by the next open.
+		defer func() {
+			if err := db.Close(); err != nil {
+				fmt.Fprintf(stderr, "ycsb: closing the store: %v\n", err)
+				if code == 0 {
+					code = 1
+				}
+			}
+		}()
 		e = db
 	case "btree":
 		e = ycsb.NewBaseline()
@@ -102,6 +117,16 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ycsb: --engine %q: want scalestore or btree\n", *engine)
 		return 2
 	}
+	interrupt := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer func() { signal.Stop(sig); close(sig) }()
+	go func() {
+		if _, ok := <-sig; ok {
+			close(interrupt)
+		}
+	}()
+	cfg.Interrupt = interrupt
 	var load time.Duration
 	if *skipLoad {
 		if err := checkLoaded(db, *dir, cfg.Records); err != nil {
@@ -109,8 +134,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	} else if load, err = ycsb.Load(e, cfg); err != nil {
-		fmt.Fprintf(stderr, "ycsb: %v\n", err)
-		return 1
+		return ycsbFailed(stderr, err, "the load stopped part-way: run without --skip-load to load again")
 	}
 	// The engine's counters are read over the measured window only (the
 	// warm-up's misses would inflate the SSD reads per second).
@@ -138,8 +162,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := ycsb.Run(e, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "ycsb: %v\n", err)
-		return 1
+		return ycsbFailed(stderr, err, "no figures")
 	}
 	res.LoadSecs = load.Seconds()
 	out := struct {
@@ -182,6 +205,17 @@ func runYCSB(args []string, stdout, stderr io.Writer) int {
 			out.SSDReadsSec, filepath.Join(*dir, scalestore.StoreFile), nvme.PageSize, out.StorePages*nvme.PageSize)
 	}
 	return 0
+}
+
+// ycsbFailed reports err and returns the exit code: 130 for Ctrl-C (then
+// what stopped, and the store is still closed on the way out), 1 otherwise.
+func ycsbFailed(stderr io.Writer, err error, whatStopped string) int {
+	if errors.Is(err, ycsb.ErrInterrupted) {
+		fmt.Fprintf(stderr, "ycsb: interrupted (%s)\n", whatStopped)
+		return 130
+	}
+	fmt.Fprintf(stderr, "ycsb: %v\n", err)
+	return 1
 }
 
 // startCPUProfile profiles the process into path until the returned stop.
