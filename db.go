@@ -9,6 +9,12 @@
 //	err = db.Close() // flushes every page and the catalog
 //
 // A DB is safe for concurrent use by many goroutines.
+//
+// Writes are durable once Close returns: there is no log, and a store whose
+// process stopped without Close, or whose Close could not write every page,
+// is refused by the next Open (ErrUnclean). A full disk fails the Put that
+// needs a new page (the store reserves disk space before it hands a page
+// out), not the Close.
 package scalestore
 
 import (
