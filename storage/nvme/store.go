@@ -742,20 +742,7 @@ func (s *Store) persist(clean bool) error {
 // Close implements storage.PageStore: it waits for the requests in flight
 // (running their callbacks), flushes, persists the metadata, marks the store
 // clean and releases everything. Closing a closed store does nothing.
-func (s *Store) Close() error {
-	if s.closed {
-		return nil
-	}
-	err := s.drain()
-	if s.closed {
-		return nil // a callback closed the store
-	}
-	if err == nil {
-		err = s.persist(true)
-	}
-	s.release(s.inflight == 0)
-	return err
-}
+func (s *Store) Close() error { return s.finish(true) }
 
 // ReserveChunk is how many slots Reserve preallocates past the one asked
 // for (16 MiB), so that it runs once per that many new pages.
@@ -805,13 +792,20 @@ func (s *Store) Reserve(slot uint64) error {
 // next Open reports WasClean false instead of trusting pages that may not
 // match the metadata. Requests in flight are waited for; their errors are
 // returned. Abandoning a closed store does nothing.
-func (s *Store) Abandon() error {
+func (s *Store) Abandon() error { return s.finish(false) }
+
+// finish is Close (clean) or Abandon: it waits for the requests in flight,
+// persists the superblock marked clean if clean, and releases everything.
+func (s *Store) finish(clean bool) error {
 	if s.closed {
 		return nil
 	}
 	err := s.drain()
 	if s.closed {
-		return err // a callback closed the store
+		return nil // a callback closed the store
+	}
+	if err == nil && clean {
+		err = s.persist(true)
 	}
 	s.release(s.inflight == 0)
 	return err
