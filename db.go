@@ -206,7 +206,8 @@ func (db *DB) Get(key, dst []byte) (val []byte, ok bool, err error) {
 
 // GetBatch looks up several keys in one call: found[i] tells whether
 // keys[i] is there, and vals[i] is its value appended to vals[i][:0]. The
-// three slices must have the same length. The answers are those of a Get
+// three slices must have the same length. A key whose page is unreadable
+// fails the whole batch (ErrUnreadable). The answers are those of a Get
 // per key; the lookups walk the tree together so that their cache misses
 // overlap (btree.Tree.GetBatch), which makes a batch of point reads much
 // faster than the same reads one by one when the data outgrows the CPU's
@@ -245,6 +246,13 @@ func abandon(s Store) {
 	}
 	s.Close()
 }
+
+// ErrUnreadable is wrapped by the error of an operation that needed a page
+// the store could not read (a corrupt page, an I/O error): that operation
+// fails and the DB goes on; the next operation on the page reads it again.
+// The error also wraps the store's own (for the O_DIRECT store, one that
+// wraps nvme.ErrCorrupt for a page that fails its checksum).
+var ErrUnreadable = bufmgr.ErrUnreadable
 
 // Close writes every dirty page and the metadata, and closes the store. If
 // a page cannot be written (a full disk, an I/O error), the store is left

@@ -5,13 +5,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/actors"
+	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/internal/inparallel"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/storage/nvme"
 )
 
 // memStore is a Store that outlives Close, to test reopening without disks.
@@ -423,5 +428,102 @@ func TestFullDiskFailsPutsNotTheFlush(t *testing.T) {
 		if v, ok, err := db.Get(scrambled(i), nil); err != nil || !ok || !bytes.Equal(v, val) {
 			t.Fatalf("key %d of %d after reopen: %q %v %v", i, n, v, ok, err)
 		}
+	}
+}
+
+// TestCorruptPageFailsOnlyItsKeys: a page that fails its checksum fails the
+// operations that need it, with an error that names the page and the
+// cause, and nothing else: the other keys read and write as before, the
+// store closes cleanly, and the corrupt page is never written back (after a
+// reopen its keys still fail instead of being silently lost or changed).
+func TestCorruptPageFailsOnlyItsKeys(t *testing.T) {
+	dir := t.TempDir()
+	const keys = 3000
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%05d", i)) }
+	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 50) }
+	db, err := Open(dir, Options{CachePages: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if err := db.Put(key(i), value(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages := db.Stats().Pages
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Garbage over a page in the middle of the data (a leaf: the few inner
+	// pages were allocated first).
+	slot := pages / 2
+	f, err := os.OpenFile(filepath.Join(dir, "scalestore.db"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0x5A}, protocol.PageSize)
+	if _, err := f.WriteAt(junk, int64(slot+1)*protocol.PageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(round string, db *DB) (bad []int) {
+		for i := range keys {
+			v, ok, err := db.Get(key(i), nil)
+			switch {
+			case err != nil:
+				if !errors.Is(err, bufmgr.ErrUnreadable) || !errors.Is(err, actors.ErrStorage) || !errors.Is(err, nvme.ErrCorrupt) ||
+					!strings.Contains(err.Error(), fmt.Sprintf("0:%d", slot)) {
+					t.Fatalf("%s: get %s: %v, want an unreadable page 0:%d (a storage failure, corrupt)", round, key(i), err, slot)
+				}
+				bad = append(bad, i)
+			case !ok || !bytes.Equal(v, value(i)):
+				t.Fatalf("%s: get %s = %x, %v", round, key(i), v, ok)
+			}
+		}
+		if len(bad) == 0 || len(bad) > keys/10 {
+			t.Fatalf("%s: %d of %d keys failed, want those of one leaf", round, len(bad), keys)
+		}
+		return bad
+	}
+	db, err = Open(dir, Options{CachePages: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := check("first open", db)
+	// The failure is not cached for good: the page is read (and fails) again.
+	reads := db.Stats().SSDReads
+	if again := check("again", db); len(again) != len(bad) {
+		t.Fatalf("%d keys failed the first time, %d the second", len(bad), len(again))
+	}
+	if db.Stats().SSDReads == reads {
+		t.Fatal("the second round did not read the store again")
+	}
+	// Writes: a key of the corrupt leaf fails, the others work.
+	if err := db.Put(key(bad[0]), []byte("new")); !errors.Is(err, bufmgr.ErrUnreadable) {
+		t.Fatalf("put into the corrupt leaf: %v", err)
+	}
+	good := (bad[0] + keys/2) % keys
+	if err := db.Put(key(good), value(good+1)); err != nil {
+		t.Fatalf("put %s: %v", key(good), err)
+	}
+	if err := db.Put(key(good), value(good)); err != nil {
+		t.Fatalf("put %s: %v", key(good), err)
+	}
+	if err := db.Scan(nil, nil, func(k, v []byte) bool { return true }); !errors.Is(err, bufmgr.ErrUnreadable) {
+		t.Fatalf("a scan over the corrupt leaf: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("close after the failures: %v", err)
+	}
+	db, err = Open(dir, Options{CachePages: 16})
+	if err != nil {
+		t.Fatalf("reopen (the store must be clean): %v", err)
+	}
+	defer db.Close()
+	if after := check("after reopen", db); len(after) != len(bad) {
+		t.Fatalf("%d keys failed before the close, %d after", len(bad), len(after))
 	}
 }

@@ -34,6 +34,11 @@ type Observer interface {
 	Accepted(dir protocol.NodeID, d protocol.Decision)
 	// Obtained reports that node's request for pid in mode completed.
 	Obtained(node protocol.NodeID, pid protocol.PID, mode protocol.Mode, waited int64)
+	// Unreadable reports that node, pid's directory, could not read pid
+	// from its SSD (err wraps ErrStorage and the store's error): the page
+	// goes out as unreadable (protocol.FlagUnreadable) and the operations
+	// that wanted it fail; the node goes on.
+	Unreadable(node protocol.NodeID, pid protocol.PID, err error)
 }
 
 // Mutations break one protocol rule each, on purpose, so the simulator can
@@ -111,5 +116,6 @@ func (nopObserver) Violation(protocol.NodeID, error)                            
 func (nopObserver) CopyChanged(protocol.NodeID, protocol.PID, protocol.Mode, protocol.Mode, []byte) {}
 func (nopObserver) Accepted(protocol.NodeID, protocol.Decision)                                     {}
 func (nopObserver) Obtained(protocol.NodeID, protocol.PID, protocol.Mode, int64)                    {}
+func (nopObserver) Unreadable(protocol.NodeID, protocol.PID, error)                                 {}
 
 var _ bufmgr.Remote = (*Node)(nil)

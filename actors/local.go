@@ -162,14 +162,19 @@ func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
 }
 
 // run calls fn, turning the unwinding of a failed node's worker into the
-// node's error.
+// node's error, and that of a guard on an unreadable page into the
+// operation's (bufmgr.PageError).
 func (l *Local) run(fn func(w *bufmgr.Worker) error, w *bufmgr.Worker) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			if _, ok := r.(errAborted); !ok {
+			switch r := r.(type) {
+			case errAborted:
+				err = l.firstErr()
+			case *bufmgr.PageError:
+				err = r
+			default:
 				panic(r)
 			}
-			err = l.firstErr()
 		}
 	}()
 	return fn(w)
@@ -490,6 +495,14 @@ func (l *Local) fail(err error) {
 
 // Violation implements Observer.
 func (l *Local) Violation(n protocol.NodeID, err error) { l.fail(err) }
+
+// Unreadable implements Observer: the operations on pid fail, the node goes
+// on; the log says why once per failed read.
+func (l *Local) Unreadable(n protocol.NodeID, pid protocol.PID, err error) {
+	if l.log != nil {
+		l.log.Warn("page unreadable", "node", n, "page", pid, "err", err)
+	}
+}
 
 // CopyChanged implements Observer.
 func (l *Local) CopyChanged(protocol.NodeID, protocol.PID, protocol.Mode, protocol.Mode, []byte) {}

@@ -18,12 +18,26 @@ var ErrProtocol = errors.New("protocol violation")
 
 // ErrStorage is wrapped by a read or write of the node's store that failed
 // for good (after the retries of a transient error), together with the
-// store's own error: a full disk, an I/O error, a corrupt page.
+// store's own error: a full disk, an I/O error, a corrupt page. A failed
+// write fails the node (the page it held would be lost); a failed read fails
+// only the operations on that page (bufmgr.PageError).
 var ErrStorage = errors.New("storage failure")
+
+// lostRecords bounds the read errors a node remembers for the workers
+// that ask why a page is unreadable (Unreadable); older ones are reported
+// without the store's error.
+const lostRecords = 64
+
+type lostRecord struct {
+	pid protocol.PID
+	err error
+}
 
 // Stats counts what a node did.
 type Stats struct {
 	Requests, RemoteFetches, Invalidations, Evictions, EvictDeclined, Pulls, IORetries uint64
+	// UnreadableReads counts pages this node could not read from its SSD.
+	UnreadableReads uint64
 }
 
 // Node is one ScaleStore node.
@@ -48,6 +62,8 @@ type Node struct {
 	evicting          int // frames with an eviction under way
 	lastProgressCheck int64
 	stopped           bool
+	lost              [lostRecords]lostRecord // the latest failed reads, a ring
+	lostNext          int
 	Stats             Stats
 }
 
@@ -196,7 +212,8 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 
 func (n *Node) onRequest(from protocol.NodeID, pid protocol.PID, mode protocol.Mode) {
 	f := n.cache.Lookup(pid)
-	localCopy := f != nil && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting
+	// An unreadable copy does not count: the SSD may read this time.
+	localCopy := f != nil && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting && !f.Unreadable
 	dec, err := n.dir.Request(from, pid, mode, localCopy)
 	if err != nil {
 		n.violation("%v", err)
@@ -247,32 +264,61 @@ func (n *Node) grantFromSSD(dec protocol.Decision) {
 			n.violation("local grant of %v without an outstanding request", dec.PID)
 			return
 		}
-		n.readSSD(dec.PID, n.cache.Page(f), 0, func() {
+		n.readSSD(dec.PID, n.cache.Page(f), 0, func(unreadable bool) {
+			flags := protocol.FlagNoData // read straight into the frame
+			if unreadable {
+				flags |= protocol.FlagUnreadable
+			}
 			n.onGrant(&protocol.Message{Type: protocol.TGrant, From: n.id, To: n.id, Mode: dec.Mode, PID: dec.PID,
-				Epoch: dec.Epoch, Flags: protocol.FlagNoData, Set: dec.Set}, nil)
+				Epoch: dec.Epoch, Flags: flags, Set: dec.Set}, nil)
 		})
 		return
 	}
 	buf := n.getBuf()
-	n.readSSD(dec.PID, buf, 0, func() {
+	n.readSSD(dec.PID, buf, 0, func(unreadable bool) {
+		var flags protocol.Flags
+		if unreadable {
+			flags = protocol.FlagUnreadable
+		}
 		n.send(protocol.Message{Type: protocol.TGrant, To: dec.Requester, Mode: dec.Mode, PID: dec.PID, Epoch: dec.Epoch,
-			Set: dec.Set}, buf)
+			Flags: flags, Set: dec.Set}, buf)
 		n.putBuf(buf)
 	})
 }
 
-func (n *Node) readSSD(pid protocol.PID, buf []byte, attempt int, done func()) {
-	n.storageOp(false, pid, buf, attempt, done)
+// readSSD reads pid into buf. A read that fails for good does not fail the
+// node: done learns that the page is unreadable, and the directory grants
+// it as such (protocol.FlagUnreadable). The directory's metadata already
+// moved on when it accepted the request (chaining), so the grant must go
+// out either way; what travels is the news that the page means nothing.
+func (n *Node) readSSD(pid protocol.PID, buf []byte, attempt int, done func(unreadable bool)) {
+	n.storageOp(false, pid, buf, attempt, func(err error) {
+		if err != nil {
+			n.Stats.UnreadableReads++
+			n.lost[n.lostNext] = lostRecord{pid, err}
+			n.lostNext = (n.lostNext + 1) % lostRecords
+			n.obs.Unreadable(n.id, pid, err)
+		}
+		done(err != nil)
+	})
 }
 
+// writeSSD writes buf as pid. A write that fails for good fails the node:
+// the page it carries would be lost.
 func (n *Node) writeSSD(pid protocol.PID, buf []byte, attempt int, done func()) {
-	n.storageOp(true, pid, buf, attempt, done)
+	n.storageOp(true, pid, buf, attempt, func(err error) {
+		if err != nil {
+			n.obs.Violation(n.id, err)
+			return
+		}
+		done()
+	})
 }
 
 // storageOp reads or writes pid's slot, retrying transient errors after a
 // back-off (up to cfg.MaxIORetries); any other error, or one that does not
-// go away, is reported and the operation abandoned.
-func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, done func()) {
+// go away, is passed to done, wrapped with ErrStorage.
+func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, done func(error)) {
 	op, verb := n.env.ReadPage, "reading"
 	if write {
 		op, verb = n.env.WritePage, "writing"
@@ -280,17 +326,56 @@ func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, 
 	op(pid.Slot(), buf, func(err error) {
 		if err != nil {
 			if !errors.Is(err, storage.ErrTransient) || attempt >= n.cfg.MaxIORetries {
-				n.obs.Violation(n.id, fmt.Errorf("node %d: %w: %s %v on the SSD failed (attempt %d): %w",
+				done(fmt.Errorf("node %d: %w: %s %v on the SSD failed (attempt %d): %w",
 					n.id, ErrStorage, verb, pid, attempt+1, err))
+				n.drain()
 				return
 			}
 			n.Stats.IORetries++
 			n.env.After(n.cfg.RetryDelay, func() { n.storageOp(write, pid, buf, attempt+1, done) })
 			return
 		}
-		done()
+		done(nil)
 		n.drain()
 	})
+}
+
+// Unreadable implements bufmgr.Remote: why a guard on pid failed. It also
+// drops the unreadable copy soon (an eviction, which never writes it back),
+// so that the next operation on the page reads it again instead of failing
+// on the cached failure: a read error that went away heals, a corrupt page
+// fails each operation afresh. A frame others still wait for or owe a
+// transfer from is not evictable yet; the last of them to fail drops it.
+func (n *Node) Unreadable(pid protocol.PID) error {
+	n.env.After(n.cfg.RetryDelay, func() {
+		if f := n.cache.Lookup(pid); f != nil && f.Unreadable {
+			n.EvictPage(pid)
+		}
+	})
+	for i := range lostRecords {
+		r := &n.lost[(n.lostNext-1-i+2*lostRecords)%lostRecords]
+		if r.err != nil && r.pid == pid {
+			return fmt.Errorf("%w: %w", bufmgr.ErrUnreadable, r.err)
+		}
+	}
+	return fmt.Errorf("%w: its directory, node %d, could not read it from its SSD", bufmgr.ErrUnreadable, pid.Dir())
+}
+
+// copyData is the page of f as the observer should see it: nil when the
+// copy is unreadable (there is no value to check).
+func (n *Node) copyData(f *bufmgr.Frame) []byte {
+	if f.Unreadable {
+		return nil
+	}
+	return n.cache.Page(f)
+}
+
+// pageFlags are the flags of a message that carries f's page.
+func pageFlags(f *bufmgr.Frame) protocol.Flags {
+	if f.Unreadable {
+		return protocol.FlagUnreadable
+	}
+	return 0
 }
 
 func (n *Node) getBuf() []byte {
@@ -343,6 +428,10 @@ func (n *Node) onGrant(m *protocol.Message, payload []byte) {
 	f.AwaitResp = false
 	if payload != nil {
 		copy(n.cache.Page(f), payload)
+		f.Unreadable = false
+	}
+	if m.Flags&protocol.FlagUnreadable != 0 {
+		f.Unreadable = true
 	}
 	if m.Flags&protocol.FlagNoData != 0 && m.From != n.id && f.Mode == protocol.ModeNone {
 		n.violation("%v without data to a node that holds no copy", *m)
@@ -410,6 +499,7 @@ func (n *Node) onTransferReply(m *protocol.Message, payload []byte) {
 		return
 	}
 	copy(n.cache.Page(f), payload)
+	f.Unreadable = m.Flags&protocol.FlagUnreadable != 0
 	f.AwaitData = false
 	n.Stats.RemoteFetches++
 	n.maybeComplete(f)
@@ -432,7 +522,7 @@ func (n *Node) maybeComplete(f *bufmgr.Frame) {
 	old := f.Mode
 	mode := f.Pending
 	f.Mode, f.Pending, f.Served, f.Epoch = mode, protocol.ModeNone, 0, f.ReqEpoch
-	n.obs.CopyChanged(n.id, f.PID, old, mode, n.cache.Page(f))
+	n.obs.CopyChanged(n.id, f.PID, old, mode, n.copyData(f))
 	n.obs.Obtained(n.id, f.PID, mode, n.env.Now()-f.ReqStart)
 	if n.cfg.Variant != protocol.Chaining {
 		n.send(protocol.Message{Type: protocol.TDone, To: f.PID.Dir(), Mode: mode, PID: f.PID}, nil)
@@ -546,15 +636,17 @@ func (n *Node) canGiveUp(f *bufmgr.Frame, t *bufmgr.Transfer) bool {
 
 func (n *Node) serveCopy(f *bufmgr.Frame, t *bufmgr.Transfer) {
 	if t.AsGrant {
-		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch}, n.cache.Page(f))
+		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch,
+			Flags: pageFlags(f)}, n.cache.Page(f))
 	} else {
-		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, n.cache.Page(f))
+		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID,
+			Flags: pageFlags(f)}, n.cache.Page(f))
 	}
 	f.Served++
 	if f.Mode == protocol.ModeExclusive {
 		f.Slow()
 		f.Mode = protocol.ModeShared
-		n.obs.CopyChanged(n.id, f.PID, protocol.ModeExclusive, protocol.ModeShared, n.cache.Page(f))
+		n.obs.CopyChanged(n.id, f.PID, protocol.ModeExclusive, protocol.ModeShared, n.copyData(f))
 	}
 }
 
@@ -564,9 +656,10 @@ func (n *Node) giveUp(f *bufmgr.Frame, t *bufmgr.Transfer) {
 		n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: f.PID}, nil)
 	case t.AsGrant:
 		n.send(protocol.Message{Type: protocol.TGrant, To: t.From, Mode: t.Mode, PID: f.PID, Epoch: t.Epoch,
-			Set: t.GrantSet}, n.cache.Page(f))
+			Flags: pageFlags(f), Set: t.GrantSet}, n.cache.Page(f))
 	default:
-		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID}, n.cache.Page(f))
+		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID,
+			Flags: pageFlags(f)}, n.cache.Page(f))
 	}
 	n.drop(f)
 }

@@ -177,7 +177,7 @@ func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bo
 	switch d {
 	case protocol.EvictDeclined:
 		n.Stats.EvictDeclined++
-		n.obs.CopyChanged(n.id, f.PID, protocol.ModeNone, f.Mode, n.cache.Page(f))
+		n.obs.CopyChanged(n.id, f.PID, protocol.ModeNone, f.Mode, n.copyData(f))
 		n.serve(f)
 		return
 	case protocol.EvictPull:
@@ -189,9 +189,10 @@ func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bo
 			}
 			buf := n.getBuf()
 			copy(buf, n.cache.Page(f))
-			n.persist(pid, buf)
+			n.persist(pid, buf, f.Unreadable)
 		} else {
-			n.send(protocol.Message{Type: protocol.TEvictData, To: f.PID.Dir(), PID: f.PID}, n.cache.Page(f))
+			n.send(protocol.Message{Type: protocol.TEvictData, To: f.PID.Dir(), PID: f.PID, Flags: pageFlags(f)},
+				n.cache.Page(f))
 		}
 	case protocol.EvictAccepted:
 	}
@@ -211,10 +212,14 @@ func (n *Node) onEvictData(m *protocol.Message, payload []byte) {
 	}
 	buf := n.getBuf()
 	copy(buf, payload)
-	n.persist(m.PID, buf)
+	n.persist(m.PID, buf, m.Flags&protocol.FlagUnreadable != 0)
 }
 
-func (n *Node) persist(pid protocol.PID, buf []byte) {
+// persist writes a pulled page to the SSD, unless it is unreadable: nobody
+// could have changed a page nobody could read, so the SSD copy is still the
+// latest, and writing the frame's meaningless bytes over it would turn a
+// page that fails loudly into one that lies.
+func (n *Node) persist(pid protocol.PID, buf []byte, unreadable bool) {
 	done := func() {
 		n.putBuf(buf)
 		if err := n.dir.Persisted(pid); err != nil {
@@ -222,6 +227,10 @@ func (n *Node) persist(pid protocol.PID, buf []byte) {
 			return
 		}
 		n.resumeParked(pid)
+	}
+	if unreadable {
+		done()
+		return
 	}
 	if n.cfg.Mutations.DropDirty != nil && n.cfg.Mutations.DropDirty() {
 		done() // mutation: the dirty page never reaches the SSD
@@ -311,9 +320,9 @@ func (n *Node) DescribeFrame(pid protocol.PID) string {
 	if f == nil {
 		return fmt.Sprintf("node %d: no frame for %v", n.id, pid)
 	}
-	return fmt.Sprintf("node %d frame %v: mode=%v pending=%v awaitResp=%v awaitData=%v acks=%d epoch=%d reqEpoch=%d served=%d evicting=%v entitled=%d waiters=%v latchFree=%v queue=%+v",
+	return fmt.Sprintf("node %d frame %v: mode=%v pending=%v awaitResp=%v awaitData=%v acks=%d epoch=%d reqEpoch=%d served=%d evicting=%v unreadable=%v entitled=%d waiters=%v latchFree=%v queue=%+v",
 		n.id, pid, f.Mode, f.Pending, f.AwaitResp, f.AwaitData, f.AwaitAcks, f.Epoch, f.ReqEpoch, f.Served, f.Evicting,
-		f.Entitled(), n.cache.HasWaiters(f), f.Latch.Free(), *n.cache.Queue(f))
+		f.Unreadable, f.Entitled(), n.cache.HasWaiters(f), f.Latch.Free(), *n.cache.Queue(f))
 }
 
 // DescribeStuck describes up to limit frames that have a request

@@ -183,12 +183,12 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 func (t *Tree) split(s Session, p path, key []byte) error {
 	px, err := p.parent.ToExclusive(s.Worker)
 	if err != nil {
-		return nil // changed: restart
+		return notRestart(err) // changed: restart
 	}
 	nx, err := p.current.ToExclusive(s.Worker)
 	if err != nil {
 		px.Release()
-		return nil
+		return notRestart(err)
 	}
 	defer px.Release()
 	defer nx.Release()
@@ -277,6 +277,9 @@ func (t *Tree) Put(s Session, key, val []byte) error {
 		}
 		x, err := p.current.ToExclusive(s.Worker)
 		if err != nil {
+			if err = notRestart(err); err != nil {
+				return err
+			}
 			continue
 		}
 		n := node(x.Data())
@@ -313,6 +316,9 @@ func (t *Tree) Delete(s Session, key []byte) (found bool, err error) {
 		}
 		x, err := p.current.ToExclusive(s.Worker)
 		if err != nil {
+			if err = notRestart(err); err != nil {
+				return false, err
+			}
 			continue
 		}
 		n := node(x.Data())
@@ -375,4 +381,13 @@ func (t *Tree) Scan(s Session, from, to []byte, fn func(key, val []byte) bool) e
 		}
 		sg = s.Cache.Shared(s.Worker, protocol.PID(next-1))
 	}
+}
+
+// notRestart is nil for bufmgr.ErrRestart (the page changed: the caller
+// restarts) and err otherwise (an unreadable page: the operation fails).
+func notRestart(err error) error {
+	if errors.Is(err, bufmgr.ErrRestart) {
+		return nil
+	}
+	return err
 }

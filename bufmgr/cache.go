@@ -24,6 +24,10 @@ type Remote interface {
 	// NeedFrames is called when no frame is free: the page provider should
 	// evict.
 	NeedFrames()
+	// Unreadable is the error for a guard on pid, whose frame holds an
+	// unreadable copy: it wraps ErrUnreadable, and the store's error when
+	// the read failed on this node.
+	Unreadable(pid protocol.PID) error
 }
 
 // Parker blocks and resumes one worker. In the simulator, Park yields the
@@ -55,6 +59,46 @@ type Stats struct {
 	// SlowHits are the hits the slow path served (the page was cached but
 	// its hot path was closed).
 	SlowHits uint64
+}
+
+// ErrUnreadable is wrapped by the error of a guard on a page whose SSD copy
+// could not be read (a corrupt page, an I/O error that did not go away).
+var ErrUnreadable = errors.New("page unreadable")
+
+// PageError is the error of a guard on an unreadable page: the operation on
+// that page fails, the node and its other pages go on. Err wraps
+// ErrUnreadable and, where the node knows it, the store's own error.
+//
+// Exclusive, Shared and Optimistic return no error (the B-tree's hot path
+// has no room for one): they panic with a *PageError instead, which the
+// runtime's worker loop recovers (Catch) and returns as the operation's
+// error. A caller of those must therefore hold no latch when it calls them,
+// or the latch would stay held; the guard conversions (Upgrade, ToShared,
+// ToExclusive) return the *PageError instead of panicking.
+type PageError struct {
+	PID protocol.PID
+	Err error
+}
+
+func (e *PageError) Error() string { return fmt.Sprintf("page %v: %v", e.PID, e.Err) }
+
+// Unwrap returns the cause.
+func (e *PageError) Unwrap() error { return e.Err }
+
+// Catch runs fn and returns the *PageError a guard inside it panicked with,
+// or nil. Any other panic goes on.
+func Catch(fn func()) (err *PageError) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe, ok := r.(*PageError)
+			if !ok {
+				panic(r)
+			}
+			err = pe
+		}
+	}()
+	fn()
+	return nil
 }
 
 // ErrRestart tells the caller to restart its operation: an upgrade found the
@@ -213,7 +257,7 @@ func (c *Cache) Insert(pid protocol.PID) *Frame {
 	i := c.free[len(c.free)-1]
 	c.free = c.free[:len(c.free)-1]
 	f := &c.frames[i]
-	f.PID, f.Mode, f.Pending, f.Evicting, f.Dirty = pid, protocol.ModeNone, protocol.ModeNone, false, false
+	f.PID, f.Mode, f.Pending, f.Evicting, f.Dirty, f.Unreadable = pid, protocol.ModeNone, protocol.ModeNone, false, false, false
 	f.ReqEpoch = 0
 	f.Epoch, f.Served, f.AwaitResp, f.AwaitData, f.AwaitAcks = 0, 0, false, false, 0
 	f.lastUsed.Store(c.epoch.Load())
@@ -240,7 +284,7 @@ func (c *Cache) Invalidate(f *Frame) {
 		runtime.Gosched()
 	}
 	c.poison(f)
-	f.Mode, f.Dirty, f.Served = protocol.ModeNone, false, 0
+	f.Mode, f.Dirty, f.Served, f.Unreadable = protocol.ModeNone, false, 0, false
 	f.Latch.UnlockExclusive()
 	c.MaybeFree(f)
 }
@@ -378,11 +422,12 @@ func (c *Cache) lockedRelease(f *Frame) {
 	c.mu.Unlock()
 }
 
-// acquire brings pid into the cache in mode and latches it.
-func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64) {
+// acquire brings pid into the cache in mode and latches it; a *PageError,
+// with nothing latched, when the copy obtained is unreadable.
+func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64, *PageError) {
 	w.P.MaybeYield()
 	if f, v, ok := c.hot(w, pid, mode, kind); ok {
-		return f, v
+		return f, v, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -390,7 +435,7 @@ func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind la
 }
 
 // acquireHeld is the slow path of acquire; the caller holds the lock.
-func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64) {
+func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64, *PageError) {
 	missed := false
 	for {
 		f := c.Lookup(pid)
@@ -402,6 +447,18 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 				w.P.Park()
 				continue
 			}
+		}
+		if c.usable(f, w, mode) && f.Unreadable {
+			// The copy is here but means nothing: the operation fails, and
+			// its turn (if the grant gave it one) passes to whatever is
+			// queued, so that a successor still gets the page.
+			if w.hasTurn(f) {
+				w.entitled = nil
+				f.entitled--
+				c.remote.Released(f)
+			}
+			c.stats.Misses++
+			return nil, 0, &PageError{PID: pid, Err: c.remote.Unreadable(pid)}
 		}
 		if c.usable(f, w, mode) {
 			var v uint64
@@ -429,7 +486,7 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 					c.stats.Hits++
 				}
 				c.maybeFast(f)
-				return f, v
+				return f, v, nil
 			}
 		} else if f.Pending == protocol.ModeNone && f.Mode < mode && !f.Evicting && !c.queueGivesUp(f) {
 			missed = true
@@ -467,7 +524,7 @@ func latchable(f *Frame, kind latchKind) bool {
 // protocol: no request outstanding, nothing queued, no eviction, nobody
 // waiting or owed a turn.
 func (c *Cache) maybeFast(f *Frame) {
-	if f.Pending == protocol.ModeNone && len(c.queues[f.index]) == 0 && !f.Evicting && len(c.waiters[f.index]) == 0 && f.entitled == 0 && f.inTable {
+	if f.Pending == protocol.ModeNone && len(c.queues[f.index]) == 0 && !f.Evicting && len(c.waiters[f.index]) == 0 && f.entitled == 0 && f.inTable && !f.Unreadable {
 		f.fast.Store(uint32(f.Mode))
 	}
 }

@@ -31,6 +31,11 @@ type Frame struct {
 	Pending  protocol.Mode // mode of the outstanding ownership request, ModeNone if none
 	Evicting bool          // the page provider asked the directory to evict it
 	Dirty    bool          // written since it was last persisted (informational)
+	// Unreadable: the copy held is a page its directory could not read
+	// from the SSD (protocol.FlagUnreadable). The frame keeps its mode for
+	// the protocol, but every guard on it fails with a *PageError, the hot
+	// path stays closed, and the page is never written back.
+	Unreadable bool
 
 	entitled int    // waiters granted a turn before queued transfers are served
 	grantGen uint64 // entitlements of older grants (or older pages) no longer count

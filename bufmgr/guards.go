@@ -11,16 +11,24 @@ type ExclusiveGuard struct {
 
 // Exclusive latches pid exclusively, fetching it (and invalidating other
 // copies) through the protocol when needed.
+// It panics with a *PageError when the page is unreadable (see PageError).
 func (c *Cache) Exclusive(w *Worker, pid protocol.PID) ExclusiveGuard {
-	f, _ := c.acquire(w, pid, protocol.ModeExclusive, latchExclusive)
+	f, _, err := c.acquire(w, pid, protocol.ModeExclusive, latchExclusive)
+	if err != nil {
+		panic(err)
+	}
 	return ExclusiveGuard{c, f}
 }
 
 // ExclusiveHeld is Exclusive for a caller that already holds the node
 // runtime's lock (the node's own code, such as page allocation).
+// It panics with a *PageError when the page is unreadable.
 func (c *Cache) ExclusiveHeld(w *Worker, pid protocol.PID) ExclusiveGuard {
 	w.P.MaybeYield()
-	f, _ := c.acquireHeld(w, pid, protocol.ModeExclusive, latchExclusive)
+	f, _, err := c.acquireHeld(w, pid, protocol.ModeExclusive, latchExclusive)
+	if err != nil {
+		panic(err)
+	}
 	return ExclusiveGuard{c, f}
 }
 
@@ -74,8 +82,12 @@ type SharedGuard struct {
 }
 
 // Shared latches pid shared, fetching a copy through the protocol when needed.
+// It panics with a *PageError when the page is unreadable (see PageError).
 func (c *Cache) Shared(w *Worker, pid protocol.PID) SharedGuard {
-	f, _ := c.acquire(w, pid, protocol.ModeShared, latchShared)
+	f, _, err := c.acquire(w, pid, protocol.ModeShared, latchShared)
+	if err != nil {
+		panic(err)
+	}
 	return SharedGuard{c, f, f.Latch.Version()}
 }
 
@@ -126,7 +138,11 @@ func (g *SharedGuard) Upgrade(w *Worker) (ExclusiveGuard, error) {
 // exclusiveIfUnchanged latches pid exclusively and checks it is still in
 // frame f at version v; ErrRestart (nothing latched) otherwise.
 func (c *Cache) exclusiveIfUnchanged(w *Worker, f *Frame, pid protocol.PID, v uint64) (ExclusiveGuard, error) {
-	x := c.Exclusive(w, pid)
+	xf, _, err := c.acquire(w, pid, protocol.ModeExclusive, latchExclusive)
+	if err != nil {
+		return ExclusiveGuard{}, err
+	}
+	x := ExclusiveGuard{c, xf}
 	if x.f != f || f.Latch.Version() != v {
 		x.Release()
 		c.restarts.Add(1)
@@ -148,8 +164,12 @@ type OptimisticGuard struct {
 
 // Optimistic makes pid available in at least node-shared ownership and
 // remembers its version.
+// It panics with a *PageError when the page is unreadable (see PageError).
 func (c *Cache) Optimistic(w *Worker, pid protocol.PID) OptimisticGuard {
-	f, v := c.acquire(w, pid, protocol.ModeShared, latchOptimistic)
+	f, v, err := c.acquire(w, pid, protocol.ModeShared, latchOptimistic)
+	if err != nil {
+		panic(err)
+	}
 	return OptimisticGuard{c, f, pid, v}
 }
 

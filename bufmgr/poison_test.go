@@ -12,6 +12,9 @@ type nopRemote struct{}
 func (nopRemote) Request(*Frame)  {}
 func (nopRemote) Released(*Frame) {}
 func (nopRemote) NeedFrames()     {}
+func (nopRemote) Unreadable(pid protocol.PID) error {
+	return ErrUnreadable
+}
 
 // TestPoisonPrefix: a dropped frame is poisoned whole by default (the
 // simulator's setting) and only in its first PoisonPrefix bytes when that

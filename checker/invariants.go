@@ -54,6 +54,7 @@ type Invariants struct {
 	Now        func() int64
 	violations []string
 	count      int
+	unreadable int
 }
 
 type ghost struct {
@@ -119,7 +120,9 @@ func (v *Invariants) CopyChanged(node protocol.NodeID, pid protocol.PID, old, no
 	if g.x < 0 || g.s < 0 {
 		v.Fail("page %v: negative copy count after node %d went %v->%v", pid, node, old, now)
 	}
-	if now != protocol.ModeNone && old == protocol.ModeNone {
+	// data is nil for an unreadable copy (protocol.FlagUnreadable): it holds
+	// no value, and no worker may read it.
+	if now != protocol.ModeNone && old == protocol.ModeNone && data != nil {
 		if ok, why := v.matches(g, data); !ok {
 			v.Fail("page %v: node %d obtained a copy that is not the last completed write: %s", pid, node, why)
 		}
@@ -180,6 +183,14 @@ func (v *Invariants) Obtained(node protocol.NodeID, pid protocol.PID, mode proto
 	}
 	g.accepted = g.accepted[1:]
 }
+
+// Unreadable implements actors.Observer: a directory could not read a page
+// from its SSD (an injected fault). It is no violation; the operations
+// that wanted the page fail.
+func (v *Invariants) Unreadable(protocol.NodeID, protocol.PID, error) { v.unreadable++ }
+
+// UnreadableReads is how many reads of pages failed for good.
+func (v *Invariants) UnreadableReads() int { return v.unreadable }
 
 // Wrote records a completed write (the writer still holds the exclusive latch).
 func (v *Invariants) Wrote(pid protocol.PID, value uint64) { v.page(pid).last = value }

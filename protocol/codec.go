@@ -132,6 +132,9 @@ func (m *Message) Validate() error {
 	if m.Flags&FlagDirty != 0 && m.Type != TTransferReply && m.Type != TGrant {
 		return bad("dirty flag on a message without a page")
 	}
+	if m.Flags&FlagUnreadable != 0 && m.PayloadLen() != PageSize {
+		return bad("unreadable flag on a message without a page")
+	}
 	if m.Type == TForward && (m.Target == m.To) {
 		return bad("forwarded to the requester itself")
 	}

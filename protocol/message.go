@@ -98,7 +98,14 @@ const (
 	// FlagDirty: the page travelling with a transfer reply differs from the
 	// directory's SSD copy.
 	FlagDirty
-	flagsMask = FlagNoData | FlagFull | FlagDirty
+	// FlagUnreadable: the page travelling with a grant, a transfer reply or
+	// pulled eviction data could not be read from its directory's SSD (a
+	// corrupt page, an I/O error that did not go away). Its bytes mean
+	// nothing: the receiver holds the page in the granted mode, as the
+	// protocol says, but no worker may read it, and it is never written
+	// back over the SSD copy. See docs/protocol.md, "Unreadable pages".
+	FlagUnreadable
+	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable
 )
 
 // MaxEvictBatch bounds an eviction batch (paper §4.3: up to 100 pages).

@@ -199,3 +199,7 @@ func (t tee) Obtained(n protocol.NodeID, pid protocol.PID, m protocol.Mode, wait
 	t.a.Obtained(n, pid, m, waited)
 	t.b.Obtained(n, pid, m, waited)
 }
+func (t tee) Unreadable(n protocol.NodeID, pid protocol.PID, err error) {
+	t.a.Unreadable(n, pid, err)
+	t.b.Unreadable(n, pid, err)
+}

@@ -27,8 +27,8 @@ func (c *cluster) crossCheck(pids []protocol.PID) {
 			default:
 				continue
 			}
-			if f.Latch.HeldExclusive() {
-				continue // a writer is at work on it
+			if f.Latch.HeldExclusive() || f.Unreadable {
+				continue // a writer is at work on it, or there is no value to check
 			}
 			if ok, why := c.inv.Matches(pid, n.Cache().Page(f)); !ok {
 				c.inv.Fail("page %v: node %d holds a valid %v copy that is not the last write: %s", pid, n.ID(), f.Mode, why)

@@ -76,6 +76,7 @@ type scenario struct {
 // scenario observes accepted requests and grants for the orders.
 func (s *scenario) Violation(protocol.NodeID, error)                                                {}
 func (s *scenario) CopyChanged(protocol.NodeID, protocol.PID, protocol.Mode, protocol.Mode, []byte) {}
+func (s *scenario) Unreadable(protocol.NodeID, protocol.PID, error)                                 {}
 func (s *scenario) Accepted(dir protocol.NodeID, d protocol.Decision) {
 	if s.tracing && d.PID == s.pid {
 		s.requests = append(s.requests, int(d.Requester))

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -78,6 +79,12 @@ type SimResult struct {
 	Pulls           uint64
 	IORetries       uint64
 	OptimisticRetry uint64
+	// UnreadableReads counts the reads a directory could not do (the
+	// lossy fault plan); FailedOps the operations that failed because
+	// their page was unreadable (left out of the history: they did not
+	// happen).
+	UnreadableReads int
+	FailedOps       int
 }
 
 // Failed reports whether the run found a violation. A history porcupine
@@ -124,6 +131,7 @@ type simRun struct {
 	zipf      *zipf
 	started   int
 	completed int
+	failed    int // operations that failed on an unreadable page
 	nextValue uint64
 	lastOp    int64
 	hist      *checker.History
@@ -241,6 +249,8 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 		res.SimWall = time.Since(wallStart)
 	}
 	res.Ops = r.completed
+	res.FailedOps = r.failed
+	res.UnreadableReads = c.inv.UnreadableReads()
 	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
 	res.TraceHash = c.w.Hash()
 	res.SimNanos = c.w.Now()
@@ -372,18 +382,35 @@ func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 		pid := r.pids[i]
 		call := w.Now()
 		op := checker.Op{Client: client, Page: uint64(i), Call: call}
-		if w.Chance(r.cfg.ReadRatio) {
-			op.Kind, op.Value = "read", r.read(co, bw, c, pid)
-		} else {
-			r.nextValue++
-			op.Kind, op.Value = "write", r.nextValue
-			r.write(co, bw, c, pid, r.nextValue)
-		}
+		perr := bufmgr.Catch(func() {
+			if w.Chance(r.cfg.ReadRatio) {
+				op.Kind, op.Value = "read", r.read(co, bw, c, pid)
+			} else {
+				r.nextValue++
+				op.Kind, op.Value = "write", r.nextValue
+				r.write(co, bw, c, pid, r.nextValue)
+			}
+		})
 		op.Return = w.Now()
-		r.hist.Add(op)
+		if perr == nil {
+			r.hist.Add(op)
+		} else {
+			r.failedOp(perr, pid)
+		}
 		r.completed++
 		r.lastOp = op.Return
 	}
+}
+
+// failedOp accounts for an operation that failed: on an unreadable page it
+// did not happen (the guard failed before anything was read or written),
+// so it stays out of the history; any other failure is a violation.
+func (r *simRun) failedOp(err error, what any) {
+	if !errors.Is(err, bufmgr.ErrUnreadable) {
+		r.c.inv.Fail("%v: %v", what, err)
+		return
+	}
+	r.failed++
 }
 
 func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {
@@ -424,6 +451,9 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pi
 		co.MaybeYield()
 		var err error
 		if x, err = s.Upgrade(bw); err != nil {
+			if !errors.Is(err, bufmgr.ErrRestart) {
+				panic(err) // unreadable: fail the operation like Exclusive would
+			}
 			x = c.Exclusive(bw, pid)
 		}
 	} else {
@@ -456,6 +486,11 @@ func (p *pageWatch) Accepted(dir protocol.NodeID, d protocol.Decision) {
 	if d.PID == p.pid {
 		fmt.Fprintf(p.w, "%d   directory %d: %v: %v for node %d (%v) epoch=%d target=%d pred=%d k=%d set=%v\n",
 			p.now(), dir, d.PID, d.Action, d.Requester, d.Mode, d.Epoch, d.Target, d.Pred, d.K, d.Set)
+	}
+}
+func (p *pageWatch) Unreadable(n protocol.NodeID, pid protocol.PID, err error) {
+	if pid == p.pid {
+		fmt.Fprintf(p.w, "%d   node %d could not read %v from its SSD: %v\n", p.now(), n, pid, err)
 	}
 }
 func (p *pageWatch) Obtained(n protocol.NodeID, pid protocol.PID, m protocol.Mode, waited int64) {

@@ -220,3 +220,51 @@ func TestShapeSwarm(t *testing.T) {
 		}
 	}
 }
+
+// Reads that fail for good (the lossy plan) fail the operations on their
+// pages and nothing else: no violation, every operation accounted for,
+// and the final flush finds the last write of every page on the SSDs (an
+// unreadable copy is never written back over the SSD copy). The test also
+// makes sure the faults fired, for every variant and for the B-tree.
+func TestUnreadablePagesFailOnlyTheirOperations(t *testing.T) {
+	type run struct {
+		name string
+		cfg  func(seed uint64) SimConfig
+	}
+	var runs []run
+	for _, v := range []protocol.Variant{protocol.Chaining, protocol.FIFO, protocol.Polling} {
+		runs = append(runs, run{v.String(), func(seed uint64) SimConfig {
+			cfg := acceptanceConfig(seed)
+			cfg.Faults, cfg.Protocol = "lossy", v
+			return cfg
+		}})
+	}
+	runs = append(runs, run{"btree", func(seed uint64) SimConfig {
+		cfg := DefaultSimConfig()
+		cfg.Seed, cfg.Workers, cfg.CachePages, cfg.Ops = seed, 3, 8, 3000
+		cfg.Faults, cfg.Workload, cfg.Keys = "lossy", "btree", 20000
+		return cfg
+	}})
+	for _, r := range runs {
+		unreadable, failed := 0, 0
+		for seed := uint64(1); seed <= uint64(seedsFor(t, 30, 8)); seed++ {
+			cfg := r.cfg(seed)
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failed() {
+				t.Fatalf("%s seed %d: %v (linearizable=%v)", r.name, seed, res.Violations, res.Linearizable)
+			}
+			if res.Ops != cfg.Ops {
+				t.Fatalf("%s seed %d: %d of %d operations ran", r.name, seed, res.Ops, cfg.Ops)
+			}
+			unreadable += res.UnreadableReads
+			failed += res.FailedOps
+		}
+		if unreadable == 0 || failed == 0 {
+			t.Errorf("%s: the lossy plan injected %d unreadable reads and failed %d operations; want both above 0",
+				r.name, unreadable, failed)
+		}
+	}
+}

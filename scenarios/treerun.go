@@ -3,6 +3,7 @@ package scenarios
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/scalestore-go/scalestore/actors"
@@ -76,31 +77,22 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 			continue
 		}
 		op := checker.Op{Client: client, Page: k, Call: w.Now()}
-		var err error
-		switch {
-		case w.Chance(r.cfg.ReadRatio) && w.Chance(0.2):
+		if w.Chance(r.cfg.ReadRatio) && w.Chance(0.2) {
 			r.batchGet(s, client, k)
 			continue
-		case w.Chance(r.cfg.ReadRatio):
-			var found bool
-			val, found, err = r.tree.Get(s, key, val[:0])
-			op.Kind = "read"
-			if found {
-				if len(val) != 8 {
-					r.c.inv.Fail("key %d: value of %d bytes", k, len(val))
-				} else {
-					op.Value = binary.BigEndian.Uint64(val)
-				}
-			}
-		case w.Chance(0.8):
-			r.nextValue++
-			op.Kind, op.Value = "write", r.nextValue
-			err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb[:0], r.nextValue))
-		default:
-			op.Kind = "write" // a delete writes 0
-			_, err = r.tree.Delete(s, key)
+		}
+		var err error
+		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0]) })
+		if perr != nil {
+			err = perr
 		}
 		if err != nil {
+			if errors.Is(err, bufmgr.ErrUnreadable) {
+				r.failed++
+				r.completed++
+				r.lastOp = w.Now()
+				continue
+			}
 			r.c.inv.Fail("key %d: %s: %v", k, op.Kind, err)
 			return
 		}
@@ -109,6 +101,35 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 		r.completed++
 		r.lastOp = op.Return
 	}
+}
+
+// treeOp does one read, put or delete of the key op names (op.Page) and
+// fills in op's kind and value.
+func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte) ([]byte, error) {
+	w := r.c.w
+	k := op.Page
+	var err error
+	switch {
+	case w.Chance(r.cfg.ReadRatio):
+		var found bool
+		val, found, err = r.tree.Get(s, key, val[:0])
+		op.Kind = "read"
+		if found {
+			if len(val) != 8 {
+				r.c.inv.Fail("key %d: value of %d bytes", k, len(val))
+			} else {
+				op.Value = binary.BigEndian.Uint64(val)
+			}
+		}
+	case w.Chance(0.8):
+		r.nextValue++
+		op.Kind, op.Value = "write", r.nextValue
+		err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb, r.nextValue))
+	default:
+		op.Kind = "write" // a delete writes 0
+		_, err = r.tree.Delete(s, key)
+	}
+	return val, err
 }
 
 // batchGet reads key k and a few more in one GetBatch: every key is a
@@ -128,8 +149,14 @@ func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
 		ks[i], keys[i] = k, treeKey(nil, k)
 	}
 	call := w.Now()
-	if err := r.tree.GetBatch(s, keys, vals, found); err != nil {
-		r.c.inv.Fail("batch of %d keys from key %d: %v", n, ks[0], err)
+	var err error
+	if perr := bufmgr.Catch(func() { err = r.tree.GetBatch(s, keys, vals, found) }); perr != nil {
+		err = perr
+	}
+	if err != nil {
+		r.failedOp(err, fmt.Sprintf("batch of %d keys from key %d", n, ks[0]))
+		r.completed++
+		r.lastOp = w.Now()
 		return
 	}
 	ret := w.Now()
@@ -154,7 +181,7 @@ func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
 	to := treeKey(nil, k+50)
 	var last []byte
 	n := 0
-	err := r.tree.Scan(s, from, to, func(key, val []byte) bool {
+	visit := func(key, val []byte) bool {
 		if bytes.Compare(key, from) < 0 || bytes.Compare(key, to) >= 0 || (last != nil && bytes.Compare(key, last) <= 0) {
 			r.c.inv.Fail("scan [%x, %x): key %x out of order or bounds (previous %x)", from, to, key, last)
 			return false
@@ -162,9 +189,13 @@ func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
 		last = append(last[:0], key...)
 		n++
 		return n < 50
-	})
+	}
+	var err error
+	if perr := bufmgr.Catch(func() { err = r.tree.Scan(s, from, to, visit) }); perr != nil {
+		err = perr
+	}
 	if err != nil {
-		r.c.inv.Fail("scan from key %d: %v", k, err)
+		r.failedOp(err, fmt.Sprintf("scan from key %d", k))
 	}
 	r.completed++
 	r.lastOp = r.c.w.Now()

@@ -14,6 +14,7 @@ import (
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/scenarios"
+	simfaults "github.com/scalestore-go/scalestore/transport/sim"
 )
 
 const simUsage = `Usage: scalestore sim [flags]
@@ -67,7 +68,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.cfg.Ops, "ops", d.Ops, "operations across the whole cluster")
 	fs.Float64Var(&f.cfg.ReadRatio, "read-ratio", d.ReadRatio, "share of reads (0..1)")
 	fs.Float64Var(&f.cfg.Zipf, "zipf", d.Zipf, "zipfian skew of page choice, 0 = uniform, up to 0.99")
-	fs.StringVar(&f.faults, "faults", d.Faults, "fault plan: none, default or heavy (each seed varies the intensities)")
+	fs.StringVar(&f.faults, "faults", d.Faults, "fault plan: "+simfaults.PlanNames+" (each seed varies the intensities; lossy adds reads that fail for good, and the operations on those pages fail instead of the node)")
 	fs.StringVar(&f.protocol, "protocol", "chaining", "conflict handling: chaining (the paper), fifo or polling (baselines)")
 	fs.StringVar(&f.cfg.Mutate, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
 	fs.StringVar(&f.historyOut, "history-out", "", "write the checked history as JSON lines to this file (last seed run)")
@@ -118,6 +119,8 @@ type simSummary struct {
 	EvictionsDeclined uint64   `json:"evictions_declined"`
 	DirtyPulls        uint64   `json:"dirty_pulls"`
 	IORetries         uint64   `json:"io_retries"`
+	UnreadableReads   int      `json:"unreadable_reads"`
+	FailedOps         int      `json:"failed_ops"`
 	SimulatedNanos    int64    `json:"simulated_ns"`
 	Linearizable      bool     `json:"linearizable"`
 	UndecidedSeeds    []uint64 `json:"undecided_seeds"`
@@ -178,6 +181,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.EvictionsDeclined += res.EvictDeclined
 		sum.DirtyPulls += res.Pulls
 		sum.IORetries += res.IORetries
+		sum.UnreadableReads += res.UnreadableReads
+		sum.FailedOps += res.FailedOps
 		sum.SimulatedNanos += res.SimNanos
 		hits += res.Hits
 		lookups += res.Hits + res.Misses
@@ -244,6 +249,10 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
 			sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
+		if sum.UnreadableReads > 0 || sum.FailedOps > 0 {
+			fmt.Fprintf(w, "  unreadable page reads %d; operations that failed on an unreadable page %d (not in the history: they did not happen)\n",
+				sum.UnreadableReads, sum.FailedOps)
+		}
 	}
 	if f.json {
 		b, _ := json.Marshal(sum)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -43,6 +44,11 @@ type FaultPlan struct {
 	SpikeFactor int64
 	// IOErrorProb fails a storage operation with a transient error.
 	IOErrorProb float64
+	// UnreadableProb fails a read for good (a corrupt page, a bad sector):
+	// the directory grants the page as unreadable and the operations that
+	// wanted it fail. The SSD copy itself is intact, so a later read of the
+	// same page may succeed.
+	UnreadableProb float64
 	// YieldProb yields a worker at a guard operation.
 	YieldProb float64
 	// Pressure makes the page providers keep more frames free than the
@@ -50,7 +56,10 @@ type FaultPlan struct {
 	Pressure bool
 }
 
-// Plan returns the named fault plan (none, default, heavy) with its
+// PlanNames lists the fault plans Plan knows, for help texts.
+const PlanNames = "none, default, heavy or lossy"
+
+// Plan returns the named fault plan (none, default, heavy, lossy) with its
 // intensities varied by draw, so every seed of a swarm gets its own mix.
 func Plan(name string, draw func() uint64) (FaultPlan, error) {
 	f := func(lo, hi float64) float64 {
@@ -67,16 +76,25 @@ func Plan(name string, draw func() uint64) (FaultPlan, error) {
 			SlowLinks: f(0, 0.2), SlowFactor: 10, StallProb: f(0.1, 0.5), StallEvery: 200_000, StallMax: 500_000,
 			SpikeProb: f(0.01, 0.05), SpikeFactor: 20, IOErrorProb: f(0.01, 0.05), YieldProb: f(0.1, 0.4),
 			Pressure: true}, nil
+	case "lossy":
+		// default's faults, and reads that fail for good.
+		return FaultPlan{Name: name, Jitter: 1_000, DelayProb: f(0, 0.02), DelayMax: 50_000,
+			SpikeProb: f(0, 0.02), SpikeFactor: 10, IOErrorProb: f(0, 0.01), YieldProb: f(0.05, 0.2),
+			UnreadableProb: f(0.002, 0.02)}, nil
 	}
-	return FaultPlan{}, fmt.Errorf("unknown fault plan %q (want none, default or heavy)", name)
+	return FaultPlan{}, fmt.Errorf("unknown fault plan %q (want %s)", name, PlanNames)
 }
 
 func (p *FaultPlan) String() string {
 	if p.Name == "none" || p.Name == "" {
 		return "none"
 	}
-	return fmt.Sprintf("%s(delay=%.3f slow=%.2f stall=%.2f spike=%.3f ioerr=%.3f yield=%.2f)",
+	s := fmt.Sprintf("%s(delay=%.3f slow=%.2f stall=%.2f spike=%.3f ioerr=%.3f yield=%.2f",
 		p.Name, p.DelayProb, p.SlowLinks, p.StallProb, p.SpikeProb, p.IOErrorProb, p.YieldProb)
+	if p.UnreadableProb > 0 {
+		s += fmt.Sprintf(" unreadable=%.3f", p.UnreadableProb)
+	}
+	return s + ")"
 }
 
 func (p *FaultPlan) prepare(w *World) {
@@ -144,7 +162,13 @@ func (w *World) ioLatency(write bool) int64 {
 
 // Inject implements memfile.Injector with the world's PRNG.
 func (w *World) Inject(op memfile.Op, slot uint64) error {
-	if w.stopFault || w.faults.IOErrorProb <= 0 || !w.Chance(w.faults.IOErrorProb) {
+	if w.stopFault {
+		return nil
+	}
+	if op == memfile.OpRead && w.faults.UnreadableProb > 0 && w.Chance(w.faults.UnreadableProb) {
+		return fmt.Errorf("injected unreadable page in slot %d: %w", slot, ErrInjectedUnreadable)
+	}
+	if w.faults.IOErrorProb <= 0 || !w.Chance(w.faults.IOErrorProb) {
 		return nil
 	}
 	if op == memfile.OpRead {
@@ -152,6 +176,9 @@ func (w *World) Inject(op memfile.Op, slot uint64) error {
 	}
 	return fmt.Errorf("injected write error: %w", storage.ErrTransient)
 }
+
+// ErrInjectedUnreadable is the permanent read error of the lossy plan.
+var ErrInjectedUnreadable = errors.New("sim: unreadable page")
 
 // NodeEnv is the actors.Env of one simulated node.
 type NodeEnv struct {
