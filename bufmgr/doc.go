@@ -33,6 +33,19 @@
 // the real world one anonymous mmap (off the Go heap, page-aligned, backed
 // by transparent huge pages where the kernel offers them).
 //
+// # Unreadable pages
+//
+// A copy the runtime marks Unreadable (its directory could not read the
+// page from the SSD) keeps its frame's mode for the protocol but fails
+// every guard on it with a *PageError, and its hot path stays closed, so
+// the check costs nothing on hits. The guard constructors have no error
+// result (the B-tree's descent would pay for one on every level): they
+// panic with the *PageError, and the runtime's worker loop recovers it
+// (Catch) as the operation's error. That is why a caller must hold no latch
+// when it calls Exclusive, Shared or Optimistic; the conversions (Upgrade,
+// ToShared, ToExclusive), which callers do use while holding other latches,
+// return the error instead.
+//
 // What happens on a miss (an ownership request, a transfer) is not decided
 // here: the cache calls its Remote, which the node runtime implements with
 // the protocol. Blocking goes through the Worker's Parker, which the
