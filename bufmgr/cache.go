@@ -448,19 +448,20 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 				continue
 			}
 		}
-		if c.usable(f, w, mode) && f.Unreadable {
-			// The copy is here but means nothing: the operation fails, and
-			// its turn (if the grant gave it one) passes to whatever is
-			// queued, so that a successor still gets the page.
-			if w.hasTurn(f) {
-				w.entitled = nil
-				f.entitled--
-				c.remote.Released(f)
-			}
-			c.stats.Misses++
-			return nil, 0, &PageError{PID: pid, Err: c.remote.Unreadable(pid)}
-		}
 		if c.usable(f, w, mode) {
+			if f.Unreadable {
+				// The copy is here but means nothing: the operation fails,
+				// and its turn (if the grant gave it one) passes to
+				// whatever is queued, so that a successor still gets the
+				// page.
+				if w.hasTurn(f) {
+					w.entitled = nil
+					f.entitled--
+					c.remote.Released(f)
+				}
+				c.stats.Misses++
+				return nil, 0, &PageError{PID: pid, Err: c.remote.Unreadable(pid)}
+			}
 			var v uint64
 			ok := false
 			switch kind {

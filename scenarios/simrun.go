@@ -404,13 +404,15 @@ func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 
 // failedOp accounts for an operation that failed: on an unreadable page it
 // did not happen (the guard failed before anything was read or written),
-// so it stays out of the history; any other failure is a violation.
-func (r *simRun) failedOp(err error, what any) {
+// so it stays out of the history; any other failure is a violation, and
+// failedOp reports false.
+func (r *simRun) failedOp(err error, what any) bool {
 	if !errors.Is(err, bufmgr.ErrUnreadable) {
 		r.c.inv.Fail("%v: %v", what, err)
-		return
+		return false
 	}
 	r.failed++
+	return true
 }
 
 func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {

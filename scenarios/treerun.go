@@ -3,7 +3,6 @@ package scenarios
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/scalestore-go/scalestore/actors"
@@ -87,14 +86,12 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 			err = perr
 		}
 		if err != nil {
-			if errors.Is(err, bufmgr.ErrUnreadable) {
-				r.failed++
-				r.completed++
-				r.lastOp = w.Now()
-				continue
+			if !r.failedOp(err, fmt.Sprintf("key %d: %s", k, op.Kind)) {
+				return
 			}
-			r.c.inv.Fail("key %d: %s: %v", k, op.Kind, err)
-			return
+			r.completed++
+			r.lastOp = w.Now()
+			continue
 		}
 		op.Return = w.Now()
 		r.hist.Add(op)
