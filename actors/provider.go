@@ -286,7 +286,7 @@ func (n *Node) Allocate(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.Exclusi
 		n.cache.Untake(f)
 		return bufmgr.ExclusiveGuard{}, false
 	}
-	n.cache.Bind(f, pid)
+	f = n.cache.Bind(f, pid)
 	clear(n.cache.Page(f))
 	f.Mode = protocol.ModeExclusive
 	n.obs.CopyChanged(n.id, pid, protocol.ModeNone, protocol.ModeExclusive, n.cache.Page(f))

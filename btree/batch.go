@@ -81,11 +81,11 @@ func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {
 		}
 	}
 	for n > 0 {
-		// Round 1: the buckets of every key's next page.
+		// Round 1: where every key's next page is (its home, its bucket).
 		for _, i := range active[:n] {
-			s.Cache.PrefetchBucket(st[i].pid)
+			s.Cache.PrefetchLookup(st[i].pid)
 		}
-		// Round 2: the frames and page headers the buckets point to.
+		// Round 2: the frames and page headers of pages away from home.
 		for _, i := range active[:n] {
 			s.Cache.PrefetchPage(st[i].pid)
 		}
@@ -103,7 +103,7 @@ func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {
 				l.state = lookupAlone // Get reports a corrupt page, or restarts
 				continue
 			}
-			nd.prefetchSlots()
+			nd.prefetchSlots(1)
 		}
 		// Round 4: the searches, and hints for the entries they end at
 		// (a leaf's value, an inner node's child PID).

@@ -254,17 +254,23 @@ func (n node) firstHead(h uint64, lo, hi int) int {
 	return base
 }
 
+// leadLines is how many lines at a page's start a descent hints as soon as
+// it has the page, before its header says how many slots there are: the
+// header and 28 slots, a full leaf of YCSB's entries.
+const leadLines = 8
+
 // prefetchSlots hints the lines of the slot array that a search's first
 // three steps read (the slots at every eighth of the count), so that its
-// misses overlap instead of following one another. Hinting the whole array
-// (32 lines for an inner node) issued more misses than the CPU can track,
-// and a batch of lookups then stalled on its own prefetches.
-func (n node) prefetchSlots() {
+// misses overlap instead of following one another; lines below from are
+// hinted already. Hinting the whole array (32 lines for an inner node)
+// issued more misses than the CPU can track, and a batch of lookups then
+// stalled on its own prefetches.
+func (n node) prefetchSlots(from int) {
 	c := n.count()
 	last := -1
 	for k := 1; k < 8; k++ {
 		line := (headerSize + (k*c/8)*slotSize) / 64
-		if line != last && line > 0 { // line 0 is the header's, read already
+		if line != last && line >= from {
 			prefetch.Line(unsafe.Pointer(&n[line*64]))
 			last = line
 		}

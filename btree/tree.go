@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
+
+	"github.com/scalestore-go/scalestore/internal/prefetch"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -138,9 +141,12 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 	}
 	for {
 		n := node(p.current.Data())
+		// The header and the first slots: all of a leaf's slots for
+		// YCSB's entries, hinted before the header says how many there are.
+		prefetch.Lines(unsafe.Pointer(&n[64]), leadLines-1)
 		valid := n.valid()
 		if valid {
-			n.prefetchSlots()
+			n.prefetchSlots(leadLines)
 		}
 		leaf := valid && n.isLeaf()
 		full := false

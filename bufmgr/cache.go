@@ -121,7 +121,7 @@ type Cache struct {
 	// invalidations waiting to be served.
 	waiters     [][]*Worker
 	queues      [][]Transfer
-	free        []int32
+	free        freeList
 	table       table
 	remote      Remote
 	mu          sync.Locker
@@ -159,7 +159,7 @@ func NewCache(n int, pages []byte, remote Remote, advise func(mem []byte)) *Cach
 	if len(pages) < n*protocol.PageSize {
 		panic("bufmgr: page memory smaller than the frames")
 	}
-	c := &Cache{frames: make([]Frame, n), free: make([]int32, 0, n), remote: remote, mu: nopLocker{},
+	c := &Cache{frames: make([]Frame, n), free: newFreeList(n), remote: remote, mu: nopLocker{},
 		waiters: make([][]*Worker, n), queues: make([][]Transfer, n)}
 	c.table = newTable(c.frames)
 	if advise != nil {
@@ -173,7 +173,7 @@ func NewCache(n int, pages []byte, remote Remote, advise func(mem []byte)) *Cach
 		c.poison(f)
 	}
 	for i := n - 1; i >= 0; i-- {
-		c.free = append(c.free, int32(i))
+		c.free.push(int32(i))
 	}
 	return c
 }
@@ -232,7 +232,7 @@ func (c *Cache) Frames() int { return len(c.frames) }
 func (c *Cache) Frame(i int) *Frame { return &c.frames[i] }
 
 // FreeFrames is the number of frames not in the table.
-func (c *Cache) FreeFrames() int { return len(c.free) }
+func (c *Cache) FreeFrames() int { return c.free.len() }
 
 // Epoch is the node's global LRU epoch.
 func (c *Cache) Epoch() uint64 { return c.epoch.Load() }
@@ -250,12 +250,15 @@ func (c *Cache) stamp(f *Frame) {
 }
 
 // Insert takes a free frame for pid, or returns nil when none is free.
+// It takes pid's home frame when that one is free: the hot path finds a
+// page in its home without reading the translation table's bucket.
 func (c *Cache) Insert(pid protocol.PID) *Frame {
-	if len(c.free) == 0 {
-		return nil
+	i := int32(c.table.home(pid))
+	if !c.free.take(i) {
+		if i = c.free.pop(); i < 0 {
+			return nil
+		}
 	}
-	i := c.free[len(c.free)-1]
-	c.free = c.free[:len(c.free)-1]
 	f := &c.frames[i]
 	f.PID, f.Mode, f.Pending, f.Evicting, f.Dirty, f.Unreadable = pid, protocol.ModeNone, protocol.ModeNone, false, false, false
 	f.ReqEpoch = 0
@@ -300,7 +303,7 @@ func (c *Cache) MaybeFree(f *Frame) {
 	f.inTable = false
 	f.entitled = 0
 	f.grantGen++
-	c.free = append(c.free, f.index)
+	c.free.push(f.index)
 	c.wakeFreeWaiters()
 }
 
@@ -616,26 +619,24 @@ func (c *Cache) Claim(f *Frame) bool {
 // Take removes a free frame from the free list without binding it to a PID
 // (page allocation reserves a frame before it knows the PID); nil if none.
 func (c *Cache) Take() *Frame {
-	if len(c.free) == 0 {
+	i := c.free.pop()
+	if i < 0 {
 		return nil
 	}
-	i := c.free[len(c.free)-1]
-	c.free = c.free[:len(c.free)-1]
 	return &c.frames[i]
 }
 
-// Bind puts a frame obtained with Take into the table as pid, holding mode.
-func (c *Cache) Bind(f *Frame, pid protocol.PID) {
-	c.free = append(c.free, f.index)
-	g := c.Insert(pid)
-	if g != f {
-		panic("bufmgr: Bind did not get the taken frame back")
-	}
+// Bind puts pid into the table in place of a frame obtained with Take (which
+// kept a frame free for it) and returns the frame it got: pid's home frame
+// when that is free, else the one taken.
+func (c *Cache) Bind(f *Frame, pid protocol.PID) *Frame {
+	c.free.push(f.index)
+	return c.Insert(pid)
 }
 
 // Untake returns a frame obtained with Take.
 func (c *Cache) Untake(f *Frame) {
-	c.free = append(c.free, f.index)
+	c.free.push(f.index)
 	c.wakeFreeWaiters()
 }
 
@@ -649,7 +650,7 @@ func (c *Cache) WaitFrame(w *Worker) {
 // Describe summarises the cache for stuck-state reports: the free frames,
 // the workers waiting for one, and every frame in use.
 func (c *Cache) Describe() string {
-	s := fmt.Sprintf("free=%d freeWaiters=%d", len(c.free), len(c.freeWaiters))
+	s := fmt.Sprintf("free=%d freeWaiters=%d", c.free.len(), len(c.freeWaiters))
 	for i := range c.frames {
 		f := &c.frames[i]
 		if !f.inTable {

@@ -9,21 +9,30 @@ import (
 
 // Lookups that walk several trees or keys at once (a batch of point reads)
 // hide the latency of one lookup's misses behind another's: for each page
-// they first hint the translation table's bucket, then (once the bucket is
-// in the CPU's cache) the frame and the page's first line, and only then
-// take the guard. Both hints are only hints: they read without latching,
-// change nothing, and a wrong guess costs a wasted prefetch, never a wrong
-// answer (the guard checks everything again).
+// they first hint the lines a lookup reads first (PrefetchLookup), then,
+// once those are in the CPU's cache, the frame and page they point to
+// (PrefetchPage), and only then take the guard. Both hints are only hints:
+// they read without latching, change nothing, and a wrong guess costs a
+// wasted prefetch, never a wrong answer (the guard checks everything again).
 
-// PrefetchBucket hints the translation table's bucket of pid.
-func (c *Cache) PrefetchBucket(pid protocol.PID) {
+// PrefetchLookup hints pid's home frame and the first line of its page
+// (where a page that lives at home is found at once, see table.home) and
+// the translation table's bucket (where a page that does not is found).
+func (c *Cache) PrefetchLookup(pid protocol.PID) {
+	i := c.table.home(pid)
+	prefetch.Line(unsafe.Pointer(&c.frames[i]))
+	prefetch.Line(unsafe.Add(c.pageBase, uintptr(i)*protocol.PageSize))
 	prefetch.Line(unsafe.Pointer(c.table.bucketOf(pid)))
 }
 
-// PrefetchPage hints the frame that pid's bucket points to first and the
-// first line of its page (the header a B-tree node starts with). It reads
-// the bucket, so PrefetchBucket should have run some time before.
+// PrefetchPage hints, for a page that does not live at home, the frame
+// that pid's bucket points to first and the first line of its page (the
+// header a B-tree node starts with). It reads the home frame and the
+// bucket, so PrefetchLookup should have run some time before.
 func (c *Cache) PrefetchPage(pid protocol.PID) {
+	if c.frames[c.table.home(pid)].key.Load() == tableKey(pid) {
+		return // at home: PrefetchLookup hinted it
+	}
 	i := c.table.headHint(pid)
 	if i < 0 || int(i) >= len(c.frames) {
 		return

@@ -46,15 +46,36 @@ func (t *table) bucketOf(pid protocol.PID) *bucket {
 	return &t.buckets[(h>>17)&t.mask]
 }
 
+// homeSpread offsets the homes of different directories' pages, so that
+// the same slot on two nodes does not mean the same home.
+const homeSpread = 0x9E3779B97F4A7C15
+
+// home is the frame pid is put in when that frame is free (Cache.Insert),
+// and the first place get looks. Consecutive slots of a directory have
+// consecutive homes, so the pages of a store that fits in the cache mostly
+// live at home, and a lookup reads the frame first instead of the bucket
+// and then the frame: one cache miss less in a chain of dependent misses
+// (both are cold when the pages outnumber the CPU's cache lines).
+func (t *table) home(pid protocol.PID) int {
+	return int((pid.Slot() + uint64(pid.Dir())*homeSpread) % uint64(len(t.frames)))
+}
+
 // get finds pid without latching anything; nil when absent or when the
 // bucket changed during the walk (the caller retries on the slow path).
+// A frame whose key is pid's is in the table as pid at that instant (the
+// key is set before a frame is linked and cleared after it is unlinked);
+// the caller validates the latch and the key again after latching, as it
+// does for a frame found through the chain.
 func (t *table) get(pid protocol.PID) *Frame {
+	key := tableKey(pid)
+	if f := &t.frames[t.home(pid)]; f.key.Load() == key {
+		return f
+	}
 	b := t.bucketOf(pid)
 	v := b.version.Load()
 	if v&1 != 0 {
 		return nil
 	}
-	key := tableKey(pid)
 	i := b.head.Load()
 	for range maxChain {
 		if i == 0 {

@@ -1,6 +1,9 @@
 package prefetch
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // A hint must never fault: Range clamps its bounds to the slice, and out
 // of range or empty bounds do nothing.
@@ -11,4 +14,8 @@ func TestRangeStaysInBounds(t *testing.T) {
 	}
 	Range(nil, 0, 10, 4)
 	Line(nil) // a prefetch of an unmapped address is dropped, not faulted
+	Lines(nil, 4)
+	Lines(unsafe.Pointer(&b[0]), 0)
+	Lines(unsafe.Pointer(&b[0]), -1)
+	Lines(unsafe.Pointer(&b[0]), 3)
 }
