@@ -141,12 +141,14 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 	}
 	for {
 		n := node(p.current.Data())
-		// The header and the first slots: all of a leaf's slots for
-		// YCSB's entries, hinted before the header says how many there are.
+		// The header and the first slots (all of a leaf's slots, for
+		// YCSB's entries) before the header says how many there are, then
+		// the rest of what the search reads: one round of misses a node,
+		// not one per step of the binary search.
 		prefetch.Lines(unsafe.Pointer(&n[64]), leadLines-1)
 		valid := n.valid()
 		if valid {
-			n.prefetchSlots(leadLines)
+			n.prefetchSearch(leadLines)
 		}
 		leaf := valid && n.isLeaf()
 		full := false
