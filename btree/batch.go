@@ -36,8 +36,9 @@ type lookup struct {
 //
 // It gives the same answers as a Get per key, and it is faster when the
 // tree does not fit in the CPU's caches: one lookup is a chain of cache
-// misses (the translation table's bucket, the frame and the page's header,
-// the slot array, the value), each waiting for the one before. GetBatch
+// misses (on every level the frame and the page's first lines, then the
+// rest of the slot array, then the value or child PID), each waiting for
+// the one before. GetBatch
 // walks the keys level by level in rounds, and in each round it first
 // hints (prefetches) every key's next line and only then reads them, so
 // the misses of all keys overlap. Each read is still an optimistic read

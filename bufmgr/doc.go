@@ -14,6 +14,17 @@
 // It allocates nothing and takes no lock; optimistic readers write no shared
 // memory at all, and the LRU stamp is stored only when it is behind.
 //
+// Each page has a home frame, computed from its PID (consecutive slots,
+// consecutive homes), which it gets whenever that frame is free. The
+// lookup reads the home frame first and walks the bucket's chain only when
+// the page is not there. When the pages outnumber the CPU's cache lines
+// both the bucket and the frame miss, one after the other; a page at home
+// costs the frame's miss alone, overlapped with its page's (the page's
+// address is computed from the frame's index). A store that fits in the
+// cache has nearly all its pages at home. When it does not, the homes are
+// mostly taken, and the wasted read of the home frame costs one miss per
+// lookup next to the miss of the page from the SSD.
+//
 // Everything else (a miss, an upgrade of ownership, a transfer queued by
 // another node, an eviction, a worker that must wait) takes the slow path,
 // which runs under the node runtime's lock (Cache.SetLocker) together with

@@ -18,6 +18,15 @@ type table struct {
 	buckets []bucket
 	mask    uint64
 	frames  []Frame
+	// homeFirst (an atomic 0 or 1) tells get to read the home frame before
+	// the bucket: most pages in the table live at home. Stored only when
+	// it flips, so the hot path reads a line nobody writes.
+	homeFirst uint32
+
+	_ [64]byte // the counts below change on every insert and removal
+	// Pages in the table, and how many of them are at home (under the node
+	// runtime's lock).
+	entries, atHome int
 }
 
 type bucket struct {
@@ -35,7 +44,27 @@ func newTable(frames []Frame) table {
 	for n < 2*len(frames) {
 		n <<= 1
 	}
-	return table{buckets: make([]bucket, n), mask: uint64(n - 1), frames: frames}
+	return table{buckets: make([]bucket, n), mask: uint64(n - 1), frames: frames, homeFirst: 1}
+}
+
+// countHome follows the share of pages at home after an insert (d = 1) or
+// a removal (d = -1) of frame f as pid. get reads the home frame first
+// while at least 60% of the pages are at home and stops below 40% (a
+// store larger than the cache, whose homes are mostly taken: there the
+// read of the home frame would be a wasted miss before every bucket's).
+// The gap keeps the flag from flipping at every insert near one bound.
+func (t *table) countHome(f *Frame, pid protocol.PID, d int) {
+	t.entries += d
+	if int(f.index) == t.home(pid) {
+		t.atHome += d
+	}
+	on := atomic.LoadUint32(&t.homeFirst) == 1
+	switch {
+	case !on && 10*t.atHome >= 6*t.entries:
+		atomic.StoreUint32(&t.homeFirst, 1)
+	case on && 10*t.atHome < 4*t.entries:
+		atomic.StoreUint32(&t.homeFirst, 0)
+	}
 }
 
 // tableKey is the value Frame.key holds for pid (0 means not in the table).
@@ -68,8 +97,10 @@ func (t *table) home(pid protocol.PID) int {
 // does for a frame found through the chain.
 func (t *table) get(pid protocol.PID) *Frame {
 	key := tableKey(pid)
-	if f := &t.frames[t.home(pid)]; f.key.Load() == key {
-		return f
+	if atomic.LoadUint32(&t.homeFirst) == 1 {
+		if f := &t.frames[t.home(pid)]; f.key.Load() == key {
+			return f
+		}
 	}
 	b := t.bucketOf(pid)
 	v := b.version.Load()
@@ -101,6 +132,7 @@ func (t *table) insert(f *Frame, pid protocol.PID) {
 	f.next.Store(b.head.Load())
 	b.head.Store(f.index + 1)
 	b.version.Add(1)
+	t.countHome(f, pid, 1)
 }
 
 // remove takes f (in the table as pid) out. Caller holds the node lock.
@@ -121,6 +153,7 @@ func (t *table) remove(f *Frame, pid protocol.PID) {
 	}
 	f.key.Store(0)
 	b.version.Add(1)
+	t.countHome(f, pid, -1)
 }
 
 // headHint is the first frame of pid's bucket chain as it is now, without

@@ -104,3 +104,38 @@ func TestInsertPrefersHome(t *testing.T) {
 		t.Fatalf("%d free frames, want %d", c.FreeFrames(), n-2)
 	}
 }
+
+// The lookup stops reading home frames first when most pages live away
+// from home (a store larger than the cache), and starts again when most
+// are back; it finds every page either way.
+func TestHomeFirstFollowsTheShareAtHome(t *testing.T) {
+	const n = 8
+	c := NewCache(n, make([]byte, n*protocol.PageSize), nil, nil)
+	first := func() bool { return c.table.homeFirst == 1 }
+	var frames []*Frame
+	for k := range uint64(n) {
+		pid := protocol.MakePID(0, k*n) // all share home 0
+		frames = append(frames, c.Insert(pid))
+		if k == 0 && !first() {
+			t.Fatal("one page, at home, and the lookup does not look there first")
+		}
+	}
+	if first() {
+		t.Fatalf("1 of %d pages at home, and the lookup still looks there first", n)
+	}
+	for k, f := range frames {
+		if got := c.table.get(protocol.MakePID(0, uint64(k)*n)); got != f {
+			t.Fatalf("page %d: got %v, want frame %d", k, got, f.index)
+		}
+	}
+	for k := 2; k < n; k++ { // 1 of 2 left at home: not yet 60%
+		c.table.remove(frames[k], protocol.MakePID(0, uint64(k)*n))
+	}
+	if first() {
+		t.Fatal("the flag flipped back at 50%")
+	}
+	c.table.remove(frames[1], protocol.MakePID(0, n))
+	if !first() {
+		t.Fatal("all pages at home, and the lookup does not look there first")
+	}
+}
