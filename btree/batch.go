@@ -104,7 +104,7 @@ func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {
 				l.state = lookupAlone // Get reports a corrupt page, or restarts
 				continue
 			}
-			nd.prefetchSlots(1)
+			nd.prefetchSlots()
 		}
 		// Round 4: the searches, and hints for the entries they end at
 		// (a leaf's value, an inner node's child PID).

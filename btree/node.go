@@ -267,16 +267,15 @@ const leadLines = 8
 
 // prefetchSlots hints the lines of the slot array that a search's first
 // three steps read (the slots at every eighth of the count), so that its
-// misses overlap instead of following one another; lines below from are
-// hinted already. Hinting the whole array (32 lines for an inner node)
-// issued more misses than the CPU can track, and a batch of lookups then
-// stalled on its own prefetches.
-func (n node) prefetchSlots(from int) {
+// misses overlap instead of following one another. Hinting the whole array
+// (32 lines for an inner node) issued more misses than the CPU can track,
+// and a batch of lookups then stalled on its own prefetches.
+func (n node) prefetchSlots() {
 	c := n.count()
 	last := -1
 	for k := 1; k < 8; k++ {
 		line := (headerSize + (k*c/8)*slotSize) / 64
-		if line != last && line >= from {
+		if line != last && line > 0 { // line 0 is the header's, read already
 			prefetch.Line(unsafe.Pointer(&n[line*64]))
 			last = line
 		}

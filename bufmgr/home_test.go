@@ -69,9 +69,12 @@ func TestInsertPrefersHome(t *testing.T) {
 	if fb == fa || c.table.home(b) != c.table.home(a) {
 		t.Fatalf("%v: frame %d, home %d (a's frame %d)", b, fb.index, c.table.home(b), fa.index)
 	}
-	for pid, f := range map[protocol.PID]*Frame{a: fa, b: fb} {
-		if got := c.table.get(pid); got != f {
-			t.Fatalf("get(%v) = %v, want frame %d", pid, got, f.index)
+	for _, e := range []struct {
+		pid protocol.PID
+		f   *Frame
+	}{{a, fa}, {b, fb}} {
+		if got := c.table.get(e.pid); got != e.f {
+			t.Fatalf("get(%v) = %v, want frame %d", e.pid, got, e.f.index)
 		}
 	}
 	// The same slot on another directory has another home.
