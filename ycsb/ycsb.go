@@ -208,21 +208,26 @@ func Run(e Engine, cfg Config) (Result, error) {
 			n := int64(0)
 			// Each operation is timed on the monotonic clock alone
 			// (time.Since of a fixed base): time.Now would also read the
-			// wall clock, a third clock read per operation that costs
-			// tens of nanoseconds in a VM.
+			// wall clock, which costs tens of nanoseconds in a VM. And
+			// the clock is read once per operation, at its end: an
+			// operation's latency runs from the end of the thread's
+			// previous one, so it includes the driver's choice of the
+			// key (a few tens of nanoseconds, a value's random bytes for
+			// an update), a slight overstatement that saves a clock read
+			// (about 3% of a lookup that hits in memory).
 			base := time.Now()
 			if be, ok := e.(engineWithBatches); ok && cfg.Batch > 1 {
 				n = runBatched(be, cfg, r, pick, h, &stopFlag, &measuring, &firstErr)
 				counts[t] = n
 				return
 			}
+			last := time.Since(base)
 			for !stopFlag.Load() {
 				key := Key(kb[:], pick())
 				read := r.Float64() < cfg.ReadRatio
 				if !read {
 					r.Read(val)
 				}
-				start := time.Since(base)
 				var err error
 				if read {
 					buf, _, err = e.Get(key, buf[:0])
@@ -233,10 +238,12 @@ func Run(e Engine, cfg Config) (Result, error) {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
+				end := time.Since(base)
 				if measuring.Load() {
-					_ = h.RecordValue(int64(time.Since(base) - start))
+					_ = h.RecordValue(int64(end - last))
 					n++
 				}
+				last = end
 			}
 			counts[t] = n
 		}()
