@@ -111,11 +111,12 @@ type path struct {
 // kl+vl bytes is split first (and the descent restarts), so a parent always
 // has room for a separator.
 func (t *Tree) descend(s Session, key []byte, forInsert bool, kl, vl int) (path, error) {
+	var p path
 	for attempt := 0; ; attempt++ {
 		if attempt > 1_000_000 {
 			return path{}, fmt.Errorf("btree: descent did not settle: %w", ErrCorrupt)
 		}
-		p, restart, err := t.try(s, key, forInsert, kl, vl)
+		restart, err := t.try(s, &p, key, forInsert, kl, vl)
 		if err != nil {
 			return path{}, err
 		}
@@ -125,19 +126,21 @@ func (t *Tree) descend(s Session, key []byte, forInsert bool, kl, vl int) (path,
 	}
 }
 
-func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, bool, error) {
-	cat := s.Cache.Optimistic(s.Worker, t.catalog)
-	root, ok := rootOf(cat.Data())
-	if cat.HasChanged() {
-		return path{}, true, nil
+// try is one optimistic descent; restart true means start over. It fills
+// *p in place: a lookup is short enough that copying guards back through
+// return values shows in its profile.
+func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (restart bool, err error) {
+	p.parent, p.isCat = s.Cache.Optimistic(s.Worker, t.catalog), true
+	root, ok := rootOf(p.parent.Data())
+	if p.parent.HasChanged() {
+		return true, nil
 	}
 	if !ok {
-		return path{}, false, fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
+		return false, fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
 	}
-	p := path{parent: cat, isCat: true}
 	p.current = s.Cache.Optimistic(s.Worker, root)
 	if p.parent.HasChanged() {
-		return path{}, true, nil
+		return true, nil
 	}
 	for {
 		n := node(p.current.Data())
@@ -166,21 +169,21 @@ func (t *Tree) try(s Session, key []byte, forInsert bool, kl, vl int) (path, boo
 			}
 		}
 		if p.current.HasChanged() {
-			return path{}, true, nil
+			return true, nil
 		}
 		if !valid {
-			return path{}, false, fmt.Errorf("page %v: %w", p.current.PID(), ErrCorrupt)
+			return false, fmt.Errorf("page %v: %w", p.current.PID(), ErrCorrupt)
 		}
 		if full {
-			return path{}, true, t.split(s, p, key)
+			return true, t.split(s, *p, key)
 		}
 		if leaf {
-			return p, false, nil
+			return false, nil
 		}
 		p.parent, p.isCat = p.current, false
 		p.current = s.Cache.Optimistic(s.Worker, protocol.PID(next))
 		if p.parent.HasChanged() {
-			return path{}, true, nil
+			return true, nil
 		}
 	}
 }

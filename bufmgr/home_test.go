@@ -1,6 +1,7 @@
 package bufmgr
 
 import (
+	"math"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -141,4 +142,17 @@ func TestHomeFirstFollowsTheShareAtHome(t *testing.T) {
 	if !first() {
 		t.Fatal("all pages at home, and the lookup does not look there first")
 	}
+}
+
+// home's remainder by multiplication is the remainder: against the
+// division it replaces, for any dividend and any table size up to 2^32-1
+// (one frame, where the rounded-up reciprocal wraps to 0, included).
+func TestFastmodIsTheRemainder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.OneOf(rapid.Uint64Range(1, 1<<20), rapid.Uint64Range(1<<32-1<<20, 1<<32-1)).Draw(t, "frames")
+		a := rapid.Uint32().Draw(t, "a")
+		if got, want := fastmod(a, math.MaxUint64/n+1, n), int(uint64(a)%n); got != want {
+			t.Fatalf("%d mod %d: %d, want %d", a, n, got, want)
+		}
+	})
 }
