@@ -240,13 +240,33 @@ func (n node) lowerBound(key []byte) (int, bool) {
 }
 
 // firstHead is the first slot in [lo, hi) whose head is >= h, or hi. The
-// loop's trip count depends on hi-lo alone, and the comparison moves the
+// loop's trip count depends on hi-lo alone, and each comparison moves the
 // base arithmetically (the borrow of head - h), so the search has no branch
 // to mispredict: each step of a binary search over random keys is a coin
 // toss for the branch predictor.
+//
+// Each step of the first loop compares three heads, a quarter of the range
+// apart, whose loads do not wait for one another: it cuts the range to a
+// quarter for the latency of one load, where a binary step halves it. An
+// inner node's 170 slots take 4 such steps and 2 binary ones instead of 8
+// binary steps in a row.
+//
+// Why it is right: the answer is always in [base, base+size]. With q =
+// size/4 and c of the three heads at base+q, base+2q, base+3q below h
+// (they are sorted, so the first c of them), the answer is above base+cq
+// when c > 0 and at most base+(c+1)q when c < 3: inside [base+cq,
+// base+cq+size-3q], since size-3q >= q.
 func (n node) firstHead(h uint64, lo, hi int) int {
 	slots := n[headerSize : headerSize+hi*slotSize] // hi <= count() <= maxSlots
 	base, size := lo, hi-lo
+	for size >= 4 {
+		q := size / 4
+		_, b1 := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+q)*slotSize:]), h, 0)
+		_, b2 := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+2*q)*slotSize:]), h, 0)
+		_, b3 := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+3*q)*slotSize:]), h, 0)
+		base += q&-int(b1) + q&-int(b2) + q&-int(b3)
+		size -= 3 * q
+	}
 	for size > 1 {
 		half := size / 2
 		_, less := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+half)*slotSize:]), h, 0)
