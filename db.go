@@ -206,9 +206,11 @@ func (db *DB) Get(key, dst []byte) (val []byte, ok bool, err error) {
 
 // GetBatch looks up several keys in one call: found[i] tells whether
 // keys[i] is there, and vals[i] is its value appended to vals[i][:0]. The
-// three slices must have the same length. A key whose page is unreadable
-// fails the whole batch (ErrUnreadable). The answers are those of a Get
-// per key; the lookups walk the tree together so that their cache misses
+// three slices must have the same length. The answers are those of a Get
+// per key. A key whose page is unreadable fails alone: the error is then a
+// *BatchError that names the keys left unanswered (and wraps
+// ErrUnreadable), and every other key is answered. The lookups walk the
+// tree together so that their cache misses
 // overlap (btree.Tree.GetBatch), which makes a batch of point reads much
 // faster than the same reads one by one when the data outgrows the CPU's
 // caches.
@@ -253,6 +255,11 @@ func abandon(s Store) {
 // The error also wraps the store's own (for the O_DIRECT store, one that
 // wraps nvme.ErrCorrupt for a page that fails its checksum).
 var ErrUnreadable = bufmgr.ErrUnreadable
+
+// BatchError is GetBatch's error when some of its keys need an unreadable
+// page: BatchError.Keys are their indices, and every other key is
+// answered.
+type BatchError = btree.BatchError
 
 // Close writes every dirty page and the metadata, and closes the store. If
 // a page cannot be written (a full disk, an I/O error), the store is left

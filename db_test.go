@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -493,6 +494,35 @@ func TestCorruptPageFailsOnlyItsKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := check("first open", db)
+	// A batch fails only its keys of the corrupt leaf, and answers the
+	// others; a batch away from it is answered whole.
+	isBad := map[int]bool{}
+	for _, i := range bad {
+		isBad[i] = true
+	}
+	for _, from := range []int{bad[0] - 5, (bad[0] + keys/2) % (keys - 20)} {
+		ks, vals, found := make([][]byte, 20), make([][]byte, 20), make([]bool, 20)
+		var want []int
+		for j := range ks {
+			ks[j] = key(from + j)
+			if isBad[from+j] {
+				want = append(want, j)
+			}
+		}
+		err := db.GetBatch(ks, vals, found)
+		var be *BatchError
+		switch {
+		case len(want) == 0 && err != nil:
+			t.Fatalf("batch from %d, away from the corrupt leaf: %v", from, err)
+		case len(want) > 0 && (!errors.As(err, &be) || !errors.Is(err, ErrUnreadable) || !slices.Equal(be.Keys, want)):
+			t.Fatalf("batch from %d: %v, want a BatchError for keys %v", from, err, want)
+		}
+		for j := range ks {
+			if !isBad[from+j] && (!found[j] || !bytes.Equal(vals[j], value(from+j))) {
+				t.Fatalf("batch from %d: key %s = %x %v", from, ks[j], vals[j], found[j])
+			}
+		}
+	}
 	// The failure is not cached for good: the page is read (and fails) again.
 	reads := db.Stats().SSDReads
 	if again := check("again", db); len(again) != len(bad) {

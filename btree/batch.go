@@ -2,6 +2,8 @@ package btree
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/internal/prefetch"
@@ -43,19 +45,78 @@ type lookup struct {
 // hints (prefetches) every key's next line and only then reads them, so
 // the misses of all keys overlap. Each read is still an optimistic read
 // validated as in Get (paper §5.2); a key whose page changed under it is
-// looked up again on its own with Get. On an error (a key of a wrong size,
-// a corrupt page) the results are incomplete.
-func (t *Tree) GetBatch(s Session, keys, vals [][]byte, found []bool) error {
+// looked up again on its own with Get.
+//
+// A page the store cannot read (a guard's *bufmgr.PageError) fails only
+// the keys that need it: the batch is then looked up again key by key,
+// every other key is answered, and the error is a *BatchError naming the
+// keys left unanswered. On any other error (a key of a wrong size, a
+// corrupt page) the results are incomplete.
+func (t *Tree) GetBatch(s Session, keys, vals [][]byte, found []bool) (err error) {
 	if len(vals) != len(keys) || len(found) != len(keys) {
 		return ErrBatchShape
 	}
-	for len(keys) > MaxBatch {
-		if err := t.getBatch(s, keys[:MaxBatch], vals[:MaxBatch], found[:MaxBatch]); err != nil {
+	perr := bufmgr.Catch(func() {
+		ks, vs, fs := keys, vals, found
+		for len(ks) > MaxBatch && err == nil {
+			err = t.getBatch(s, ks[:MaxBatch], vs[:MaxBatch], fs[:MaxBatch])
+			ks, vs, fs = ks[MaxBatch:], vs[MaxBatch:], fs[MaxBatch:]
+		}
+		if err == nil {
+			err = t.getBatch(s, ks, vs, fs)
+		}
+	})
+	if perr == nil {
+		return err
+	}
+	return t.getEach(s, keys, vals, found)
+}
+
+// BatchError is GetBatch's error when some keys could not be looked up
+// because a page on their way is unreadable: every other key of the batch
+// is answered. errors.Is(err, bufmgr.ErrUnreadable) holds for it.
+type BatchError struct {
+	Keys []int   // the unanswered keys' indices in the batch, ascending
+	Errs []error // why, for each (a *bufmgr.PageError)
+}
+
+func (e *BatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "btree: %d key(s) of the batch unanswered", len(e.Keys))
+	for i, k := range e.Keys[:min(len(e.Keys), 3)] {
+		fmt.Fprintf(&b, "; key %d: %v", k, e.Errs[i])
+	}
+	if len(e.Keys) > 3 {
+		b.WriteString("; ...")
+	}
+	return b.String()
+}
+
+// Unwrap returns the keys' errors.
+func (e *BatchError) Unwrap() []error { return e.Errs }
+
+// getEach answers a batch key by key (after a page of it was unreadable),
+// so that an unreadable page fails only the keys that need it.
+func (t *Tree) getEach(s Session, keys, vals [][]byte, found []bool) error {
+	var be BatchError
+	for i, k := range keys {
+		var err error
+		vals[i], found[i] = vals[i][:0], false
+		v := vals[i]
+		ok := false
+		if perr := bufmgr.Catch(func() { v, ok, err = t.Get(s, k, v) }); perr != nil {
+			be.Keys, be.Errs = append(be.Keys, i), append(be.Errs, perr)
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		keys, vals, found = keys[MaxBatch:], vals[MaxBatch:], found[MaxBatch:]
+		vals[i], found[i] = v, ok
 	}
-	return t.getBatch(s, keys, vals, found)
+	if len(be.Keys) == 0 {
+		return nil // the page is readable again (a transient I/O error)
+	}
+	return &be
 }
 
 func (t *Tree) getBatch(s Session, keys, vals [][]byte, found []bool) error {

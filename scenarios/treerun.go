@@ -3,7 +3,9 @@ package scenarios
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
@@ -150,14 +152,23 @@ func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
 	if perr := bufmgr.Catch(func() { err = r.tree.GetBatch(s, keys, vals, found) }); perr != nil {
 		err = perr
 	}
-	if err != nil {
+	// An unreadable page fails only the keys that need it (BatchError):
+	// the others are answered, and go into the history.
+	var partial *btree.BatchError
+	if err != nil && !errors.As(err, &partial) {
 		r.failedOp(err, fmt.Sprintf("batch of %d keys from key %d", n, ks[0]))
 		r.completed++
 		r.lastOp = w.Now()
 		return
 	}
+	if partial != nil && !r.failedOp(err, fmt.Sprintf("batch of %d keys from key %d", n, ks[0])) {
+		return
+	}
 	ret := w.Now()
 	for i, k := range ks {
+		if partial != nil && slices.Contains(partial.Keys, i) {
+			continue
+		}
 		op := checker.Op{Client: client, Page: k, Call: call, Return: ret, Kind: "read"}
 		if found[i] {
 			if len(vals[i]) != 8 {
