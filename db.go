@@ -210,10 +210,9 @@ func (db *DB) Get(key, dst []byte) (val []byte, ok bool, err error) {
 // per key. A key whose page is unreadable fails alone: the error is then a
 // *BatchError that names the keys left unanswered (and wraps
 // ErrUnreadable), and every other key is answered. The lookups walk the
-// tree together so that their cache misses
-// overlap (btree.Tree.GetBatch), which makes a batch of point reads much
-// faster than the same reads one by one when the data outgrows the CPU's
-// caches.
+// tree together so that their cache misses overlap (btree.Tree.GetBatch),
+// which makes a batch of point reads much faster than the same reads one
+// by one when the data outgrows the CPU's caches.
 func (db *DB) GetBatch(keys, vals [][]byte, found []bool) error {
 	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.GetBatch(db.session(w), keys, vals, found) })
 }

@@ -500,7 +500,7 @@ func TestCorruptPageFailsOnlyItsKeys(t *testing.T) {
 	for _, i := range bad {
 		isBad[i] = true
 	}
-	for _, from := range []int{bad[0] - 5, (bad[0] + keys/2) % (keys - 20)} {
+	for _, from := range []int{max(bad[0]-5, 0), (bad[0] + keys/2) % (keys - 20)} {
 		ks, vals, found := make([][]byte, 20), make([][]byte, 20), make([]bool, 20)
 		var want []int
 		for j := range ks {
