@@ -257,24 +257,35 @@ func (n node) lowerBound(key []byte) (int, bool) {
 // when c > 0 and at most base+(c+1)q when c < 3: inside [base+cq,
 // base+cq+size-3q], since size-3q >= q.
 func (n node) firstHead(h uint64, lo, hi int) int {
-	slots := n[headerSize : headerSize+hi*slotSize] // hi <= count() <= maxSlots
+	// The slots are read through a pointer, not a slice: with a bounds
+	// check and a masked subslice at every load, the search spent as long
+	// on addressing as on comparing. The clamp keeps every read inside
+	// the page: the last head read is at most slot hi-1 < maxSlots.
+	if len(n) < usable || lo < 0 {
+		return lo
+	}
+	hi = min(hi, maxSlots)
+	slots := unsafe.Pointer(&n[headerSize])
+	head := func(i int) uint64 {
+		return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(slots, i*slotSize))[:])
+	}
 	base, size := lo, hi-lo
 	for size >= 4 {
 		q := size / 4
-		_, b1 := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+q)*slotSize:]), h, 0)
-		_, b2 := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+2*q)*slotSize:]), h, 0)
-		_, b3 := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+3*q)*slotSize:]), h, 0)
+		_, b1 := bits.Sub64(head(base+q), h, 0)
+		_, b2 := bits.Sub64(head(base+2*q), h, 0)
+		_, b3 := bits.Sub64(head(base+3*q), h, 0)
 		base += q&-int(b1) + q&-int(b2) + q&-int(b3)
 		size -= 3 * q
 	}
 	for size > 1 {
 		half := size / 2
-		_, less := bits.Sub64(binary.LittleEndian.Uint64(slots[(base+half)*slotSize:]), h, 0)
+		_, less := bits.Sub64(head(base+half), h, 0)
 		base += half & -int(less)
 		size -= half
 	}
 	if size == 1 {
-		_, less := bits.Sub64(binary.LittleEndian.Uint64(slots[base*slotSize:]), h, 0)
+		_, less := bits.Sub64(head(base), h, 0)
 		base += int(less)
 	}
 	return base
