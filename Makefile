@@ -51,7 +51,7 @@ lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 $(PKGS)
-	bash -n bench/ssd-vs-fio.sh
+	bash -n bench/ssd-vs-fio.sh bench/ab.sh
 
 # Coverage-guided fuzzing of the decoders (runs until interrupted per target
 # for FUZZTIME, default 30s each).

@@ -238,6 +238,19 @@ func (db *DB) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.Scan(db.session(w), from, to, fn) })
 }
 
+// Salvage is Scan for a store with pages it cannot read (a corrupt or lost
+// page, ErrUnreadable): it calls fn for every key in [from, to) it can read
+// (from nil: from the first), and skipped for each page it cannot, with the
+// range of keys that page held, lo through hi (hi nil: to the end), and why.
+// fn or skipped returning false ends it. Where Scan stops at the first
+// unreadable page, Salvage reads on: it takes one descent from the root per
+// leaf, so it is slower, and meant for getting data out of a damaged store.
+func (db *DB) Salvage(from, to []byte, fn func(key, val []byte) bool, skipped func(lo, hi []byte, err error) bool) error {
+	return db.rt.Do(func(w *bufmgr.Worker) error {
+		return db.tree.Salvage(db.session(w), from, to, fn, skipped)
+	})
+}
+
 // abandon releases a store without marking it clean, where the store can
 // tell (the NVMe store's Abandon); others are closed.
 func abandon(s Store) {

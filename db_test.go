@@ -523,6 +523,59 @@ func TestCorruptPageFailsOnlyItsKeys(t *testing.T) {
 			}
 		}
 	}
+	// A scan stops at the corrupt leaf; a salvage reads every other key, in
+	// order, and names the range it skipped: the corrupt leaf's keys and no
+	// other.
+	if err := db.Scan(nil, nil, func(k, v []byte) bool { return true }); !errors.Is(err, ErrUnreadable) {
+		t.Fatalf("scan across the corrupt leaf: %v, want ErrUnreadable", err)
+	}
+	var got []int
+	type skip struct{ lo, hi []byte }
+	var skips []skip
+	err = db.Salvage(nil, nil, func(k, v []byte) bool {
+		var i int
+		if _, err := fmt.Sscanf(string(k), "k%05d", &i); err != nil || !bytes.Equal(v, value(i)) {
+			t.Fatalf("salvage: %q = %x", k, v)
+		}
+		got = append(got, i)
+		return true
+	}, func(lo, hi []byte, err error) bool {
+		if !errors.Is(err, ErrUnreadable) {
+			t.Fatalf("salvage skipped %q..%q: %v, want ErrUnreadable", lo, hi, err)
+		}
+		skips = append(skips, skip{bytes.Clone(lo), bytes.Clone(hi)})
+		return true
+	})
+	if err != nil {
+		t.Fatalf("salvage: %v", err)
+	}
+	var want []int
+	for i := range keys {
+		if !isBad[i] {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("salvage read %d keys, want the %d outside the corrupt leaf", len(got), len(want))
+	}
+	if len(skips) != 1 || skips[0].hi == nil {
+		t.Fatalf("salvage skipped %d ranges (%q), want the corrupt leaf's", len(skips), skips)
+	}
+	for i := range keys {
+		k := key(i)
+		if in := bytes.Compare(k, skips[0].lo) >= 0 && bytes.Compare(k, skips[0].hi) <= 0; in != isBad[i] {
+			t.Fatalf("key %s: in the skipped range %q..%q %v, unreadable %v", k, skips[0].lo, skips[0].hi, in, isBad[i])
+		}
+	}
+	// A salvage of a range away from the corrupt leaf skips nothing.
+	n := 0
+	if err := db.Salvage(key(bad[0]+keys/4), key(bad[0]+keys/4+50), func(k, v []byte) bool { n++; return true },
+		func(lo, hi []byte, err error) bool {
+			t.Fatalf("salvage away from the leaf skipped %q..%q", lo, hi)
+			return false
+		}); err != nil || n != 50 {
+		t.Fatalf("salvage of 50 keys away from the corrupt leaf: %d keys, %v", n, err)
+	}
 	// The failure is not cached for good: the page is read (and fails) again.
 	reads := db.Stats().SSDReads
 	if again := check("again", db); len(again) != len(bad) {

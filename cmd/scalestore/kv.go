@@ -23,7 +23,11 @@ given as arguments, or reads commands from standard input, one per line:
   get KEY           print the value, or "not found"
   delete KEY        print "deleted", or "not found"
   scan FROM TO      print "KEY VALUE" for every key in [FROM, TO) in order
-                    (TO "-" means no upper bound)
+                    (TO "-" means no upper bound); stops at a page it
+                    cannot read
+  salvage FROM TO   like scan, but reads on past unreadable pages (a corrupt
+                    or lost page) and prints "unreadable: keys LO through HI"
+                    for the keys each one held; fails if it printed any
 
 Keys are 1 to 256 bytes, a key and its value together at most 1024 bytes;
 values run to the end of the line. Every page is written back and the store
@@ -161,8 +165,33 @@ func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error 
 			fmt.Fprintf(out, "%s %s\n", k, v)
 			return true
 		})
+	case "salvage":
+		if len(f) != 3 {
+			return errors.New("usage: salvage FROM TO")
+		}
+		var to []byte
+		if f[2] != "-" {
+			to = []byte(f[2])
+		}
+		skipped := 0
+		err := db.Salvage([]byte(f[1]), to, func(k, v []byte) bool {
+			fmt.Fprintf(out, "%s %s\n", k, v)
+			return true
+		}, func(lo, hi []byte, err error) bool {
+			through := "the end"
+			if hi != nil {
+				through = fmt.Sprintf("%q", hi)
+			}
+			fmt.Fprintf(out, "unreadable: keys %q through %s: %v\n", lo, through, err)
+			skipped++
+			return true
+		})
+		if err == nil && skipped > 0 {
+			err = fmt.Errorf("salvage: keys were unreadable in %d range(s), listed above", skipped)
+		}
+		return err
 	default:
-		return fmt.Errorf("unknown command %q (put, get, delete, scan)", f[0])
+		return fmt.Errorf("unknown command %q (put, get, delete, scan, salvage)", f[0])
 	}
 	return nil
 }

@@ -175,4 +175,50 @@ func TestKVAcrossProcesses(t *testing.T) {
 	if code, _, e := runCLI("kv"); code != 2 || !strings.Contains(e, "--data") {
 		t.Fatalf("kv without --data: %d %q", code, e)
 	}
+
+	// A store with a corrupt leaf: scan stops there, salvage prints every
+	// other key, names the range it lost, and fails.
+	dir = t.TempDir()
+	in.Reset()
+	for i := range 3000 {
+		fmt.Fprintf(&in, "put k%04d %s\n", i, strings.Repeat("v", 100))
+	}
+	put = exec.Command(bin, "kv", "--data", dir)
+	put.Stdin = strings.NewReader(in.String())
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("put: %v\n%s", err, out)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "scalestore.db"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slot = 20 // a leaf: the few inner pages come first
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0x5A}, 4096), (slot+1)*4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "kv", "--data", dir, "scan", "k", "-").CombinedOutput(); err == nil || !strings.Contains(string(out), "unreadable") {
+		t.Fatalf("scan across a corrupt leaf: %v\n%.300s", err, out)
+	}
+	out, err = exec.Command(bin, "kv", "--data", dir, "salvage", "k", "-").Output()
+	if err == nil {
+		t.Fatal("salvage with a lost range exited 0")
+	}
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	var lost []string
+	keys := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "unreadable: keys ") {
+			lost = append(lost, l)
+		} else if strings.HasPrefix(l, "k") && strings.HasSuffix(l, " "+strings.Repeat("v", 100)) {
+			keys++
+		} else {
+			t.Fatalf("salvage printed %q", l)
+		}
+	}
+	if len(lost) != 1 || keys < 3000-100 || keys >= 3000 {
+		t.Fatalf("salvage: %d keys and %d lost ranges %q, want all but one leaf's keys and that leaf", keys, len(lost), lost)
+	}
 }
