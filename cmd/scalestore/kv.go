@@ -153,31 +153,24 @@ func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error 
 		} else {
 			fmt.Fprintln(out, "not found")
 		}
-	case "scan":
+	case "scan", "salvage":
+		cmd := strings.ToLower(f[0])
 		if len(f) != 3 {
-			return errors.New("usage: scan FROM TO")
+			return fmt.Errorf("usage: %s FROM TO", cmd)
 		}
 		var to []byte
 		if f[2] != "-" {
 			to = []byte(f[2])
 		}
-		return db.Scan([]byte(f[1]), to, func(k, v []byte) bool {
+		emit := func(k, v []byte) bool {
 			fmt.Fprintf(out, "%s %s\n", k, v)
 			return true
-		})
-	case "salvage":
-		if len(f) != 3 {
-			return errors.New("usage: salvage FROM TO")
 		}
-		var to []byte
-		if f[2] != "-" {
-			to = []byte(f[2])
+		if cmd == "scan" {
+			return db.Scan([]byte(f[1]), to, emit)
 		}
 		skipped := 0
-		err := db.Salvage([]byte(f[1]), to, func(k, v []byte) bool {
-			fmt.Fprintf(out, "%s %s\n", k, v)
-			return true
-		}, func(lo, hi []byte, err error) bool {
+		err := db.Salvage([]byte(f[1]), to, emit, func(lo, hi []byte, err error) bool {
 			through := "the end"
 			if hi != nil {
 				through = fmt.Sprintf("%q", hi)
