@@ -242,9 +242,11 @@ func (db *DB) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 // page, ErrUnreadable): it calls fn for every key in [from, to) it can read
 // (from nil: from the first), and skipped for each page it cannot, with the
 // range of keys that page held, lo through hi (hi nil: to the end), and why.
-// fn or skipped returning false ends it. Where Scan stops at the first
-// unreadable page, Salvage reads on: it takes one descent from the root per
-// leaf, so it is slower, and meant for getting data out of a damaged store.
+// fn or skipped returning false ends it; the slices they get are valid
+// only during the call, and they must not use the DB. Where Scan stops at
+// the first unreadable page, Salvage reads on: it takes one descent from
+// the root per leaf, so it is slower, and meant for getting data out of a
+// damaged store.
 func (db *DB) Salvage(from, to []byte, fn func(key, val []byte) bool, skipped func(lo, hi []byte, err error) bool) error {
 	return db.rt.Do(func(w *bufmgr.Worker) error {
 		return db.tree.Salvage(db.session(w), from, to, fn, skipped)

@@ -12,7 +12,8 @@ import (
 // nil: from the first key; to nil: to the last), like Scan, but goes on past
 // the pages it cannot read. For each such page it calls skipped with the
 // keys the page held or led to, lo through hi (hi nil: to the end), and the
-// page's error; skipped or fn returning false ends the salvage. It returns
+// page's error; skipped or fn returning false ends the salvage. The slices
+// passed to fn and skipped are valid only during the call. It returns
 // an error only for what it cannot go past (a corrupt node's header, a
 // descent that does not settle).
 //
