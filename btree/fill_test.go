@@ -55,3 +55,31 @@ func TestAscendingLoadFillsLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestAscendingLoadFillsInnerNodes loads keys in ascending order from one
+// goroutine: the inner nodes above the leaves must come out full too, not
+// half full, so that the tree has hardly more pages than its leaves. An
+// inner node is full at 158 separators of 8-byte keys (24 bytes each), when
+// fewer than the 280 bytes a separator of MaxKey bytes needs are free.
+func TestAscendingLoadFillsInnerNodes(t *testing.T) {
+	const records = 200000
+	db, err := scalestore.Open("", scalestore.Options{InMemory: true, CachePages: 16384, Slots: 1 << 15})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	val := make([]byte, 128)
+	for i := range records {
+		if err := db.Put(binary.BigEndian.AppendUint64(nil, uint64(i)), val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaves := (records + 27) / 28
+	// Full inner nodes: one per 158 leaves, a root and the catalog. Half
+	// full ones would take about twice as many.
+	inner := int(db.Stats().Pages) - leaves
+	t.Logf("%d records: %d leaves, %d other pages", records, leaves, inner)
+	if want := leaves/158 + 3; inner > want {
+		t.Fatalf("%d pages above %d full leaves, want at most %d", inner, leaves, want)
+	}
+}

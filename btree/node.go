@@ -461,8 +461,15 @@ func (n node) removeAt(i int) {
 // the run that the leaf's last insert extended (it goes right after it)
 // but other keys follow, those keys move to r and the separator is set
 // just below the first of them, so the run goes on growing in n (and then
-// at its end). Anything else, and every inner node (a full one must take a
-// separator of up to MaxKey bytes), splits in half.
+// at its end). Anything else splits in half.
+//
+// An inner node that is full for key, where key goes to its last child
+// (the same ascending load, a level up), keeps all its entries but the
+// last, whose child becomes its upper; r starts with no entry and takes
+// the separators that follow. A bulk load so leaves its inner nodes full,
+// not half full: half as many nodes on the level above the leaves, which
+// then stays in the CPU's cache while lookups go through it. Any other key
+// splits an inner node in half.
 func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 	c := n.count()
 	mid := c / 2
@@ -491,6 +498,9 @@ func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 		n.setUpper(rightPID + 1)
 		n.setCount(mid + 1)
 	} else {
+		if pos, _ := n.lowerBound(key); pos == c && c >= 2 {
+			mid = c - 1 // an ascending load: r starts empty
+		}
 		// n keeps [0, mid) with mid's child as its upper; r gets (mid, c).
 		for i := mid + 1; i < c; i++ {
 			r.insertAt(r.count(), n.appendKey(kb[:0], i), n.value(i))

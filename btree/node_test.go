@@ -295,3 +295,53 @@ func TestShortKeysInline(t *testing.T) {
 		t.Fatal("a node with an unknown flag is valid")
 	}
 }
+
+// TestInnerSplitAtTheEndForAscendingKeys: an inner node full for a key
+// that goes to its last child keeps every entry but the last (whose child
+// becomes its upper), and the new node starts with no entry and the old
+// upper; any other key splits in half. Either way every key still leads
+// to the child it led to before, on the side of the separator it is on.
+func TestInnerSplitAtTheEndForAscendingKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		key       uint64
+		wantLeft  func(c int) int
+		wantRight func(c int) int
+	}{
+		{"ascending", 1 << 40, func(c int) int { return c - 1 }, func(int) int { return 0 }},
+		{"middle", 1010, func(c int) int { return c / 2 }, func(c int) int { return c - c/2 - 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lb, rb [protocol.PageSize]byte
+			initNode(lb[:], kindInner)
+			initNode(rb[:], kindInner)
+			l, r := node(lb[:]), node(rb[:])
+			var child [8]byte
+			for k := uint64(1000); l.room(MaxKey, 8); k++ {
+				binary.LittleEndian.PutUint64(child[:], k) // child k holds keys up to k
+				l.insertAt(l.count(), binary.BigEndian.AppendUint64(nil, k), child[:])
+			}
+			c := l.count()
+			l.setUpper(1 << 50)
+			probes := []uint64{0, 1000, 1001, 1000 + uint64(c)/2, 1000 + uint64(c) - 1, 1000 + uint64(c), 1 << 45}
+			before := make([]uint64, len(probes))
+			for i, p := range probes {
+				before[i] = l.childFor(binary.BigEndian.AppendUint64(nil, p))
+			}
+			sep := l.splitInto(r, 77, binary.BigEndian.AppendUint64(nil, tc.key))
+			if l.count() != tc.wantLeft(c) || r.count() != tc.wantRight(c) {
+				t.Fatalf("split of %d entries: left %d right %d, want %d and %d", c, l.count(), r.count(), tc.wantLeft(c), tc.wantRight(c))
+			}
+			for i, p := range probes {
+				k := binary.BigEndian.AppendUint64(nil, p)
+				side := l
+				if bytes.Compare(k, sep) > 0 {
+					side = r
+				}
+				if got := side.childFor(k); got != before[i] {
+					t.Fatalf("key %d leads to child %d after the split, %d before", p, got, before[i])
+				}
+			}
+		})
+	}
+}
