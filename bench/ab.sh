@@ -22,6 +22,11 @@ the geometric mean of the ratios.
   --cache SIZE    cache of each run (default 2GiB: all in memory)
   -h, --help      this text
 
+The two runs share the CPU's last-level cache, so each sees about half of
+it: a change that works through what stays in the cache (the size or the
+fill of the inner nodes, what a lookup hints) can read differently here
+than alone. Check such a change with runs one after the other too.
+
 Needs two CPUs and taskset (util-linux). Exits non-zero if a run fails,
 never because of the figures.
 EOF
