@@ -360,11 +360,18 @@ func (n node) compareSlot(i int, h uint64, key []byte) int {
 
 // childFor is the child of an inner node that covers key.
 func (n node) childFor(key []byte) uint64 {
+	_, c := n.childSlotFor(key)
+	return c
+}
+
+// childSlotFor is the child of an inner node that covers key and the slot
+// that leads to it (count() for upper).
+func (n node) childSlotFor(key []byte) (int, uint64) {
 	i, _ := n.lowerBound(key)
 	if i == n.count() {
-		return n.upper()
+		return i, n.upper()
 	}
-	return n.child(i)
+	return i, n.child(i)
 }
 
 // free is the room between the slots and the heap.

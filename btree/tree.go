@@ -43,6 +43,7 @@ const (
 // The value is shared by every node and worker using the tree.
 type Tree struct {
 	catalog protocol.PID
+	guesses guessState // where leaves keep values (guess.go)
 }
 
 // Open names an existing tree by its catalog page.
@@ -104,6 +105,9 @@ type path struct {
 	parent  bufmgr.OptimisticGuard
 	isCat   bool // parent is the catalog
 	current bufmgr.OptimisticGuard
+	// guess is the offset in current (a leaf) where its parent guessed
+	// the key's value to be, -1 for none (guess.go).
+	guess int32
 }
 
 // descend follows the tree optimistically to the leaf for key. With
@@ -142,6 +146,8 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 	if p.parent.HasChanged() {
 		return true, nil
 	}
+	p.guess = -1
+	depth := 0
 	for {
 		n := node(p.current.Data())
 		// The header and the first slots (all of a leaf's slots, for
@@ -156,6 +162,7 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 		leaf := valid && n.isLeaf()
 		full := false
 		var next uint64
+		slot := -1
 		if valid {
 			if forInsert {
 				if leaf {
@@ -165,7 +172,7 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 				}
 			}
 			if !leaf && !full {
-				next = n.childFor(key)
+				slot, next = n.childSlotFor(key)
 			}
 		}
 		if p.current.HasChanged() {
@@ -178,7 +185,11 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 			return true, t.split(s, *p, key)
 		}
 		if leaf {
+			t.noteLeafDepth(depth)
 			return false, nil
+		}
+		if depth++; depth == int(t.guesses.leafDepth.Load()) {
+			p.guess = t.guessFor(s, n, slot, protocol.PID(next), key)
 		}
 		p.parent, p.isCat = p.current, false
 		p.current = s.Cache.Optimistic(s.Worker, protocol.PID(next))
@@ -271,6 +282,9 @@ func (t *Tree) Get(s Session, key, dst []byte) (val []byte, ok bool, err error) 
 		if p.current.HasChanged() {
 			dst = dst[:mark]
 			continue
+		}
+		if found {
+			t.learn(s, p.guess, n, i)
 		}
 		return dst, found, nil
 	}

@@ -186,6 +186,22 @@ func (c *Cache) Page(f *Frame) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(c.pageBase, i*protocol.PageSize)), protocol.PageSize)
 }
 
+// HintHome hints the lines of bytes [off, off+n) of the page that pid's
+// home frame would hold, at most 16 lines: a caller that can guess where
+// in a page it will read overlaps that miss with the page's others. The
+// page may be in another frame or absent (the lines are then another
+// page's or a free frame's): a hint only, it reads nothing and changes
+// nothing.
+func (c *Cache) HintHome(pid protocol.PID, off, n int) {
+	if c.pageBase == nil || off < 0 || n <= 0 || off >= protocol.PageSize {
+		return
+	}
+	n = min(n, protocol.PageSize-off)
+	first, last := off>>6, (off+n-1)>>6
+	p := unsafe.Add(c.pageBase, uintptr(c.table.home(pid))*protocol.PageSize+uintptr(first)<<6)
+	prefetch.Lines(p, min(last-first+1, 16))
+}
+
 // hitStripes spreads the hot path's hit counters over cache lines so
 // threads do not share one.
 const hitStripes = 16
