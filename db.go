@@ -197,12 +197,14 @@ func (db *DB) session(w *bufmgr.Worker) btree.Session {
 
 // Get appends the value of key to dst; ok is false when the key is absent.
 func (db *DB) Get(key, dst []byte) (val []byte, ok bool, err error) {
-	err = db.rt.Do(func(w *bufmgr.Worker) error {
-		val, ok, err = db.tree.Get(db.session(w), key, dst)
-		return err
-	})
-	return val, ok, err
+	s := db.borrow()
+	defer s.Close()
+	return s.Get(key, dst)
 }
+
+// borrow is a session for one call on the DB: its worker comes from the
+// pool and goes back at Close.
+func (db *DB) borrow() Session { return Session{db: db, w: db.rt.Worker()} }
 
 // GetBatch looks up several keys in one call: found[i] tells whether
 // keys[i] is there, and vals[i] is its value appended to vals[i][:0]. The
@@ -214,28 +216,32 @@ func (db *DB) Get(key, dst []byte) (val []byte, ok bool, err error) {
 // which makes a batch of point reads much faster than the same reads one
 // by one when the data outgrows the CPU's caches.
 func (db *DB) GetBatch(keys, vals [][]byte, found []bool) error {
-	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.GetBatch(db.session(w), keys, vals, found) })
+	s := db.borrow()
+	defer s.Close()
+	return s.GetBatch(keys, vals, found)
 }
 
 // Put sets key to val.
 func (db *DB) Put(key, val []byte) error {
-	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.Put(db.session(w), key, val) })
+	s := db.borrow()
+	defer s.Close()
+	return s.Put(key, val)
 }
 
 // Delete removes key; found reports whether it was there.
 func (db *DB) Delete(key []byte) (found bool, err error) {
-	err = db.rt.Do(func(w *bufmgr.Worker) error {
-		found, err = db.tree.Delete(db.session(w), key)
-		return err
-	})
-	return found, err
+	s := db.borrow()
+	defer s.Close()
+	return s.Delete(key)
 }
 
 // Scan calls fn for every key in [from, to) in order (to nil: to the end)
 // until fn returns false. key and val are valid only during the call; fn
 // must not use the DB.
 func (db *DB) Scan(from, to []byte, fn func(key, val []byte) bool) error {
-	return db.rt.Do(func(w *bufmgr.Worker) error { return db.tree.Scan(db.session(w), from, to, fn) })
+	s := db.borrow()
+	defer s.Close()
+	return s.Scan(from, to, fn)
 }
 
 // Salvage is Scan for a store with pages it cannot read (a corrupt or lost

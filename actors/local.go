@@ -138,21 +138,36 @@ func (l *Local) Node() *Node { return l.node }
 // guards take it on the slow path; anything else of the node it touches
 // goes through Locked.
 func (l *Local) Do(fn func(w *bufmgr.Worker) error) error {
+	w := l.workers.Get().(*bufmgr.Worker)
+	err := l.DoAs(w, fn)
+	l.workers.Put(w)
+	return err
+}
+
+// Worker is a worker for one goroutine to keep across calls of DoAs (a
+// session): Do takes one from a pool and returns it on every call, which
+// costs about 15 ns of a lookup that hits in memory. Give it back with
+// PutWorker.
+func (l *Local) Worker() *bufmgr.Worker { return l.workers.Get().(*bufmgr.Worker) }
+
+// PutWorker takes back a worker from Worker that no call uses any more.
+func (l *Local) PutWorker(w *bufmgr.Worker) { l.workers.Put(w) }
+
+// DoAs is Do with the caller's worker, from Worker. A worker runs one call
+// at a time.
+func (l *Local) DoAs(w *bufmgr.Worker, fn func(w *bufmgr.Worker) error) error {
 	if l.stopped.Load() {
 		return errors.New("actors: node closed")
 	}
 	if l.failed.Load() {
 		return l.firstErr()
 	}
-	w := l.workers.Get().(*bufmgr.Worker)
 	if p, ok := w.P.(*goParker); ok {
 		// The clock is read at the first park, not here: an operation
 		// that never parks (a cache hit) must not pay for it.
 		p.since = time.Time{}
 	}
-	err := l.run(fn, w)
-	l.workers.Put(w)
-	if err != nil {
+	if err := l.run(fn, w); err != nil {
 		return err
 	}
 	if l.failed.Load() {

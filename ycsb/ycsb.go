@@ -35,6 +35,24 @@ type BatchGetter interface {
 	GetBatch(keys, vals [][]byte, found []bool) error
 }
 
+// ThreadEngine is an engine that hands each driver thread a handle of its
+// own, for that thread alone (the embedded store's Session, which keeps a
+// worker instead of taking one from a pool on every call); done releases
+// it. Load and Run use it when the engine has it.
+type ThreadEngine interface {
+	Engine
+	ForThread() (e Engine, done func())
+}
+
+// forThread is e's handle for one thread: its own when e is a
+// ThreadEngine, else e itself.
+func forThread(e Engine) (Engine, func()) {
+	if te, ok := e.(ThreadEngine); ok {
+		return te.ForThread()
+	}
+	return e, func() {}
+}
+
 type engineWithBatches interface {
 	Engine
 	BatchGetter
@@ -140,6 +158,8 @@ func Load(e Engine, cfg Config) (time.Duration, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			e, release := forThread(e)
+			defer release()
 			r := rand.New(rand.NewSource(cfg.Seed + int64(t)))
 			var kb [8]byte
 			val := make([]byte, ValueSize)
@@ -198,6 +218,8 @@ func Run(e Engine, cfg Config) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			e, release := forThread(e)
+			defer release()
 			r := rand.New(rand.NewSource(cfg.Seed + 1000 + int64(t)))
 			choose := NewChooser(int64(cfg.Records), cfg.Zipf)
 			pick := func() int64 { return choose(r) }
@@ -224,7 +246,9 @@ func Run(e Engine, cfg Config) (Result, error) {
 			last := time.Since(base)
 			for !stopFlag.Load() {
 				key := Key(kb[:], pick())
-				read := r.Float64() < cfg.ReadRatio
+				// No draw for a mix of reads alone (YCSB-C) or updates
+				// alone: it would cost a few nanoseconds an operation.
+				read := cfg.ReadRatio >= 1 || (cfg.ReadRatio > 0 && r.Float64() < cfg.ReadRatio)
 				if !read {
 					r.Read(val)
 				}

@@ -142,3 +142,69 @@ func TestInterrupt(t *testing.T) {
 		t.Fatalf("interrupted calls took %v", took)
 	}
 }
+
+// threadedEngine hands out handles that count what they serve.
+type threadedEngine struct {
+	*Baseline
+	handed, released atomic.Int64
+	shared           atomic.Int64 // operations on the engine itself
+	viaHandles       atomic.Int64
+}
+
+type handle struct {
+	e    *threadedEngine
+	busy atomic.Bool
+}
+
+func (h *handle) Get(key, dst []byte) ([]byte, bool, error) {
+	if !h.busy.CompareAndSwap(false, true) {
+		return nil, false, errors.New("a handle used by two threads at once")
+	}
+	defer h.busy.Store(false)
+	h.e.viaHandles.Add(1)
+	return h.e.Baseline.Get(key, dst)
+}
+
+func (h *handle) Put(key, val []byte) error {
+	h.e.viaHandles.Add(1)
+	return h.e.Baseline.Put(key, val)
+}
+
+func (e *threadedEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	e.shared.Add(1)
+	return e.Baseline.Get(key, dst)
+}
+
+func (e *threadedEngine) Put(key, val []byte) error {
+	e.shared.Add(1)
+	return e.Baseline.Put(key, val)
+}
+
+func (e *threadedEngine) ForThread() (Engine, func()) {
+	e.handed.Add(1)
+	return &handle{e: e}, func() { e.released.Add(1) }
+}
+
+// TestThreadEngine: with a ThreadEngine, every thread of Load and of Run
+// works through a handle of its own, releases it, and nothing goes to the
+// shared engine.
+func TestThreadEngine(t *testing.T) {
+	e := &threadedEngine{Baseline: NewBaseline()}
+	cfg := Config{Records: 1000, ReadRatio: 0.9, Threads: 3, Duration: 100 * time.Millisecond, Warmup: 50 * time.Millisecond, Seed: 1}
+	if _, err := Load(e, cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(e, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, r := e.handed.Load(), e.released.Load(); h != 2*int64(cfg.Threads) || r != h {
+		t.Errorf("%d handles handed out and %d released, want %d each (a thread each, in Load and Run)", h, r, 2*cfg.Threads)
+	}
+	if e.shared.Load() != 0 {
+		t.Errorf("%d operations on the shared engine, want 0", e.shared.Load())
+	}
+	if e.viaHandles.Load() < int64(cfg.Records)+res.Ops {
+		t.Errorf("%d operations through handles, fewer than the %d loaded and %d measured", e.viaHandles.Load(), cfg.Records, res.Ops)
+	}
+}

@@ -1,0 +1,76 @@
+package scalestore
+
+import (
+	"errors"
+
+	"github.com/scalestore-go/scalestore/bufmgr"
+)
+
+// ErrSessionClosed is returned by a Session's methods after its Close.
+var ErrSessionClosed = errors.New("scalestore: session closed")
+
+// A Session is a DB for one goroutine at a time: the same Get, GetBatch,
+// Put, Delete and Scan, on the same data, for a goroutine that makes many
+// calls. A call on the DB takes a worker (the buffer manager's context
+// for one thread) from a pool and gives it back; a Session keeps its
+// worker from NewSession to Close, which saves about 15 ns a call, a few
+// percent of a lookup that hits in memory. Sessions and calls on the DB
+// mix freely. A Session must not be used by two goroutines at once, nor
+// after the DB is closed (its calls then fail).
+type Session struct {
+	db *DB
+	w  *bufmgr.Worker
+}
+
+// NewSession opens a session; Close it when done.
+func (db *DB) NewSession() *Session { return &Session{db: db, w: db.rt.Worker()} }
+
+// Close ends the session; its worker goes back to the DB. Calls after it
+// fail with ErrSessionClosed; a second Close does nothing.
+func (s *Session) Close() {
+	if s.w != nil {
+		s.db.rt.PutWorker(s.w)
+		s.w = nil
+	}
+}
+
+// do runs fn as the session's worker.
+func (s *Session) do(fn func(w *bufmgr.Worker) error) error {
+	if s.w == nil {
+		return ErrSessionClosed
+	}
+	return s.db.rt.DoAs(s.w, fn)
+}
+
+// Get is DB.Get.
+func (s *Session) Get(key, dst []byte) (val []byte, ok bool, err error) {
+	err = s.do(func(w *bufmgr.Worker) error {
+		val, ok, err = s.db.tree.Get(s.db.session(w), key, dst)
+		return err
+	})
+	return val, ok, err
+}
+
+// GetBatch is DB.GetBatch.
+func (s *Session) GetBatch(keys, vals [][]byte, found []bool) error {
+	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.GetBatch(s.db.session(w), keys, vals, found) })
+}
+
+// Put is DB.Put.
+func (s *Session) Put(key, val []byte) error {
+	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Put(s.db.session(w), key, val) })
+}
+
+// Delete is DB.Delete.
+func (s *Session) Delete(key []byte) (found bool, err error) {
+	err = s.do(func(w *bufmgr.Worker) error {
+		found, err = s.db.tree.Delete(s.db.session(w), key)
+		return err
+	})
+	return found, err
+}
+
+// Scan is DB.Scan; fn must use neither the DB nor the session.
+func (s *Session) Scan(from, to []byte, fn func(key, val []byte) bool) error {
+	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Scan(s.db.session(w), from, to, fn) })
+}
