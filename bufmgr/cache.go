@@ -191,9 +191,11 @@ func (c *Cache) Page(f *Frame) []byte {
 // in a page it will read overlaps that miss with the page's others. The
 // page may be in another frame or absent (the lines are then another
 // page's or a free frame's): a hint only, it reads nothing and changes
-// nothing.
+// nothing. It hints nothing while most cached pages are away from home
+// (the table then looks them up in its buckets first), as in a cache
+// much smaller than the store.
 func (c *Cache) HintHome(pid protocol.PID, off, n int) {
-	if c.pageBase == nil || off < 0 || n <= 0 || off >= protocol.PageSize {
+	if c.pageBase == nil || off < 0 || n <= 0 || off >= protocol.PageSize || atomic.LoadUint32(&c.table.homeFirst) == 0 {
 		return
 	}
 	n = min(n, protocol.PageSize-off)
