@@ -208,3 +208,57 @@ func TestThreadEngine(t *testing.T) {
 		t.Errorf("%d operations through handles, fewer than the %d loaded and %d measured", e.viaHandles.Load(), cfg.Records, res.Ops)
 	}
 }
+
+// slowEngine takes at least d for every lookup.
+type slowEngine struct {
+	*Baseline
+	d time.Duration
+}
+
+func (e *slowEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	for start := time.Now(); time.Since(start) < e.d; {
+	}
+	return e.Baseline.Get(key, dst)
+}
+
+// slowBatchEngine answers a batch with a slow lookup per key.
+type slowBatchEngine struct{ *slowEngine }
+
+func (e slowBatchEngine) GetBatch(keys, vals [][]byte, found []bool) error {
+	for i, k := range keys {
+		var err error
+		if vals[i], found[i], err = e.Get(k, vals[i][:0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestLatencyInTime: latencies are measured in clock ticks and reported in
+// microseconds. Lookups that each take at least 200 µs (a busy wait) must
+// read at least that at every percentile reported, and not orders of
+// magnitude more (a wrong tick rate would be off by the CPU's GHz); a
+// batch of 4 of them, recorded with the batch's latency, at least 800 µs.
+func TestLatencyInTime(t *testing.T) {
+	for _, batch := range []int{1, 4} {
+		slow := &slowEngine{Baseline: NewBaseline(), d: 200 * time.Microsecond}
+		var e Engine = slow
+		if batch > 1 {
+			e = slowBatchEngine{slow}
+		}
+		cfg := Config{Records: 100, ReadRatio: 1, Threads: 1, Duration: 100 * time.Millisecond, Seed: 1, Batch: batch}
+		if _, err := Load(e, cfg); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(e, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("batch %d: %d ops, p50 %.1f µs, p99 %.1f, p99.9 %.1f", batch, res.Ops, res.P50us, res.P99us, res.P999us)
+		for _, p := range []float64{res.P50us, res.P99us, res.P999us} {
+			if p < 199*float64(batch) || p > 50_000 {
+				t.Errorf("batch %d: a percentile of %.1f µs for lookups of 200 µs", batch, p)
+			}
+		}
+	}
+}

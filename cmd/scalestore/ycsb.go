@@ -39,6 +39,12 @@ read is recorded with its batch's latency. The btree engine has no batch
 call and gets the reads one by one. The default, 1, is one lookup per call
 (the paper's setup).
 
+Each thread of the scalestore engine works through a session of its own
+(scalestore.Session). An operation's latency runs from the end of the
+thread's previous one (one clock read per operation) and is counted on the
+CPU's time-stamp counter where the kernel trusts it, else on the monotonic
+clock ("clock" in --json).
+
 Ctrl-C (or SIGTERM) stops the load or the run, and the store in --data is
 still closed cleanly (exit status 130); a store that was not closed is
 refused by the next open.
