@@ -154,8 +154,8 @@ func TestConcurrentUseOnDisk(t *testing.T) {
 	}
 }
 
-// TestGetAllocatesNothing: a lookup of a cached key into a buffer with room
-// allocates nothing (the buffer manager's hot path, the B-tree's optimistic
+// TestGetAllocatesNothing: a lookup of a cached key into a buffer with room,
+// on the DB or through a session, allocates nothing (the buffer manager's hot path, the B-tree's optimistic
 // descent and the embedded API around them).
 func TestGetAllocatesNothing(t *testing.T) {
 	db, err := Open("", Options{InMemory: true, CachePages: 64})
@@ -170,13 +170,17 @@ func TestGetAllocatesNothing(t *testing.T) {
 		}
 	}
 	key, dst := []byte("key0500"), make([]byte, 0, 64)
-	allocs := testing.AllocsPerRun(1000, func() {
-		if v, ok, err := db.Get(key, dst[:0]); err != nil || !ok || string(v) != "key0500" {
-			t.Errorf("get: %q %v %v", v, ok, err)
+	s := db.NewSession()
+	defer s.Close()
+	for name, get := range map[string]func(key, dst []byte) ([]byte, bool, error){"DB.Get": db.Get, "Session.Get": s.Get} {
+		allocs := testing.AllocsPerRun(1000, func() {
+			if v, ok, err := get(key, dst[:0]); err != nil || !ok || string(v) != "key0500" {
+				t.Errorf("%s: %q %v %v", name, v, ok, err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s of a cached key: %.1f allocations, want 0", name, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("Get of a cached key: %.1f allocations, want 0", allocs)
 	}
 }
 

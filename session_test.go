@@ -77,32 +77,6 @@ func TestSessionsShareTheData(t *testing.T) {
 	}
 }
 
-// TestSessionGetAllocatesNothing is TestGetAllocatesNothing for a session.
-func TestSessionGetAllocatesNothing(t *testing.T) {
-	db, err := Open("", Options{InMemory: true, CachePages: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s := db.NewSession()
-	defer s.Close()
-	for i := range 1000 {
-		k := fmt.Appendf(nil, "key%04d", i)
-		if err := s.Put(k, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key, dst := []byte("key0500"), make([]byte, 0, 64)
-	allocs := testing.AllocsPerRun(1000, func() {
-		if v, ok, err := s.Get(key, dst[:0]); err != nil || !ok || string(v) != "key0500" {
-			t.Errorf("get: %q %v %v", v, ok, err)
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("Session.Get of a cached key: %.1f allocations, want 0", allocs)
-	}
-}
-
 // A session used after its DB closed fails; it does not panic.
 func TestSessionAfterClose(t *testing.T) {
 	db, err := Open("", Options{InMemory: true, CachePages: 64})

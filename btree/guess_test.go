@@ -46,6 +46,15 @@ func (r *guessRig) do(fn func(s Session) error) {
 
 func u64key(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
 
+// ascending is n keys from 0 on, step apart.
+func ascending(n, step int) []uint64 {
+	k := make([]uint64, n)
+	for i := range k {
+		k[i] = uint64(step * i)
+	}
+	return k
+}
+
 // lookups looks every key up once and counts the guesses made and how many
 // named the value's offset: each lookup's path as the descent left it,
 // checked against the leaf.
@@ -102,10 +111,7 @@ func (r *guessRig) score() int32 { return r.tr.guesses.stripe(r.last).score.Load
 func TestGuessFindsValuesOfAnAscendingLoad(t *testing.T) {
 	const records = 50000
 	r := newGuessRig(t)
-	keys := make([]uint64, records)
-	for i := range keys {
-		keys[i] = uint64(i)
-	}
+	keys := ascending(records, 1)
 	r.load(keys, func(uint64) int { return 128 })
 	made, right := r.lookups(keys, 128)
 	t.Logf("%d lookups: %d guesses, %d right, score %d", records, made, right, r.score())
@@ -132,18 +138,9 @@ func TestGuessFindsValuesOfAnAscendingLoad(t *testing.T) {
 // the hinting point, so that lookups stop hinting lines they will not read.
 func TestGuessStopsHintingWhenWrong(t *testing.T) {
 	cases := map[string]func() []uint64{
-		"sparse": func() []uint64 {
-			k := make([]uint64, 20000)
-			for i := range k {
-				k[i] = uint64(3 * i)
-			}
-			return k
-		},
+		"sparse": func() []uint64 { return ascending(20000, 3) },
 		"random order": func() []uint64 {
-			k := make([]uint64, 20000)
-			for i := range k {
-				k[i] = uint64(i)
-			}
+			k := ascending(20000, 1)
 			rand.New(rand.NewPCG(1, 2)).Shuffle(len(k), func(i, j int) { k[i], k[j] = k[j], k[i] })
 			return k
 		},
@@ -172,10 +169,7 @@ func TestGuessStopsHintingWhenWrong(t *testing.T) {
 func TestGuessFollowsTheEntrySize(t *testing.T) {
 	const records = 20000
 	r := newGuessRig(t)
-	keys := make([]uint64, records)
-	for i := range keys {
-		keys[i] = uint64(i)
-	}
+	keys := ascending(records, 1)
 	r.load(keys, func(k uint64) int { return 100 + 28*int(k%2) })
 	r.do(func(s Session) error {
 		for _, k := range keys {
