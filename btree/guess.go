@@ -85,9 +85,9 @@ func (n node) guessOffset(i int, key []byte, entry int) int {
 // right, and returns the guessed offset (-1: none) for Get to check.
 func (t *Tree) guessFor(s Session, n node, i int, child protocol.PID, key []byte) int32 {
 	g := t.guesses.stripe(s.Worker.ID)
-	off := n.guessOffset(i, key, int(g.entry.Load()))
+	e := int(g.entry.Load())
+	off := n.guessOffset(i, key, e)
 	if off >= 0 && g.score.Load() >= guessHintScore {
-		e := int(g.entry.Load())
 		s.Cache.HintHome(child, off, min(e, guessMaxLines*64))
 	}
 	return int32(off)

@@ -213,6 +213,7 @@ func NewChooser(records int64, theta float64) func(r *rand.Rand) int64 {
 
 // Run runs the mix for Warmup (not measured) and then Duration.
 func Run(e Engine, cfg Config) (Result, error) {
+	clock := tsc.Source() // before the first tsc.Ticks: it picks the clock
 	var measuring atomic.Bool
 	var stopFlag atomic.Bool
 	var firstErr atomic.Value
@@ -316,7 +317,7 @@ func Run(e Engine, cfg Config) (Result, error) {
 		all.Merge(hists[t])
 		res.Ops += counts[t]
 	}
-	res.Clock = tsc.Source()
+	res.Clock = clock
 	res.Seconds = elapsed.Seconds()
 	res.OpsPerSec = float64(res.Ops) / elapsed.Seconds()
 	if perNano > 0 {

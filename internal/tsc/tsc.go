@@ -4,16 +4,23 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
 var (
-	base   = time.Now()
-	useTSC = trusted()
+	base = time.Now()
+	// useTSC is decided at the first use, not at start-up: it reads two
+	// files, which a program that never times anything should not pay.
+	useTSC     bool
+	decideOnce sync.Once
 )
+
+func decide() { decideOnce.Do(func() { useTSC = trusted() }) }
 
 // Source names the clock Ticks reads: "tsc" or "monotonic".
 func Source() string {
+	decide()
 	if useTSC {
 		return "tsc"
 	}
@@ -21,7 +28,8 @@ func Source() string {
 }
 
 // Ticks is the clock now. Only differences of Ticks mean something; a Span
-// converts them to time.
+// converts them to time. Call Source or Begin once before the first Ticks
+// (it keeps the monotonic clock until then).
 func Ticks() uint64 {
 	if useTSC {
 		return rdtsc()
@@ -62,7 +70,10 @@ type Span struct {
 }
 
 // Begin starts a span.
-func Begin() Span { return Span{t0: time.Now(), c0: Ticks()} }
+func Begin() Span {
+	decide()
+	return Span{t0: time.Now(), c0: Ticks()}
+}
 
 // PerNano is how many ticks a nanosecond held between Begin and now: 1
 // for the monotonic clock, the counter's rate in GHz for the TSC. It is 0

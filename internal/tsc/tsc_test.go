@@ -38,6 +38,7 @@ func TestTicksAndRate(t *testing.T) {
 
 // Forcing the monotonic clock gives it, whatever the machine.
 func TestMonotonicFallback(t *testing.T) {
+	Source() // decided now, so that it is not decided again over the forced value
 	saved := useTSC
 	defer func() { useTSC = saved }()
 	useTSC = false
