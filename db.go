@@ -10,11 +10,15 @@
 //
 // A DB is safe for concurrent use by many goroutines.
 //
-// Writes are durable once Close returns: there is no log, and a store whose
-// process stopped without Close, or whose Close could not write every page,
-// is refused by the next Open (ErrUnclean). A full disk fails the Put that
-// needs a new page (the store reserves disk space before it hands a page
-// out), not the Close.
+// Writes are durable once Close returns: there is no log. A store that may
+// have taken writes since its last clean close (its process stopped without
+// Close, or its Close could not write every page) is refused by the next
+// Open (ErrUnclean), a new store as well as an old one: Open persists the
+// store's catalog, marked in use, before it returns, so no write is ever
+// acknowledged by a store that would reopen as clean. OpenUnclean opens such
+// a store read-only to get out what it still holds. A full disk fails the
+// Put that needs a new page (the store reserves disk space before it hands
+// a page out), not the Close.
 package scalestore
 
 import (
@@ -53,9 +57,13 @@ type Options struct {
 	// survives Close): for benchmarks and tests.
 	InMemory bool
 	// OpenUnclean opens a store that was not closed cleanly (see
-	// ErrUnclean) instead of refusing it, to read what it holds. Its pages
-	// may not match its catalog: lookups can miss keys or fail with
-	// corrupt pages. A clean Close afterwards marks it clean again.
+	// ErrUnclean) instead of refusing it, read-only, to read what it
+	// holds. Its pages may not match its catalog: lookups can miss keys,
+	// find older values, or fail with ErrUnreadable on a page that is
+	// damaged or lies past the pages the catalog allocated; Salvage reads
+	// on past such pages. Put and Delete fail with ErrReadOnly, and Close
+	// leaves the store as unclean as it was: write what Salvage finds into
+	// a new store. A store that was closed cleanly opens as usual.
 	OpenUnclean bool
 }
 
@@ -66,6 +74,10 @@ type Options struct {
 // the allocator of its last clean close. Options.OpenUnclean opens it
 // anyway.
 var ErrUnclean = errors.New("store was not closed cleanly")
+
+// ErrReadOnly is returned by Put and Delete on a store opened with
+// OpenUnclean that was not clean.
+var ErrReadOnly = errors.New("scalestore: the store is open read-only")
 
 // Stats are the DB's counters.
 type Stats struct {
@@ -109,6 +121,11 @@ type DB struct {
 	allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
 	// unclean: open the store even if it was not closed cleanly.
 	unclean bool
+	// readOnly is why Put and Delete fail, if they do: the store was
+	// opened unclean.
+	readOnly error
+	// dir names the store in errors.
+	dir string
 }
 
 const metaMagic = 0x5353474F4D455441 // "SSGOMETA"
@@ -143,10 +160,10 @@ func Open(dir string, opts Options) (*DB, error) {
 		store.Close()
 		return nil, err
 	}
-	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean}
+	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir}
 	if err := db.load(); err != nil {
 		rt.Close()
-		if errors.Is(err, ErrUnclean) {
+		if !db.wasClean() {
 			abandon(store) // refused, it must stay unclean: Close would mark it clean
 		} else {
 			store.Close()
@@ -156,39 +173,102 @@ func Open(dir string, opts Options) (*DB, error) {
 	return db, nil
 }
 
+// wasClean reports whether the store was closed cleanly before this Open
+// (stores that cannot tell always were).
+func (db *DB) wasClean() bool {
+	c, ok := db.store.(interface{ WasClean() bool })
+	return !ok || c.WasClean()
+}
+
 // load restores the catalog and the allocator from the store's metadata,
 // or creates the tree in a new store.
 func (db *DB) load() error {
 	meta := db.store.Meta()
+	if len(meta) == 0 {
+		if !db.wasClean() {
+			// This build persists the catalog before Open returns (below),
+			// so only a store of an earlier build, which kept none until
+			// its first clean close, can be in use without one.
+			return fmt.Errorf("scalestore: %s: %w: it was created and then killed (or its flush failed) before it was "+
+				"ever closed, by a build that kept no catalog until then, so any writes it took cannot be found; "+
+				"remove %s to start over", db.dir, ErrUnclean, StoreFile)
+		}
+		return db.create()
+	}
+	if len(meta) < 24 || binary.LittleEndian.Uint64(meta) != metaMagic {
+		return fmt.Errorf("scalestore: %s: metadata of %d bytes is not ours", db.dir, len(meta))
+	}
+	if !db.wasClean() {
+		if !db.unclean {
+			return fmt.Errorf("scalestore: %s: %w (its process stopped without closing it, or its last flush failed): "+
+				"writes since its last clean close may be missing and its pages may not match its catalog; "+
+				"open it with Options.OpenUnclean (kv --unclean) to read what is there, or remove %s to start over",
+				db.dir, ErrUnclean, StoreFile)
+		}
+		db.readOnly = fmt.Errorf("%w: %s was opened with OpenUnclean (not closed cleanly); "+
+			"copy what it holds into a new store", ErrReadOnly, db.dir)
+	}
 	return db.rt.Do(func(w *bufmgr.Worker) error {
-		if len(meta) == 0 {
-			t, err := btree.Create(db.session(w))
-			if err != nil {
-				return fmt.Errorf("scalestore: creating the tree: %w", err)
-			}
-			db.tree = t
-			return nil
-		}
-		if len(meta) < 24 || binary.LittleEndian.Uint64(meta) != metaMagic {
-			return fmt.Errorf("scalestore: metadata of %d bytes is not ours", len(meta))
-		}
-		if c, ok := db.store.(interface{ WasClean() bool }); ok && !c.WasClean() && !db.unclean {
-			return fmt.Errorf("scalestore: %w (its process stopped without closing it, or its last flush failed): "+
-				"its pages may not match its catalog; open it with Options.OpenUnclean (kv --unclean) to read what "+
-				"is there, or remove %s to start over", ErrUnclean, StoreFile)
-		}
 		allocated := binary.LittleEndian.Uint64(meta[8:])
+		if w, ok := db.store.(interface{ WrittenSlots() (uint64, error) }); ok && db.readOnly != nil {
+			// Pages written after the last clean close lie past the pages
+			// it counted, and pages it counted point to them: read them
+			// too. (Read-only: nothing is allocated from here on.)
+			written, err := w.WrittenSlots()
+			if err != nil {
+				return fmt.Errorf("scalestore: %s: finding the written pages: %w", db.dir, err)
+			}
+			allocated = max(allocated, written)
+		}
 		var err error
 		db.rt.Locked(func() { err = db.rt.Node().Directory().Restore(allocated) })
 		if err != nil {
 			return fmt.Errorf("scalestore: restoring the allocator: %w", err)
 		}
 		db.tree = btree.Open(protocol.PID(binary.LittleEndian.Uint64(meta[16:])))
+		if db.readOnly != nil {
+			return nil // Upgrade would write, and a damaged catalog is Get's to report
+		}
 		if err := db.tree.Upgrade(db.session(w)); err != nil {
 			return fmt.Errorf("scalestore: opening the tree: %w", err)
 		}
 		return nil
 	})
+}
+
+// create makes the tree of a new store and persists its catalog with the
+// store marked in use before Open returns: a store killed after it took a
+// write is then refused as unclean at the next Open, never opened as new
+// and empty. Killed before this, it holds nothing anybody was told of.
+func (db *DB) create() error {
+	err := db.rt.Do(func(w *bufmgr.Worker) error {
+		t, err := btree.Create(db.session(w))
+		if err != nil {
+			return fmt.Errorf("scalestore: creating the tree: %w", err)
+		}
+		db.tree = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := db.store.SetMeta(db.meta()); err != nil {
+		return fmt.Errorf("scalestore: %s: recording the new tree: %w", db.dir, err)
+	}
+	if err := db.rt.SyncStore(); err != nil {
+		return fmt.Errorf("scalestore: %s: persisting the new tree's catalog: %w", db.dir, err)
+	}
+	return nil
+}
+
+// meta is the metadata a clean close persists: the allocator and the
+// catalog.
+func (db *DB) meta() []byte {
+	meta := make([]byte, 24)
+	binary.LittleEndian.PutUint64(meta, metaMagic)
+	db.rt.Locked(func() { binary.LittleEndian.PutUint64(meta[8:], db.rt.Node().Directory().Allocated()) })
+	binary.LittleEndian.PutUint64(meta[16:], uint64(db.tree.Catalog()))
+	return meta
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
@@ -254,9 +334,23 @@ func (db *DB) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 // the root per leaf, so it is slower, and meant for getting data out of a
 // damaged store.
 func (db *DB) Salvage(from, to []byte, fn func(key, val []byte) bool, skipped func(lo, hi []byte, err error) bool) error {
-	return db.rt.Do(func(w *bufmgr.Worker) error {
+	err := db.rt.Do(func(w *bufmgr.Worker) error {
 		return db.tree.Salvage(db.session(w), from, to, fn, skipped)
 	})
+	if err != nil {
+		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
+	}
+	return nil
+}
+
+// explain adds to an operation's error which store it is and, for an
+// unreadable page, what to do.
+func (db *DB) explain(err error) error {
+	if errors.Is(err, ErrUnreadable) {
+		return fmt.Errorf("scalestore: %s: %w; the other keys still read: Salvage (kv salvage) lists them "+
+			"and the key ranges that are lost", db.dir, err)
+	}
+	return fmt.Errorf("scalestore: %s: %w", db.dir, err)
 }
 
 // abandon releases a store without marking it clean, where the store can
@@ -285,17 +379,23 @@ type BatchError = btree.BatchError
 // a page cannot be written (a full disk, an I/O error), the store is left
 // marked unclean, so that its next Open reports ErrUnclean instead of
 // trusting pages that no longer match its metadata.
+//
+// A store opened with OpenUnclean that was not clean stays as it was: Close
+// releases it without marking it clean.
 func (db *DB) Close() error {
 	err := db.rt.Close()
+	if db.readOnly != nil {
+		abandon(db.store)
+		if err != nil {
+			return fmt.Errorf("scalestore: %s: closing: %w", db.dir, err)
+		}
+		return nil
+	}
 	if err != nil {
 		abandon(db.store)
-		return fmt.Errorf("scalestore: flushing the store: %w", err)
+		return fmt.Errorf("scalestore: %s: flushing the store: %w", db.dir, err)
 	}
-	meta := make([]byte, 24)
-	binary.LittleEndian.PutUint64(meta, metaMagic)
-	binary.LittleEndian.PutUint64(meta[8:], db.rt.Node().Directory().Allocated())
-	binary.LittleEndian.PutUint64(meta[16:], uint64(db.tree.Catalog()))
-	err = db.store.SetMeta(meta)
+	err = db.store.SetMeta(db.meta())
 	if cerr := db.store.Close(); err == nil {
 		err = cerr
 	}

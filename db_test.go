@@ -323,8 +323,8 @@ func trackedOptions(s *trackedStore, st Store, unclean bool) Options {
 // TestFailedFlushLeavesStoreUnclean: a Close whose flush fails (a full disk)
 // reports the store's error, leaves the metadata of the last clean close and
 // the store marked unclean; the next Open refuses it with ErrUnclean, and
-// Options.OpenUnclean opens it (here nothing reached the pages, so every key
-// of the clean close is there) and closes it clean again.
+// Options.OpenUnclean opens it read-only (here nothing reached the pages, so
+// every key of the clean close is there) and leaves it unclean.
 func TestFailedFlushLeavesStoreUnclean(t *testing.T) {
 	ts := &trackedStore{memStore: memStore{Store: memfile.New(4096, nil)}, clean: true}
 	db, err := Open("x", ts.options(false))
@@ -373,14 +373,18 @@ func TestFailedFlushLeavesStoreUnclean(t *testing.T) {
 			t.Fatalf("key %d: %q %v %v", i, v, ok, err)
 		}
 	}
-	if err := db.Close(); err != nil || !ts.clean {
-		t.Fatalf("Close after OpenUnclean: %v, clean %v", err, ts.clean)
+	if err := db.Put([]byte("key0000"), []byte("third")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Put on a store opened unclean: %v, want ErrReadOnly", err)
 	}
-	db, err = Open("x", ts.options(false))
-	if err != nil {
-		t.Fatalf("Open after a clean close: %v", err)
+	if _, err := db.Delete([]byte("key0000")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Delete on a store opened unclean: %v, want ErrReadOnly", err)
 	}
-	db.Close()
+	if err := db.Close(); err != nil || ts.clean {
+		t.Fatalf("Close after OpenUnclean: %v, clean %v (want it left unclean)", err, ts.clean)
+	}
+	if _, err := Open("x", ts.options(false)); !errors.Is(err, ErrUnclean) {
+		t.Fatalf("Open after an unclean store was read: %v, want ErrUnclean", err)
+	}
 }
 
 // roomyStore is a trackedStore whose disk has room for the first room

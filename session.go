@@ -39,7 +39,10 @@ func (s *Session) do(fn func(w *bufmgr.Worker) error) error {
 	if s.w == nil {
 		return ErrSessionClosed
 	}
-	return s.db.rt.DoAs(s.w, fn)
+	if err := s.db.rt.DoAs(s.w, fn); err != nil {
+		return s.db.explain(err)
+	}
+	return nil
 }
 
 // Get is DB.Get.
@@ -58,11 +61,17 @@ func (s *Session) GetBatch(keys, vals [][]byte, found []bool) error {
 
 // Put is DB.Put.
 func (s *Session) Put(key, val []byte) error {
+	if s.db.readOnly != nil {
+		return s.db.readOnly
+	}
 	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Put(s.db.session(w), key, val) })
 }
 
 // Delete is DB.Delete.
 func (s *Session) Delete(key []byte) (found bool, err error) {
+	if s.db.readOnly != nil {
+		return false, s.db.readOnly
+	}
 	err = s.do(func(w *bufmgr.Worker) error {
 		found, err = s.db.tree.Delete(s.db.session(w), key)
 		return err

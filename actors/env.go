@@ -75,7 +75,16 @@ type Config struct {
 	// too long (a simulator check; on a large real cache the scan costs
 	// more than it tells).
 	NoProgressCheck bool
-	Mutations       Mutations
+	// UnallocatedUnreadable makes this node's own request for a page of
+	// its own directory that the directory never allocated an unreadable
+	// page (the guard fails with bufmgr.ErrUnreadable, the node goes on)
+	// instead of a protocol violation. A store that was not closed cleanly
+	// can hold pages written after its catalog, which point past the
+	// pages the catalog allocated: the embedded store (NewLocal) reads
+	// them as damaged pages. The simulator and the cluster keep it off, so
+	// that a request for a page nobody allocated stays a protocol bug.
+	UnallocatedUnreadable bool
+	Mutations             Mutations
 	// AdviseMemory, when set, sees the cache's large metadata arrays before
 	// their first use (the real world asks for huge pages; the simulator
 	// leaves it nil).

@@ -32,6 +32,9 @@ type Local struct {
 	// ringMu serialises the use of async (submitting and reaping); it is
 	// never held while taking mu, nor while waiting for completions.
 	ringMu sync.Mutex
+	// syncMu serialises a synchronous store's requests (syncLoop) with
+	// SyncStore.
+	syncMu sync.Mutex
 	async  AsyncStore    // the store, if it is asynchronous
 	io     []ioRequest   // requests for the I/O goroutine
 	ioKick chan struct{} // wakes an idle I/O goroutine
@@ -86,6 +89,7 @@ func NewLocal(cfg Config, store storage.PageStore) (*Local, error) {
 		// this frees hold data instead (+2% hits out of memory).
 		cfg.FreeTarget = max(1, min(cfg.CacheFrames/10, max(256, cfg.CacheFrames/100)))
 	}
+	cfg.UnallocatedUnreadable = true
 	return newLocal(cfg, store)
 }
 
@@ -481,11 +485,13 @@ func (l *Local) syncLoop() {
 		}
 		for _, r := range batch {
 			var err error
+			l.syncMu.Lock()
 			if r.write {
 				err = l.store.WritePage(r.slot, r.buf)
 			} else {
 				err = l.store.ReadPage(r.slot, r.buf)
 			}
+			l.syncMu.Unlock()
 			l.complete(r, err)
 		}
 		l.mu.post()
@@ -567,6 +573,27 @@ func (l *Local) Allocate(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
 // before they are written (storage/nvme's Reserve).
 type spaceReserver interface {
 	Reserve(slot uint64) error
+}
+
+// SyncStore calls the store's Sync (where it has one: storage/nvme's waits
+// for the requests in flight, flushes the device and persists the
+// superblock with the metadata set last) while the node runs, in turn with
+// the I/O goroutine's use of the store. Completions it reports run at the
+// node's next unlock, as any other.
+func (l *Local) SyncStore() error {
+	s, ok := l.store.(interface{ Sync() error })
+	if !ok {
+		return nil
+	}
+	mu := &l.syncMu
+	if l.async != nil {
+		mu = &l.ringMu
+	}
+	mu.Lock()
+	err := s.Sync()
+	mu.Unlock()
+	l.mu.post()
+	return err
 }
 
 // Locked runs fn under the node's lock (for statistics).

@@ -216,10 +216,35 @@ func (n *Node) onRequest(from protocol.NodeID, pid protocol.PID, mode protocol.M
 	localCopy := f != nil && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting && !f.Unreadable
 	dec, err := n.dir.Request(from, pid, mode, localCopy)
 	if err != nil {
+		if from == n.id && n.cfg.UnallocatedUnreadable && errors.Is(err, protocol.ErrNotOurs) {
+			n.grantUnallocated(pid, mode)
+			return
+		}
 		n.violation("%v", err)
 		return
 	}
 	n.execute(dec)
+}
+
+// ErrUnallocated is wrapped by the error of a guard on a page past those
+// its directory allocated (Config.UnallocatedUnreadable).
+var ErrUnallocated = errors.New("not an allocated page")
+
+// grantUnallocated answers this node's own request for a page its
+// directory never allocated (Config.UnallocatedUnreadable) as an
+// unreadable page, without the directory: the guard fails with an error
+// that says why, and the frame is dropped again (startEvict) without
+// being written.
+func (n *Node) grantUnallocated(pid protocol.PID, mode protocol.Mode) {
+	err := fmt.Errorf("%w: slot %d lies past the %d pages the store's catalog allocated "+
+		"(a page that points to it was written after the last clean close, or is damaged)",
+		ErrUnallocated, pid.Slot(), n.dir.Allocated())
+	n.Stats.UnreadableReads++
+	n.lost[n.lostNext] = lostRecord{pid, err}
+	n.lostNext = (n.lostNext + 1) % lostRecords
+	n.obs.Unreadable(n.id, pid, err)
+	n.onGrant(&protocol.Message{Type: protocol.TGrant, From: n.id, To: n.id, Mode: mode, PID: pid,
+		Flags: protocol.FlagNoData | protocol.FlagUnreadable}, nil)
 }
 
 // execute carries out a directory decision.

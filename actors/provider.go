@@ -98,6 +98,10 @@ func (n *Node) startEvict(f *bufmgr.Frame) {
 	n.Stats.Evictions++
 	e := protocol.EvictEntry{PID: f.PID, Epoch: f.Epoch, Served: f.Served}
 	dir := f.PID.Dir()
+	if dir == n.id && f.Unreadable && n.cfg.UnallocatedUnreadable && n.dir.Meta(f.PID) == nil {
+		n.applyEviction(f, protocol.EvictAccepted, true) // grantUnallocated's: nothing to write, no directory to tell
+		return
+	}
 	if dir == n.id {
 		d, err := n.dir.Evict(n.id, e)
 		if err != nil {

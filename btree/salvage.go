@@ -2,6 +2,7 @@ package btree
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -14,8 +15,9 @@ import (
 // keys the page held or led to, lo through hi (hi nil: to the end), and the
 // page's error; skipped or fn returning false ends the salvage. The slices
 // passed to fn and skipped are valid only during the call. It returns
-// an error only for what it cannot go past (a corrupt node's header, a
-// descent that does not settle).
+// an error only for what it cannot go past (a catalog that names no root, a
+// descent that does not settle); a node whose header is not a node's is a
+// page it cannot read.
 //
 // It does not follow the leaves' links as Scan does, since the link out of
 // an unreadable leaf is lost with it: it descends from the root for every
@@ -35,7 +37,7 @@ func (t *Tree) Salvage(s Session, from, to []byte, fn func(key, val []byte) bool
 		var err error
 		perr := bufmgr.Catch(func() { sg, err = t.leafFor(s, k, &f) })
 		switch {
-		case perr != nil:
+		case perr != nil || errors.As(err, &perr):
 			var hi []byte
 			if f.set {
 				hi = f.key
@@ -86,7 +88,7 @@ func (t *Tree) leafFor(s Session, key []byte, f *upperFence) (bufmgr.SharedGuard
 			continue
 		}
 		if !ok {
-			return bufmgr.SharedGuard{}, fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
+			return bufmgr.SharedGuard{}, t.badCatalog()
 		}
 		next := root
 		for {
@@ -118,7 +120,7 @@ func (t *Tree) leafFor(s Session, key []byte, f *upperFence) (bufmgr.SharedGuard
 				break
 			}
 			if !valid {
-				return bufmgr.SharedGuard{}, fmt.Errorf("page %v: %w", g.PID(), ErrCorrupt)
+				return bufmgr.SharedGuard{}, corruptNode(g.PID())
 			}
 			parent, next = g, protocol.PID(child)
 		}

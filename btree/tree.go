@@ -97,7 +97,21 @@ func (t *Tree) Upgrade(s Session) error {
 		cat.MarkDirty()
 		return nil
 	}
-	return fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
+	return t.badCatalog()
+}
+
+// corruptNode is the error for a page whose header is not a B-tree node's:
+// an unreadable page (bufmgr.ErrUnreadable) that fails only the operations
+// that need it, as one that fails its checksum does.
+func corruptNode(pid protocol.PID) error {
+	return &bufmgr.PageError{PID: pid, Err: fmt.Errorf("%w: %w: its header is not a B-tree node's "+
+		"(a page never written reads as zeros)", bufmgr.ErrUnreadable, ErrCorrupt)}
+}
+
+// badCatalog is the error for a catalog page that names no root.
+func (t *Tree) badCatalog() error {
+	return fmt.Errorf("catalog page %v names no root: it was never written (a page never written reads as zeros) "+
+		"or is damaged, so no key of the tree can be found: %w", t.catalog, ErrCorrupt)
 }
 
 // step is one optimistic read of a node; ok false means restart.
@@ -140,7 +154,7 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 		return true, nil
 	}
 	if !ok {
-		return false, fmt.Errorf("catalog %v: %w", t.catalog, ErrCorrupt)
+		return false, t.badCatalog()
 	}
 	p.current = s.Cache.Optimistic(s.Worker, root)
 	if p.parent.HasChanged() {
@@ -179,7 +193,7 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 			return true, nil
 		}
 		if !valid {
-			return false, fmt.Errorf("page %v: %w", p.current.PID(), ErrCorrupt)
+			return false, corruptNode(p.current.PID())
 		}
 		if full {
 			return true, t.split(s, *p, key)

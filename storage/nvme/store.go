@@ -89,6 +89,11 @@ type Store struct {
 	wasClean bool
 	gen      uint64
 	closed   bool
+	// inUse: the superblock on disk says the store is in use (not clean).
+	// A store just formatted is clean until its first data write or Sync,
+	// which mark it in use first: a formatted store killed before either
+	// holds nothing and opens as new.
+	inUse bool
 
 	// reserved: slots below it have disk blocks (Reserve); noReserve: the
 	// filesystem cannot preallocate, or the store is a block device.
@@ -118,8 +123,16 @@ func Open(path string, opts Options) (*Store, error) {
 	if !opts.NoDirect {
 		flags |= unix.O_DIRECT
 	}
+	// A new file is formatted under a temporary name and renamed into
+	// place once its superblock is durable, so that a process killed while
+	// creating it leaves no half-formatted store at path.
+	final := ""
 	if opts.Create {
 		flags |= unix.O_CREAT
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); errors.Is(err, unix.ENOENT) {
+			final, path = path, path+creatingSuffix
+		}
 	}
 	fd, err := openRetry(path, flags, 0o644)
 	if err != nil {
@@ -131,10 +144,26 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{fd: fd, path: path, depth: depth, direct: !opts.NoDirect}
 	if err := s.open(opts); err != nil {
 		s.release(true)
+		if final != "" {
+			_ = unix.Unlink(path)
+		}
 		return nil, err
+	}
+	if final != "" {
+		if err := unix.Rename(path, final); err != nil {
+			s.release(true)
+			_ = unix.Unlink(path)
+			return nil, fmt.Errorf("nvme: create %s: %w", final, err)
+		}
+		s.path = final
+		syncDir(filepath.Dir(final))
 	}
 	return s, nil
 }
+
+// creatingSuffix names the file a new store is formatted in before it is
+// renamed into place.
+const creatingSuffix = ".creating"
 
 func openRetry(path string, flags int, mode uint32) (int, error) {
 	for {
@@ -233,14 +262,29 @@ func (s *Store) format(slots, size uint64) error {
 	s.slots = slots
 	s.wasClean = true
 	s.meta = nil
-	if err := s.writeSuper(false); err != nil {
+	// Clean: the store holds nothing yet. Its first data write or Sync
+	// marks it in use (markInUse).
+	if err := s.writeSuper(true); err != nil {
 		return err
 	}
 	if err := unix.Fsync(s.fd); err != nil {
 		return s.fileErr("sync", err)
 	}
-	if s.regular {
-		syncDir(filepath.Dir(s.path))
+	return nil
+}
+
+// markInUse persists the superblock marked in use, once, before the first
+// data write of a store formatted clean: from then on a crash reads as
+// unclean.
+func (s *Store) markInUse() error {
+	if s.inUse {
+		return nil
+	}
+	if err := s.writeSuper(false); err != nil {
+		return err
+	}
+	if err := unix.Fdatasync(s.fd); err != nil {
+		return s.fileErr("sync", err)
 	}
 	return nil
 }
@@ -289,6 +333,7 @@ func (s *Store) writeSuper(clean bool) error {
 	if err := s.pwrite(page, 0); err != nil {
 		return s.fileErr("write superblock of", err)
 	}
+	s.inUse = !clean
 	return nil
 }
 
@@ -411,6 +456,11 @@ func (s *Store) WriteAsync(slot uint64, buf []byte, done func(error)) error {
 }
 
 func (s *Store) submit(slot uint64, buf []byte, done func(error), write bool) error {
+	if write && !s.inUse {
+		if err := s.markInUse(); err != nil {
+			return err
+		}
+	}
 	if s.ring == nil {
 		err := s.syncIO(slot, buf, write)
 		s.completed = append(s.completed, completion{done: done, err: err})
@@ -683,6 +733,41 @@ func (s *Store) Engine() string {
 // WasClean reports whether the store had been closed cleanly before this
 // Open (true for a store just created).
 func (s *Store) WasClean() bool { return s.wasClean }
+
+// WrittenSlots is an upper bound of the slots that hold data: one past the
+// last slot the file has data for, found with SEEK_DATA and SEEK_HOLE (a
+// slot never written, or only preallocated by Reserve, is a hole on the
+// filesystems that track holes, ext4 and xfs among them). On a block device,
+// or where the filesystem cannot tell, it is Slots. A store that was not
+// closed cleanly can hold pages written after its metadata, past the pages
+// that metadata counts: a reader of such a store looks this far.
+func (s *Store) WrittenSlots() (uint64, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if !s.regular {
+		return s.slots, nil
+	}
+	end := int64(-1) // byte offset one past the last data seen
+	for off := int64(PageSize); off < offsetOf(s.slots); {
+		data, err := unix.Seek(s.fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // no data from off on
+		}
+		if err != nil {
+			return s.slots, nil // the filesystem cannot tell: everything may hold data
+		}
+		hole, err := unix.Seek(s.fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return s.slots, nil
+		}
+		end, off = hole, hole
+	}
+	if end <= PageSize {
+		return 0, nil
+	}
+	return min(uint64((end+PageSize-1)/PageSize-1), s.slots), nil
+}
 
 // Meta returns a copy of the metadata blob.
 func (s *Store) Meta() []byte { return append([]byte(nil), s.meta...) }
