@@ -252,8 +252,15 @@ func (db *DB) create() error {
 	if err != nil {
 		return err
 	}
+	// The metadata first: the tree's first page write marks the store in
+	// use with it. Then the empty tree's pages, so that the catalog on disk
+	// names a root from the start and a store killed before its first
+	// clean close reads with OpenUnclean as far as its pages go.
 	if err := db.store.SetMeta(db.meta()); err != nil {
 		return fmt.Errorf("scalestore: %s: recording the new tree: %w", db.dir, err)
+	}
+	if err := db.rt.Flush(); err != nil {
+		return fmt.Errorf("scalestore: %s: writing the new tree: %w", db.dir, err)
 	}
 	if err := db.rt.SyncStore(); err != nil {
 		return fmt.Errorf("scalestore: %s: persisting the new tree's catalog: %w", db.dir, err)

@@ -108,10 +108,12 @@ func corruptNode(pid protocol.PID) error {
 		"(a page never written reads as zeros)", bufmgr.ErrUnreadable, ErrCorrupt)}
 }
 
-// badCatalog is the error for a catalog page that names no root.
+// badCatalog is the error for a catalog page that names no root: an
+// unreadable page, behind which every key is lost.
 func (t *Tree) badCatalog() error {
-	return fmt.Errorf("catalog page %v names no root: it was never written (a page never written reads as zeros) "+
-		"or is damaged, so no key of the tree can be found: %w", t.catalog, ErrCorrupt)
+	return &bufmgr.PageError{PID: t.catalog, Err: fmt.Errorf("%w: %w: the catalog names no root: it was never "+
+		"written (a page never written reads as zeros) or is damaged, so no key of the tree can be found",
+		bufmgr.ErrUnreadable, ErrCorrupt)}
 }
 
 // step is one optimistic read of a node; ok false means restart.

@@ -42,7 +42,7 @@ type clusterFlags struct {
 	duration, shiftEvery    time.Duration
 	checkTimeout, shmSpin   time.Duration
 	partitioned, check      bool
-	asJSON, quiet           bool
+	asJSON, quiet, reformat bool
 }
 
 type clusterResult struct {
@@ -89,6 +89,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.logFile, "log", "", "collect the nodes' logs in this file (default: a file in a temporary directory, named on failure)")
 	fs.StringVar(&f.cache, "cache", "256MiB", "buffer pool per node")
 	fs.StringVar(&f.data, "data", "", "directory for the nodes' page stores (default in memory)")
+	fs.BoolVar(&f.reformat, "reformat", false, "with --data: format the nodes' stores even where a node was killed (their pages are discarded)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
 	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "passed to the nodes (see 'scalestore node --help')")
@@ -236,6 +237,9 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 			"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
 		if f.data != "" {
 			args = append(args, "--data", f.data)
+		}
+		if f.reformat {
+			args = append(args, "--reformat")
 		}
 		if f.shmSpin != 0 {
 			args = append(args, "--shm-spin", f.shmSpin.String())

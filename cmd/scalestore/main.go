@@ -21,6 +21,8 @@ Commands:
   scenario   run one of the paper's scenarios and print its message chart
              ('scalestore scenario list' names them)
   kv         a single-node store in a directory: put, get, delete, scan
+  crashtest  kill writers of a store at random moments and check that the
+             next open finds every acknowledged write or refuses the store
   ycsb       YCSB point lookups and updates on the store or an in-memory baseline
   node       one node of a real cluster (tcp, shm or ibverbs transport)
   cluster    start N node processes on this host, run YCSB inside them, check
@@ -50,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runYCSB(args[1:], stdout, stderr)
 	case "kv":
 		return runKV(args[1:], os.Stdin, stdout, stderr)
+	case "crashtest":
+		return runCrashtest(args[1:], stdout, stderr)
 	case "node":
 		return runNode(args[1:], os.Stdin, stdout, stderr)
 	case "cluster":

@@ -58,6 +58,7 @@ type nodeFlags struct {
 	timeout, shmSpin       time.Duration
 	rdma                   cluster.RDMAConfig
 	actorDelivery          bool
+	reformat               bool
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -87,6 +88,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.actorDelivery, "actor-delivery", false, "route incoming frames through the handler actor's inbox (a goroutine hand-off per message) instead of the transport's goroutine")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
+	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -149,7 +151,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.data != "" {
 		reserveIOProc()
 	}
-	store, closeStore, err := openNodeStore(f.data, f.id)
+	store, closeStore, err := openNodeStore(f.data, f.id, f.reformat)
 	if err != nil {
 		return err
 	}
@@ -179,7 +181,13 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 // openNodeStore opens node id's page store in dir, or in memory.
-func openNodeStore(dir string, id int) (storage.PageStore, func(), error) {
+//
+// A cluster's pages do not survive its nodes (the protocol keeps no log and
+// a node no catalog): every start formats the store. But a store whose
+// node was killed is not formatted over without a word: its pages were the
+// only copy of what the node held, and the start fails with
+// errUncleanNodeStore unless reformat says to discard them.
+func openNodeStore(dir string, id int, reformat bool) (storage.PageStore, func(), error) {
 	const slots = 1 << 20
 	if dir == "" {
 		return memfile.New(slots, nil), func() {}, nil
@@ -188,8 +196,11 @@ func openNodeStore(dir string, id int) (storage.PageStore, func(), error) {
 		return nil, nil, err
 	}
 	path := filepath.Join(dir, fmt.Sprintf("node-%d.db", id))
-	// A cluster's pages do not survive its nodes (the protocol keeps no
-	// log): every start formats the store.
+	if _, err := os.Stat(path); err == nil && !reformat {
+		if err := checkNodeStore(path); err != nil {
+			return nil, nil, err
+		}
+	}
 	opts := nvme.Options{Create: true, Slots: slots}
 	s, err := nvme.Open(path, opts)
 	if errors.Is(err, nvme.ErrDirectUnsupported) {
@@ -200,6 +211,28 @@ func openNodeStore(dir string, id int) (storage.PageStore, func(), error) {
 		return nil, nil, err
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// errUncleanNodeStore: a node's store was not closed by its last node.
+var errUncleanNodeStore = errors.New("the node's store was not closed cleanly")
+
+// checkNodeStore refuses the existing store at path if its last node did
+// not close it (or it is not a store), leaving it as it is.
+func checkNodeStore(path string) error {
+	s, err := nvme.Open(path, nvme.Options{NoIOUring: true})
+	if errors.Is(err, nvme.ErrDirectUnsupported) {
+		s, err = nvme.Open(path, nvme.Options{NoIOUring: true, NoDirect: true})
+	}
+	if err != nil {
+		return fmt.Errorf("%s is not a store this node can take over: %w (remove it, or start with --reformat)", path, err)
+	}
+	clean := s.WasClean()
+	if clean {
+		return s.Close()
+	}
+	s.Abandon()
+	return fmt.Errorf("%s: %w: its node was killed or failed, and the pages it held are lost with it "+
+		"(a cluster keeps no log); remove it, or start with --reformat to discard it", path, errUncleanNodeStore)
 }
 
 // serveMetrics serves Prometheus metrics and pprof on addr.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -174,12 +175,29 @@ func openRetry(path string, flags int, mode uint32) (int, error) {
 	}
 }
 
+// lockWait is how long Open waits for the lock of a store that another
+// open file holds. A process killed with io_uring requests in flight keeps
+// its file open until the kernel has torn its ring down, which it does
+// asynchronously after the process is gone: a store reopened at once after
+// its process was killed finds it locked for a few milliseconds.
+const lockWait = 2 * time.Second
+
 func (s *Store) open(opts Options) error {
-	if err := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("nvme: %s is in use by another store", s.path)
+	for deadline := time.Now().Add(lockWait); ; {
+		err := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return fmt.Errorf("nvme: lock %s: %w", s.path, err)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("nvme: lock %s: %w", s.path, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nvme: %s is in use by another store (still locked after %v)", s.path, lockWait)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(s.fd, &st); err != nil {

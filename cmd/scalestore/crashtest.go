@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scalestore-go/scalestore"
+)
+
+const crashtestUsage = `Usage: scalestore crashtest --data DIR [--rounds N] [--seed S] [--json]
+
+Kills writers of a store with SIGKILL at random moments and checks what the
+store says at its next open. Each round, in DIR/round-N:
+
+  1. picks, from its seed, what to kill: a new store or an old one (closed
+     cleanly once with keys of its own), written by 'scalestore kv' or by a
+     program on the embedded API with 1 to 4 concurrent writers, with a cache
+     of 16 to 4096 pages (a small cache evicts all the time), killed early
+     (creating the file, the superblock, the first allocation), during the
+     load (evictions, flushes), or while it closes;
+  2. runs the writer as a child process, notes every write it acknowledged
+     (an "OK" from kv, an ack line from the API writer), and kills it;
+  3. opens the store and classifies the round:
+       whole            it opened, and every acknowledged write is there
+       refused          Open refused it as unclean (ErrUnclean), and
+                        OpenUnclean read it without an error other than
+                        unreadable pages
+       silently short   it opened, and an acknowledged write is missing
+       failed           anything else (another error, a protocol violation
+                        under OpenUnclean)
+
+It prints the counts, and for a bad round its seed and the command that
+replays it (the same choices; the kill lands at the same delay, which is not
+the same instruction twice). It exits 1 if any round was silently short or
+failed. A round's directory is removed unless the round was bad.
+
+The store promises no round is ever silently short: a write is durable only
+after a clean Close (there is no log), and a store that took writes since its
+last clean close is refused at the next Open.
+
+Flags:
+`
+
+// crashRound is what one round does, drawn from its seed.
+type crashRound struct {
+	Seed      uint64 `json:"seed"`
+	Writer    string `json:"writer"` // "kv" or "api"
+	Old       bool   `json:"old_store"`
+	Threads   int    `json:"threads"`
+	Cache     int    `json:"cache_pages"`
+	Kill      string `json:"kill"` // "early", "load" or "close"
+	DelayUS   int64  `json:"delay_us"`
+	Ops       int    `json:"ops"` // writes offered ("close": all of them, then Close)
+	Acked     int    `json:"acked"`
+	Outcome   string `json:"outcome"`
+	Detail    string `json:"detail,omitempty"`
+	Salvaged  int    `json:"salvaged_keys,omitempty"`
+	LostPages int    `json:"lost_ranges,omitempty"`
+}
+
+// baseKeys is how many keys an old store holds from its clean session.
+const baseKeys = 2000
+
+func drawRound(seed uint64) crashRound {
+	r := rand.New(rand.NewPCG(seed, 0x5ca1e))
+	c := crashRound{Seed: seed, Writer: "kv", Threads: 1, Old: r.IntN(2) == 0}
+	if r.IntN(2) == 0 {
+		c.Writer, c.Threads = "api", 1+r.IntN(4)
+	}
+	c.Cache = []int{16, 32, 64, 256, 4096}[r.IntN(5)]
+	switch x := r.IntN(10); {
+	case x < 2:
+		c.Kill, c.DelayUS, c.Ops = "early", r.Int64N(15_000), 1_000_000
+	case x < 7:
+		c.Kill, c.DelayUS, c.Ops = "load", 15_000+r.Int64N(300_000), 1_000_000
+	default:
+		c.Kill, c.DelayUS, c.Ops = "close", r.Int64N(40_000), 100+r.IntN(40_000)
+	}
+	return c
+}
+
+func runCrashtest(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "writer" {
+		return runCrashWriter(args[1:], stdout, stderr)
+	}
+	fs := flag.NewFlagSet("crashtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, crashtestUsage); fs.PrintDefaults() }
+	dir := fs.String("data", "", "directory for the rounds' stores (required; each round uses DIR/round-N)")
+	rounds := fs.Int("rounds", 20, "rounds to run")
+	seed := fs.Uint64("seed", 0, "seed of round 0 (round N uses seed+N); 0: from the clock")
+	asJSON := fs.Bool("json", false, "print one JSON line per round and a summary line")
+	bin := fs.String("bin", "", "the scalestore binary the writers run (default: this one)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dir == "" || *rounds < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "crashtest: --data DIR is required, --rounds must be at least 1, and there are no arguments")
+		return 2
+	}
+	if *bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "crashtest: finding this binary: %v (pass --bin)\n", err)
+			return 2
+		}
+		*bin = exe
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano()) & (1<<48 - 1)
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "crashtest: %v\n", err)
+		return 1
+	}
+	counts := map[string]int{}
+	var bad []crashRound
+	start := time.Now()
+	enc := json.NewEncoder(stdout)
+	for i := range *rounds {
+		c := drawRound(*seed + uint64(i))
+		rdir := filepath.Join(*dir, fmt.Sprintf("round-%d", i))
+		os.RemoveAll(rdir)
+		crashRun(&c, *bin, rdir)
+		counts[c.Outcome]++
+		if c.Outcome == "silently short" || c.Outcome == "failed" {
+			bad = append(bad, c)
+			fmt.Fprintf(stderr, "crashtest: round %d %s: %s\n  replay: %s crashtest --data %s --rounds 1 --seed %d\n  kept: %s\n",
+				i, c.Outcome, c.Detail, os.Args[0], *dir, c.Seed, rdir)
+		} else {
+			os.RemoveAll(rdir)
+		}
+		if *asJSON {
+			enc.Encode(c)
+		}
+		if (i+1)%25 == 0 || i+1 == *rounds {
+			fmt.Fprintf(stderr, "crashtest: %d/%d rounds, %s: whole %d, refused %d, silently short %d, failed %d\n",
+				i+1, *rounds, time.Since(start).Round(time.Second), counts["whole"], counts["refused"],
+				counts["silently short"], counts["failed"])
+		}
+	}
+	if *asJSON {
+		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "whole": counts["whole"], "refused": counts["refused"],
+			"silently_short": counts["silently short"], "failed": counts["failed"]})
+	} else {
+		fmt.Fprintf(stdout, "crashtest: %d rounds (seed %d): whole %d, refused %d, silently short %d, failed %d\n",
+			*rounds, *seed, counts["whole"], counts["refused"], counts["silently short"], counts["failed"])
+	}
+	if len(bad) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// crashRun runs one round in dir and fills c's outcome.
+func crashRun(c *crashRound, bin, dir string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.Outcome, c.Detail = "failed", err.Error()
+		return
+	}
+	if c.Old {
+		// The old store's clean session: every one of its keys must
+		// survive whatever comes next, unless the store is refused.
+		if err := crashBase(dir); err != nil {
+			c.Outcome, c.Detail = "failed", "writing the old store: "+err.Error()
+			return
+		}
+	}
+	acked, err := crashWrite(c, bin, dir)
+	c.Acked = len(acked)
+	if err != nil {
+		c.Outcome, c.Detail = "failed", err.Error()
+		return
+	}
+	crashCheck(c, dir, acked)
+}
+
+func baseKey(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
+func crashKey(i int) string { return fmt.Sprintf("k%08d", i) }
+func crashVal(i int) string { return fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%97)) }
+
+// crashBase writes the old store's keys and closes it cleanly.
+func crashBase(dir string) error {
+	db, err := scalestore.Open(dir, scalestore.Options{CachePages: 64})
+	if err != nil {
+		return err
+	}
+	for i := range baseKeys {
+		if err := db.Put(baseKey(i), baseKey(i)); err != nil {
+			db.Close()
+			return err
+		}
+	}
+	return db.Close()
+}
+
+// crashWrite runs the round's writer and kills it; it returns the indices
+// of the writes it acknowledged.
+func crashWrite(c *crashRound, bin, dir string) ([]int, error) {
+	var cmd *exec.Cmd
+	if c.Writer == "kv" {
+		cmd = exec.Command(bin, "kv", "--data", dir, "--cache-pages", strconv.Itoa(c.Cache))
+	} else {
+		cmd = exec.Command(bin, "crashtest", "writer", "--data", dir, "--cache-pages", strconv.Itoa(c.Cache),
+			"--threads", strconv.Itoa(c.Threads), "--ops", strconv.Itoa(c.Ops))
+	}
+	var stdin io.WriteCloser
+	var err error
+	if c.Writer == "kv" {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, err
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	var errBuf strings.Builder
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the writer: %w", err)
+	}
+	started := time.Now()
+	if stdin != nil {
+		go func() { // kv's input: its puts, then end of input (it closes the store)
+			w := bufio.NewWriterSize(stdin, 1<<16)
+			for i := range c.Ops {
+				if _, err := fmt.Fprintf(w, "put %s %s\n", crashKey(i), crashVal(i)); err != nil {
+					break
+				}
+			}
+			w.Flush()
+			stdin.Close()
+		}()
+	}
+	var (
+		mu      sync.Mutex
+		acked   []int
+		closing = make(chan struct{})
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		n, once := 0, sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "OK": // kv: the n-th put
+				mu.Lock()
+				acked = append(acked, n)
+				n++
+				if n == c.Ops {
+					once.Do(func() { close(closing) })
+				}
+				mu.Unlock()
+			case line == "closing":
+				once.Do(func() { close(closing) })
+			case strings.HasPrefix(line, "ack "):
+				if i, err := strconv.Atoi(line[4:]); err == nil {
+					mu.Lock()
+					acked = append(acked, i)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	delay := time.Duration(c.DelayUS) * time.Microsecond
+	if c.Kill == "close" {
+		select {
+		case <-closing:
+		case <-time.After(2 * time.Minute):
+		case <-done: // it finished before we knew it was closing
+		}
+		time.Sleep(delay)
+	} else {
+		time.Sleep(delay - time.Since(started))
+	}
+	cmd.Process.Kill()
+	<-done
+	cmd.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return acked, nil
+}
+
+// crashCheck opens the killed store and classifies the round.
+func crashCheck(c *crashRound, dir string, acked []int) {
+	db, err := scalestore.Open(dir, scalestore.Options{CachePages: 4096})
+	if errors.Is(err, scalestore.ErrUnclean) {
+		c.Outcome = "refused"
+		db, err = scalestore.Open(dir, scalestore.Options{CachePages: 4096, OpenUnclean: true})
+		if err != nil {
+			c.Outcome, c.Detail = "failed", "OpenUnclean: "+err.Error()
+			return
+		}
+		err = db.Salvage(nil, nil, func(k, v []byte) bool { c.Salvaged++; return true },
+			func(lo, hi []byte, err error) bool {
+				c.LostPages++
+				return errors.Is(err, scalestore.ErrUnreadable)
+			})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			c.Outcome, c.Detail = "failed", "reading it with OpenUnclean: "+err.Error()
+		}
+		return
+	}
+	if err != nil {
+		c.Outcome, c.Detail = "failed", "Open: "+err.Error()
+		return
+	}
+	defer db.Close()
+	missing, first := 0, ""
+	note := func(what string) {
+		if missing == 0 {
+			first = what
+		}
+		missing++
+	}
+	if c.Old {
+		for i := range baseKeys {
+			if v, ok, err := db.Get(baseKey(i), nil); err != nil || !ok || string(v) != string(baseKey(i)) {
+				note(fmt.Sprintf("key %s of the clean session: found %v, err %v", baseKey(i), ok, err))
+			}
+		}
+	}
+	for _, i := range acked {
+		if v, ok, err := db.Get([]byte(crashKey(i)), nil); err != nil || !ok || string(v) != crashVal(i) {
+			note(fmt.Sprintf("acknowledged key %s: found %v, err %v", crashKey(i), ok, err))
+		}
+	}
+	if missing > 0 {
+		c.Outcome, c.Detail = "silently short", fmt.Sprintf("%d acknowledged writes missing, the first: %s", missing, first)
+		return
+	}
+	c.Outcome = "whole"
+}
+
+// runCrashWriter is crashtest's writer on the embedded API: --threads
+// goroutines put keys crashKey(i) (i = n*threads + thread) and print
+// "ack i" once each Put returned; after --ops writes it prints "closing" and
+// closes the store.
+func runCrashWriter(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("crashtest writer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data", "", "directory of the store")
+	cache := fs.Int("cache-pages", 4096, "4 KiB frames in memory")
+	threads := fs.Int("threads", 1, "concurrent writers")
+	ops := fs.Int("ops", 1000, "writes in all")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" || *threads < 1 {
+		fmt.Fprintln(stderr, "crashtest writer: --data DIR is required and --threads must be at least 1")
+		return 2
+	}
+	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache})
+	if err != nil {
+		fmt.Fprintf(stderr, "crashtest writer: %v\n", err)
+		return 1
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	failed := false
+	for t := range *threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := db.NewSession()
+			defer s.Close()
+			line := make([]byte, 0, 32)
+			for i := t; i < *ops; i += *threads {
+				if err := s.Put([]byte(crashKey(i)), []byte(crashVal(i))); err != nil {
+					mu.Lock()
+					fmt.Fprintf(stderr, "crashtest writer: put %d: %v\n", i, err)
+					failed = true
+					mu.Unlock()
+					return
+				}
+				line = strconv.AppendInt(append(line[:0], "ack "...), int64(i), 10)
+				line = append(line, '\n')
+				mu.Lock()
+				stdout.Write(line) // unbuffered: once printed, acknowledged
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Fprintln(stdout, "closing")
+	if err := db.Close(); err != nil {
+		fmt.Fprintf(stderr, "crashtest writer: close: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "closed")
+	if failed {
+		return 1
+	}
+	return 0
+}

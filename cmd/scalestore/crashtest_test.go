@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scalestore-go/scalestore"
+	"github.com/scalestore-go/scalestore/storage/nvme"
+)
+
+// TestCrashtestRounds runs a few rounds of crashtest with writers killed
+// by SIGKILL: none is silently short or failed, and the seeds chosen give
+// both a refused and a whole round (a kill during Close after the last
+// acknowledgement, or before the first write).
+func TestCrashtestRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills writer processes")
+	}
+	bin := filepath.Join(t.TempDir(), "scalestore")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	code, out, errOut := runCLI("crashtest", "--data", t.TempDir(), "--rounds", "12", "--seed", "1", "--bin", bin, "--json")
+	if code != 0 {
+		t.Fatalf("crashtest: exit %d\n%s%s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 13 {
+		t.Fatalf("%d lines of JSON, want 12 rounds and a summary:\n%s", len(lines), out)
+	}
+	outcomes := map[string]int{}
+	for _, l := range lines[:12] {
+		var c crashRound
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		outcomes[c.Outcome]++
+	}
+	if outcomes["whole"] == 0 || outcomes["refused"] == 0 || outcomes["whole"]+outcomes["refused"] != 12 {
+		t.Fatalf("outcomes %v: want only whole and refused rounds, some of each", outcomes)
+	}
+}
+
+// TestCrashCheckFindsMissingWrites: the classification itself: a store
+// that opens without an acknowledged write is silently short, one with all
+// of them whole, one that was killed refused.
+func TestCrashCheckFindsMissingWrites(t *testing.T) {
+	dir := t.TempDir()
+	db, err := scalestore.Open(dir, scalestore.Options{CachePages: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := db.Put([]byte(crashKey(i)), []byte(crashVal(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	acked := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	c := crashRound{}
+	if crashCheck(&c, dir, acked); c.Outcome != "whole" {
+		t.Fatalf("all acknowledged writes there: %q %s", c.Outcome, c.Detail)
+	}
+	c = crashRound{}
+	if crashCheck(&c, dir, append(acked, 10)); c.Outcome != "silently short" || !strings.Contains(c.Detail, crashKey(10)) {
+		t.Fatalf("write 10 acknowledged, not there: %q %s", c.Outcome, c.Detail)
+	}
+	c = crashRound{Old: true}
+	if crashCheck(&c, dir, acked); c.Outcome != "silently short" || !strings.Contains(c.Detail, "clean session") {
+		t.Fatalf("an old store without its clean session's keys: %q %s", c.Outcome, c.Detail)
+	}
+	// Killed: opened, the superblock marked in use, and left so.
+	s, err := nvme.Open(filepath.Join(dir, scalestore.StoreFile), nvme.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon()
+	c = crashRound{}
+	if crashCheck(&c, dir, append(acked, 10)); c.Outcome != "refused" || c.Salvaged != 10 {
+		t.Fatalf("a killed store: %q %s, %d keys salvaged", c.Outcome, c.Detail, c.Salvaged)
+	}
+}
+
+// TestKilledNodeStoreIsRefused: a cluster node's store whose node did not
+// close it is not formatted over without a word; --reformat discards it,
+// and a store its node closed is formatted as every start does.
+func TestKilledNodeStoreIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	st, _, err := openNodeStore(dir, 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WritePage(5, make([]byte, nvme.PageSize)); err != nil {
+		t.Fatal(err)
+	}
+	st.(*nvme.Store).Abandon() // what a killed node leaves
+	if _, _, err := openNodeStore(dir, 3, false); !errors.Is(err, errUncleanNodeStore) || !strings.Contains(err.Error(), "--reformat") {
+		t.Fatalf("start on a killed node's store: %v, want errUncleanNodeStore and the way out", err)
+	}
+	if _, _, err := openNodeStore(dir, 3, false); !errors.Is(err, errUncleanNodeStore) {
+		t.Fatalf("a refused start must leave the store unclean: %v", err)
+	}
+	_, closeStore, err := openNodeStore(dir, 3, true)
+	if err != nil {
+		t.Fatalf("--reformat: %v", err)
+	}
+	closeStore()
+	_, closeStore, err = openNodeStore(dir, 3, false)
+	if err != nil {
+		t.Fatalf("start on a store its node closed: %v", err)
+	}
+	closeStore()
+}
