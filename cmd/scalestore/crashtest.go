@@ -190,7 +190,7 @@ func crashRun(c *crashRound, bin, dir string) {
 	crashCheck(c, dir, acked)
 }
 
-func baseKey(i int) []byte { return fmt.Appendf(nil, "b%06d", i) }
+func baseKey(i int) []byte  { return fmt.Appendf(nil, "b%06d", i) }
 func crashKey(i int) string { return fmt.Sprintf("k%08d", i) }
 func crashVal(i int) string { return fmt.Sprintf("v%d-%s", i, strings.Repeat("x", i%97)) }
 
