@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/scalestore
 PKGS    := ./...
 
-.PHONY: all build run test test-short bench bench-peers bench-ssd lint fuzz swarm mutants clean
+.PHONY: all build run test test-short bench bench-peers bench-ssd lint fuzz swarm mutants crashtest clean
 
 all: build
 
@@ -64,6 +64,13 @@ fuzz:
 swarm: build
 	$(BIN) sim --seeds 300 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+
+# Writers killed with SIGKILL at random moments: every reopen must find all
+# acknowledged writes or refuse the store (about a minute for 300 rounds;
+# make test runs 12 in cmd/scalestore's TestCrashtestRounds).
+ROUNDS ?= 300
+crashtest: build
+	$(BIN) crashtest --data $${TMPDIR:-/tmp}/scalestore-crashtest --rounds $(ROUNDS)
 
 # Every mutation must be caught within 200 seeds.
 mutants: build

@@ -309,11 +309,18 @@ func crashCheck(c *crashRound, dir string, acked []int) {
 			c.Outcome, c.Detail = "failed", "OpenUnclean: "+err.Error()
 			return
 		}
+		var other error // a skipped page for any reason but an unreadable page
 		err = db.Salvage(nil, nil, func(k, v []byte) bool { c.Salvaged++; return true },
 			func(lo, hi []byte, err error) bool {
 				c.LostPages++
-				return errors.Is(err, scalestore.ErrUnreadable)
+				if !errors.Is(err, scalestore.ErrUnreadable) {
+					other = err
+				}
+				return other == nil
 			})
+		if err == nil {
+			err = other
+		}
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}

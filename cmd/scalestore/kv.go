@@ -23,7 +23,8 @@ given as arguments, or reads commands from standard input, one per line:
   get KEY           print the value, or "not found"
   delete KEY        print "deleted", or "not found"
   scan FROM TO      print "KEY VALUE" for every key in [FROM, TO) in order
-                    (TO "-" means no upper bound); stops at a page it
+                    (FROM "-": from the first key; TO "-": no upper
+                    bound); stops at a page it
                     cannot read
   salvage FROM TO   like scan, but reads on past unreadable pages (a corrupt
                     or lost page) and prints "unreadable: keys LO through HI"
@@ -31,10 +32,22 @@ given as arguments, or reads commands from standard input, one per line:
 
 Keys are 1 to 256 bytes, a key and its value together at most 1024 bytes;
 values run to the end of the line. Every page is written back and the store
-closed cleanly on exit, on end of input and on Ctrl-C. Writes are durable
-once the store is closed: a store whose process was killed, or whose last
-flush failed (a full disk), is refused at the next open, since its pages may
-not match its catalog; --unclean opens it anyway to read what is there.
+closed cleanly on exit, on end of input and on Ctrl-C.
+
+Writes are durable once the store is closed: there is no log. A store that
+may have taken writes since its last clean close (its process was killed, or
+its last flush failed on a full disk) is refused at the next open, new or
+old, since writes may be missing and its pages may not match its catalog.
+--unclean opens it read-only to get out what it still holds: a key behind a
+page it cannot read fails with an error naming the page, and salvage lists
+every key it can read and the key ranges it cannot. To copy what survives
+into a new store:
+
+  scalestore kv --data OLD --unclean salvage - - | grep -v '^unreadable: ' |
+      sed 's/^/put /' | scalestore kv --data NEW
+
+'scalestore crashtest' kills writers at random moments and checks that no
+reopened store is ever silently short.
 
 Flags:
 `
@@ -158,7 +171,10 @@ func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error 
 		if len(f) != 3 {
 			return fmt.Errorf("usage: %s FROM TO", cmd)
 		}
-		var to []byte
+		var from, to []byte
+		if f[1] != "-" {
+			from = []byte(f[1])
+		}
 		if f[2] != "-" {
 			to = []byte(f[2])
 		}
@@ -167,10 +183,10 @@ func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error 
 			return true
 		}
 		if cmd == "scan" {
-			return db.Scan([]byte(f[1]), to, emit)
+			return db.Scan(from, to, emit)
 		}
 		skipped := 0
-		err := db.Salvage([]byte(f[1]), to, emit, func(lo, hi []byte, err error) bool {
+		err := db.Salvage(from, to, emit, func(lo, hi []byte, err error) bool {
 			through := "the end"
 			if hi != nil {
 				through = fmt.Sprintf("%q", hi)

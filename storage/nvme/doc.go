@@ -57,9 +57,16 @@
 // A completed write has reached the device, but possibly only its volatile
 // write cache: Sync (and Close) flush the device cache with fdatasync and
 // then persist the superblock, so everything written before Sync and the
-// metadata set before it survive a crash. Open marks the store in use in the
-// superblock, Close marks it clean; WasClean reports whether the previous
-// user closed it.
+// metadata set before it survive a crash. Close marks the store clean;
+// WasClean reports whether the previous user closed it. The superblock says
+// "in use" before any page can differ from what the last clean close left:
+// Open of an existing store marks it so at once, and a store just formatted,
+// which holds nothing and is formatted clean, marks itself in use before its
+// first data write (or at its first Sync). A new file is formatted under a
+// temporary name (path + ".creating") and renamed into place, so a process
+// killed while creating it leaves no half-formatted store. WrittenSlots
+// tells how far the file's data goes, for a reader of a store that was not
+// closed cleanly, whose pages can lie past what its metadata counts.
 //
 // # Space
 //
