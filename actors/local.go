@@ -61,6 +61,11 @@ type Local struct {
 	// metrics), under the lock.
 	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
 	pages      []byte // the frames' memory, off the Go heap
+	// poll, when set (SetPoller), consumes incoming messages on the
+	// calling goroutine; a parked worker polls for pollSpin before it
+	// sleeps, and every operation polls once as it starts.
+	poll     func() int
+	pollSpin time.Duration
 	// Reads and Writes count storage operations (under the lock).
 	Reads, Writes uint64
 	// BadFrames counts frames from peers that were dropped.
@@ -166,6 +171,9 @@ func (l *Local) DoAs(w *bufmgr.Worker, fn func(w *bufmgr.Worker) error) error {
 	if l.failed.Load() {
 		return l.firstErr()
 	}
+	if l.poll != nil {
+		l.poll() // serve what peers sent: nobody else may be on a CPU to
+	}
 	if p, ok := w.P.(*goParker); ok {
 		// The clock is read at the first park, not here: an operation
 		// that never parks (a cache hit) must not pay for it.
@@ -213,6 +221,8 @@ type goParker struct {
 	// one stuck request, so the time of the last park would hide it from
 	// the watchdog.
 	since time.Time
+	// window is how long pollWait polls now (it adapts).
+	window time.Duration
 }
 
 // errAborted unwinds a parked worker when the node failed (a peer died, a
@@ -232,13 +242,53 @@ func (p *goParker) Park() {
 	l.parked[p] = struct{}{}
 	l.mu.Unlock()
 	l.submitQueued() // our own read, usually: no hand-off to the I/O goroutine
-	<-p.ch
+	if l.poll != nil {
+		p.pollWait()
+	} else {
+		<-p.ch
+	}
 	l.mu.Lock()
 	delete(l.parked, p)
 	if l.failed.Load() {
 		panic(errAborted{})
 	}
 }
+
+// pollWait waits for Wake while consuming incoming messages itself, then
+// sleeps: the reply a worker waits for is usually handled by the worker
+// itself, with no goroutine to wake on either side of it. How long it polls
+// adapts, between minPollSpin and the node's pollSpin: it doubles when the
+// wake came while polling and halves when it did not. Where the node's
+// peers are not on a CPU to answer soon (more busy threads than cores),
+// polling only takes the CPU from them, and the window shrinks.
+func (p *goParker) pollWait() {
+	l := p.l
+	if p.window == 0 {
+		p.window = l.pollSpin
+	}
+	var start time.Time
+	for i := 0; ; i++ {
+		select {
+		case <-p.ch:
+			p.window = min(2*p.window, l.pollSpin)
+			return
+		default:
+		}
+		if l.poll() > 0 || i&31 != 31 {
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > p.window {
+			break
+		}
+	}
+	p.window = max(p.window/2, min(minPollSpin, l.pollSpin))
+	<-p.ch
+}
+
+// minPollSpin is the least a waiting worker polls (SetPoller).
+const minPollSpin = time.Microsecond
 
 func (p *goParker) Wake() {
 	select {
@@ -594,6 +644,14 @@ func (l *Local) SyncStore() error {
 	mu.Unlock()
 	l.mu.post()
 	return err
+}
+
+// SetPoller makes workers consume incoming messages themselves (poll, the
+// transport's Poll): every operation polls once as it starts, and a worker
+// that waits for the protocol polls for up to spin before it sleeps. Call it
+// before the first worker runs; poll must not need the node's lock held.
+func (l *Local) SetPoller(poll func() int, spin time.Duration) {
+	l.poll, l.pollSpin = poll, spin
 }
 
 // Locked runs fn under the node's lock (for statistics).

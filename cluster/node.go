@@ -30,6 +30,9 @@ type NodeConfig struct {
 	// actor's inbox (hollywood's mailbox) instead of handling it on the
 	// transport's goroutine; slower by a goroutine hand-off per message.
 	ActorDelivery bool
+	// PollSpin is how long a waiting worker polls the transport (where it
+	// can be polled: shm) before it sleeps; 0: workers do not poll.
+	PollSpin time.Duration
 }
 
 // Node is one node of a running cluster.
@@ -87,6 +90,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	deliver = h
 	close(ready)
+	if p, ok := tr.(interface{ Poll() int }); ok && !cfg.ActorDelivery && cfg.PollSpin > 0 {
+		// Workers serve incoming frames themselves (run to completion):
+		// the reader goroutines remain for when no worker runs.
+		rt.SetPoller(p.Poll, cfg.PollSpin)
+	}
 	n.Tr, n.Host = tr, host
 	n.fetches = hdrhistogram.New(1, 60_000_000, 3)
 	rt.Locked(func() {

@@ -41,6 +41,7 @@ type clusterFlags struct {
 	readRatio, zipf         float64
 	duration, shiftEvery    time.Duration
 	checkTimeout, shmSpin   time.Duration
+	pollSpin                time.Duration
 	partitioned, check      bool
 	asJSON, quiet, reformat bool
 }
@@ -93,6 +94,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
 	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "passed to the nodes (see 'scalestore node --help')")
+	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -240,6 +242,9 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		}
 		if f.reformat {
 			args = append(args, "--reformat")
+		}
+		if f.pollSpin >= 0 {
+			args = append(args, "--poll-spin", f.pollSpin.String())
 		}
 		if f.shmSpin != 0 {
 			args = append(args, "--shm-spin", f.shmSpin.String())

@@ -28,8 +28,13 @@ type link struct {
 	conn *net.UnixConn
 	seg  *segment
 
-	msgOut    producer      // messages and verb requests to the peer
-	msgIn     consumer      // messages and verb requests from the peer: the reader's
+	msgOut producer // messages and verb requests to the peer
+	// msgIn holds messages and verb requests from the peer. Whoever holds
+	// inMu consumes it: the reader goroutine, or a caller of
+	// Transport.Poll (a worker that polls instead of waiting for the
+	// reader to be scheduled).
+	msgIn     consumer
+	inMu      sync.Mutex
 	respOut   producer      // answers to the peer's verbs, written by the reader
 	respIn    consumer      // answers to our verbs, drained by the respToken holder
 	respToken chan struct{} // one token: the right to consume respIn
@@ -128,6 +133,7 @@ func (l *link) destroy() {
 func (l *link) teardown() {
 	<-l.deadCh
 	<-l.respToken // kept: later verb callers find their call failed
+	l.inMu.Lock() // kept: a poller finds the link dead
 	l.msgOut.mu.Lock()
 	l.respOut.mu.Lock()
 	l.seg.unmap()
@@ -135,24 +141,48 @@ func (l *link) teardown() {
 	l.msgOut.mu.Unlock()
 }
 
-// readLoop is the link's one reader: it hands messages to the handler in
-// order and serves the peer's verb requests, until the link fails.
+// readLoop is the link's reader: it hands messages to the handler in order
+// and serves the peer's verb requests, until the link fails. Pollers
+// (Transport.Poll) consume the same ring between its turns, under inMu.
 func (l *link) readLoop() {
 	defer l.t.wg.Done()
 	defer l.teardown()
-	handler := l.t.cfg.Handler
 	stopped := func() bool { return l.dead.Load() }
 	for !l.dead.Load() {
-		kind, frame, payload, n, err := l.msgIn.next()
-		if err != nil {
-			l.fail(fmt.Errorf("%w: node %d: %v", transport.ErrPeerDown, l.peer.id, err))
+		l.inMu.Lock()
+		n, ok := l.drainIn(readBatch)
+		l.inMu.Unlock()
+		if !ok {
 			return
 		}
 		if n == 0 {
 			if l.msgIn.wait(stopped) {
 				l.drainStale() // idle: a good time
 			}
-			continue
+		}
+	}
+}
+
+// readBatch bounds the records one turn of the reader or a poller consumes
+// before it lets the other have the ring.
+const readBatch = 64
+
+// drainIn consumes up to max records of msgIn: messages go to the handler,
+// verb requests are served. The caller holds inMu. It returns how many it
+// consumed, and false once the link failed.
+func (l *link) drainIn(max int) (int, bool) {
+	handler := l.t.cfg.Handler
+	for i := range max {
+		if l.dead.Load() {
+			return i, false
+		}
+		kind, frame, payload, n, err := l.msgIn.next()
+		if err != nil {
+			l.fail(fmt.Errorf("%w: node %d: %v", transport.ErrPeerDown, l.peer.id, err))
+			return i, false
+		}
+		if n == 0 {
+			return i, true
 		}
 		switch kind {
 		case kindMsg:
@@ -160,11 +190,12 @@ func (l *link) readLoop() {
 		case kindVerbReq:
 			if err := l.serve(frame, payload); err != nil {
 				l.fail(fmt.Errorf("%w: node %d: answering a verb: %v", transport.ErrPeerDown, l.peer.id, err))
-				return
+				return i, false
 			}
 		}
 		l.msgIn.release(n)
 	}
+	return max, true
 }
 
 // watch reads the bootstrap socket, which is silent after the handshake:

@@ -252,7 +252,8 @@ func (c *consumer) release(n uint64) {
 // parks once (at most parkTimeout). The caller loops on next. It reports
 // whether it parked.
 func (c *consumer) wait(stopped func() bool) bool {
-	ready := func() bool { return c.ctl.tail.Load() != c.head }
+	// head as released, not c.head: a poller may consume meanwhile.
+	ready := func() bool { return c.ctl.tail.Load() != c.ctl.head.Load() }
 	var check func() bool
 	if c.peerCPU != nil {
 		check = c.apart

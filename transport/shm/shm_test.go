@@ -806,3 +806,68 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(b.N)/el.Seconds(), "roundtrips/s")
 	b.ReportMetric(float64(el.Nanoseconds())/float64(b.N)/1000, "µs/roundtrip")
 }
+
+// TestPollSharesTheRingInOrder: pollers on the receiving side consume the
+// ring between the reader's turns, and the handler still sees every
+// message once, in order; a peer that goes away under pollers fails the
+// link without a fault, and Poll on it afterwards consumes nothing.
+func TestPollSharesTheRingInOrder(t *testing.T) {
+	c := newCollector()
+	nop := func(protocol.NodeID, []byte, []byte) {}
+	// The reader parks at once when its ring is empty, so the pollers,
+	// which never sleep, take most messages; the reader still takes some.
+	ts := newCluster(t, []transport.Handler{nop, c.handler}, func(c *Config) { c.Spin = -1 })
+	defer ts[1].Close()
+	const n = 50_000
+	stop := make(chan struct{})
+	var polled atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				polled.Add(int64(ts[1].Poll()))
+			}
+		}()
+	}
+	payload := make([]byte, 100)
+	for i := range uint64(n) {
+		if err := ts[0].Send(1, seqFrame(i), payload[:i%100]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitFor(t, n-1)
+	c.mu.Lock()
+	if len(c.msgs) != n {
+		t.Errorf("%d messages handled, want %d", len(c.msgs), n)
+	}
+	for i, s := range c.msgs {
+		if s != uint64(i) {
+			t.Fatalf("message %d is %d: out of order or twice", i, s)
+		}
+	}
+	c.mu.Unlock()
+	if polled.Load() == 0 {
+		t.Error("the pollers consumed nothing")
+	}
+	ts[0].Close() // the peer goes away while the pollers run
+	deadline := time.Now().Add(5 * time.Second)
+	for l := ts[1].peers[0].live.Load(); l != nil && !l.dead.Load(); l = ts[1].peers[0].live.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("link still up 5 s after the peer closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if got := ts[1].Poll(); got != 0 {
+		t.Fatalf("Poll on a dead link consumed %d records", got)
+	}
+	t.Logf("pollers consumed %d of %d messages", polled.Load(), n)
+}

@@ -33,6 +33,8 @@ type Transport struct {
 	log   *slog.Logger
 	ln    *net.UnixListener
 	peers [256]*peer // nil: not a member (or self)
+	// members are the non-nil peers, for Poll.
+	members []*peer
 
 	closed atomic.Bool
 	done   chan struct{} // closed by Close
@@ -93,6 +95,7 @@ func New(cfg Config) (*Transport, error) {
 	for id, path := range cfg.Peers {
 		if id != cfg.Self {
 			t.peers[id] = &peer{id: id, path: path, changed: make(chan struct{})}
+			t.members = append(t.members, t.peers[id])
 		}
 	}
 	t.wg.Add(1)
@@ -190,6 +193,27 @@ func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, er
 		return false, t.linkErr(l, "send", err)
 	}
 	return ok, nil
+}
+
+// Poll consumes what the peers have sent and this node's readers have not
+// taken yet, calling the handler (and serving verb requests) on the
+// caller's goroutine, and returns how many records it consumed. It never
+// waits: a link whose reader is consuming is skipped. A worker that waits
+// for a reply polls instead of waiting for a reader goroutine to be
+// scheduled, which on a machine with few cores is most of a round trip.
+// The caller must not hold anything the handler takes.
+func (t *Transport) Poll() int {
+	n := 0
+	for _, p := range t.members {
+		l := p.live.Load()
+		if l == nil || l.dead.Load() || !l.inMu.TryLock() {
+			continue
+		}
+		got, _ := l.drainIn(readBatch)
+		l.inMu.Unlock()
+		n += got
+	}
+	return n
 }
 
 // linkTo returns the live link to node to, waiting for the first connection
