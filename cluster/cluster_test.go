@@ -133,7 +133,7 @@ func clusterLinearizable(t *testing.T, actorDelivery bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := n.Load(i*records/3, (i+1)*records/3, hists[i]); err != nil {
+			if err := n.Load(i*records/3, (i+1)*records/3, false, hists[i]); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -192,7 +192,7 @@ func TestPeerDeathReportsError(t *testing.T) {
 	for _, n := range ns[1:] {
 		n.OpenTable(cat)
 	}
-	if err := ns[2].Load(0, records, nil); err != nil { // node 2 owns most pages
+	if err := ns[2].Load(0, records, false, nil); err != nil { // node 2 owns most pages
 		t.Fatal(err)
 	}
 	done := make(chan RunResult, 2)

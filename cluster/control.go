@@ -23,6 +23,8 @@ type Command struct {
 	Catalog protocol.PID `json:"catalog,omitempty"`
 	From    int          `json:"from,omitempty"`
 	To      int          `json:"to,omitempty"`
+	// Hashed, for load, uses the hashed key order (ycsb.HashedKey).
+	Hashed bool `json:"hashed,omitempty"`
 	// HistoryFile, for load and run, receives the operations as JSON lines.
 	HistoryFile string    `json:"history_file,omitempty"`
 	Workload    *Workload `json:"workload,omitempty"`
@@ -75,7 +77,7 @@ func (n *Node) execute(cmd *Command, rep *Reply) error {
 		if cmd.HistoryFile != "" {
 			hist = checker.NewHistory(cmd.To - cmd.From)
 		}
-		if err := n.Load(cmd.From, cmd.To, hist); err != nil {
+		if err := n.Load(cmd.From, cmd.To, cmd.Hashed, hist); err != nil {
 			return err
 		}
 		return writeHistory(cmd.HistoryFile, hist)

@@ -32,6 +32,8 @@ type Workload struct {
 	ShiftEvery  time.Duration `json:"shift_every"`
 	// History records every operation for the linearizability check.
 	History bool `json:"history"`
+	// Hashed uses the hashed key order (ycsb.HashedKey), as the load did.
+	Hashed bool `json:"hashed"`
 }
 
 // RunResult is what one node's workers measured.
@@ -47,15 +49,20 @@ type RunResult struct {
 }
 
 // Load inserts records [from, to) with unique write ids, recording the
-// writes in hist when it is not nil.
-func (n *Node) Load(from, to int, hist *checker.History) error {
+// writes in hist when it is not nil; hashed chooses the key order
+// (ycsb.HashedKey, else ycsb.Key).
+func (n *Node) Load(from, to int, hashed bool, hist *checker.History) error {
+	keyOf := ycsb.Key
+	if hashed {
+		keyOf = ycsb.HashedKey
+	}
 	val := make([]byte, ycsb.ValueSize)
 	var kb [8]byte
 	for i := from; i < to; i++ {
 		id := writeID(n.ID, 255, uint64(i))
 		binary.LittleEndian.PutUint64(val, id)
 		call := time.Now().UnixNano()
-		if err := n.Put(ycsb.Key(kb[:], int64(i)), val); err != nil {
+		if err := n.Put(keyOf(kb[:], int64(i)), val); err != nil {
 			return fmt.Errorf("cluster: node %d: loading record %d: %w", n.ID, i, err)
 		}
 		if hist != nil {
@@ -100,6 +107,10 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 			r := rand.New(rand.NewSource(wl.Seed + int64(n.ID)*1000 + int64(t)))
 			lo, span := wl.keyRange(start)
 			choose := ycsb.NewChooser(span, wl.Zipf)
+			keyOf := ycsb.Key
+			if wl.Hashed {
+				keyOf = ycsb.HashedKey
+			}
 			var kb [8]byte
 			val := make([]byte, ycsb.ValueSize)
 			buf := make([]byte, 0, ycsb.ValueSize)
@@ -112,7 +123,7 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 					}
 				}
 				k := lo + choose(r)
-				key := ycsb.Key(kb[:], k)
+				key := keyOf(kb[:], k)
 				read := r.Float64() < wl.ReadRatio
 				var id uint64
 				if !read {

@@ -73,6 +73,9 @@ type Config struct {
 	Duration  time.Duration
 	Warmup    time.Duration
 	Seed      int64
+	// Hashed uses the hashed key order (HashedKey) instead of the ordered
+	// one (Key).
+	Hashed bool
 	// Batch, above 1, has each thread issue its reads Batch at a time
 	// through the engine's GetBatch (an engine without one gets them one
 	// by one), as a client with that many lookups outstanding would. Each
@@ -133,8 +136,47 @@ type Result struct {
 	Clock string `json:"clock"`
 }
 
-// Key writes record i's key.
+// Key writes record i's key in the ordered key order: i itself, big
+// endian, so that records are loaded in key order.
 func Key(b []byte, i int64) []byte { return binary.BigEndian.AppendUint64(b[:0], uint64(i)) }
+
+// HashedKey writes record i's key in the hashed key order (YCSB's default
+// insertorder=hashed): i through a bijective 64-bit mixer (the finalizer of
+// splitmix64: xor-shifts and multiplications by odd constants, each
+// invertible), so keys stay unique but neither their order nor their
+// spacing follows i.
+func HashedKey(b []byte, i int64) []byte {
+	x := uint64(i)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return binary.BigEndian.AppendUint64(b[:0], x)
+}
+
+// KeyFunc is Key or HashedKey.
+type KeyFunc func(b []byte, i int64) []byte
+
+// KeyOrder names a key order: "ordered" (Key, the default) or "hashed"
+// (HashedKey).
+func KeyOrder(name string) (KeyFunc, error) {
+	switch name {
+	case "", "ordered":
+		return Key, nil
+	case "hashed":
+		return HashedKey, nil
+	}
+	return nil, fmt.Errorf("ycsb: key order %q: want ordered or hashed", name)
+}
+
+// key is the key function cfg.Hashed selects.
+func (cfg *Config) key() KeyFunc {
+	if cfg.Hashed {
+		return HashedKey
+	}
+	return Key
+}
 
 // Load inserts records 0..Records-1 with random values, on Threads
 // goroutines.
@@ -159,6 +201,7 @@ func Load(e Engine, cfg Config) (time.Duration, error) {
 		}()
 	}
 	per := (cfg.Records + cfg.Threads - 1) / cfg.Threads
+	keyOf := cfg.key()
 	for t := range cfg.Threads {
 		lo, hi := t*per, min((t+1)*per, cfg.Records)
 		wg.Add(1)
@@ -175,7 +218,7 @@ func Load(e Engine, cfg Config) (time.Duration, error) {
 					return
 				}
 				r.Read(val)
-				if err := e.Put(Key(kb[:], int64(i)), val); err != nil {
+				if err := e.Put(keyOf(kb[:], int64(i)), val); err != nil {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("load record %d: %w", i, err))
 					return
 				}
@@ -230,6 +273,7 @@ func Run(e Engine, cfg Config) (Result, error) {
 			r := rand.New(rand.NewSource(cfg.Seed + 1000 + int64(t)))
 			choose := NewChooser(int64(cfg.Records), cfg.Zipf)
 			pick := func() int64 { return choose(r) }
+			keyOf := cfg.key()
 			var kb [8]byte
 			val := make([]byte, ValueSize)
 			buf := make([]byte, 0, ValueSize)
@@ -252,7 +296,7 @@ func Run(e Engine, cfg Config) (Result, error) {
 			}
 			last := tsc.Ticks()
 			for !stopFlag.Load() {
-				key := Key(kb[:], pick())
+				key := keyOf(kb[:], pick())
 				// No draw for a mix of reads alone (YCSB-C) or updates
 				// alone: it would cost a few nanoseconds an operation.
 				read := cfg.ReadRatio >= 1 || (cfg.ReadRatio > 0 && r.Float64() < cfg.ReadRatio)
@@ -337,6 +381,7 @@ func newHistogram() *hdrhistogram.Histogram { return hdrhistogram.New(1, 1_000_0
 // one GetBatch, and returns the operations it measured.
 func runBatched(e engineWithBatches, cfg Config, r *rand.Rand, pick func() int64, h *hdrhistogram.Histogram, stop, measuring *atomic.Bool, firstErr *atomic.Value) int64 {
 	b := min(cfg.Batch, MaxBatch)
+	keyOf := cfg.key()
 	keyMem := make([]byte, 8*b)
 	keys := make([][]byte, 0, b)
 	vals := make([][]byte, b)
@@ -352,12 +397,12 @@ func runBatched(e engineWithBatches, cfg Config, r *rand.Rand, pick func() int64
 		for range b {
 			i := pick()
 			if r.Float64() < cfg.ReadRatio {
-				keys = append(keys, Key(keyMem[8*len(keys):8*len(keys)], i))
+				keys = append(keys, keyOf(keyMem[8*len(keys):8*len(keys)], i))
 				continue
 			}
 			r.Read(val)
 			start := tsc.Ticks()
-			if err := e.Put(Key(kb[:], i), val); err != nil {
+			if err := e.Put(keyOf(kb[:], i), val); err != nil {
 				firstErr.CompareAndSwap(nil, err)
 				return n
 			}

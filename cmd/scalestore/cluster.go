@@ -20,6 +20,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/ycsb"
 )
 
 const clusterUsage = `Usage: scalestore cluster [flags]
@@ -42,6 +43,7 @@ type clusterFlags struct {
 	duration, shiftEvery    time.Duration
 	checkTimeout, shmSpin   time.Duration
 	pollSpin                time.Duration
+	keyOrder                string
 	partitioned, check      bool
 	asJSON, quiet, reformat bool
 }
@@ -94,6 +96,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
 	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "passed to the nodes (see 'scalestore node --help')")
+	fs.StringVar(&f.keyOrder, "key-order", "ordered", "ordered (record i is key i) or hashed (YCSB's default: keys scattered by a bijective hash of i)")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -103,6 +106,10 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.nodes < 1 || f.nodes > 64 || f.threads < 1 || f.records < f.nodes || f.readRatio < 0 || f.readRatio > 1 || f.zipf < 0 || f.zipf >= 1 {
 		fmt.Fprintln(stderr, "cluster: want --nodes 1..64, --threads >= 1, --records >= --nodes, --read-ratio in 0..1, --zipf in [0, 1)")
+		return 2
+	}
+	if _, err := ycsb.KeyOrder(f.keyOrder); err != nil {
+		fmt.Fprintf(stderr, "cluster: --key-order: %v\n", err)
 		return 2
 	}
 	if f.kind != "tcp" && f.kind != "shm" && f.kind != "auto" {
@@ -288,7 +295,7 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	progress("loading %d records on %d nodes...", f.records, f.nodes)
 	loadStart := time.Now()
 	if err := each(children, func(i int, c *child) error {
-		_, err := c.call(cluster.Command{Op: "load", From: i * f.records / f.nodes, To: (i + 1) * f.records / f.nodes, HistoryFile: history("load", i)})
+		_, err := c.call(cluster.Command{Op: "load", From: i * f.records / f.nodes, To: (i + 1) * f.records / f.nodes, Hashed: f.keyOrder == "hashed", HistoryFile: history("load", i)})
 		return err
 	}); err != nil {
 		return res, err
@@ -311,7 +318,7 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	}()
 	results := make([]cluster.RunResult, f.nodes)
 	err = each(children, func(i int, c *child) error {
-		wl := cluster.Workload{Records: f.records, ReadRatio: f.readRatio, Zipf: f.zipf, Threads: f.threads, Duration: f.duration,
+		wl := cluster.Workload{Hashed: f.keyOrder == "hashed", Records: f.records, ReadRatio: f.readRatio, Zipf: f.zipf, Threads: f.threads, Duration: f.duration,
 			Seed: 42, Nodes: f.nodes, Index: i, Partitioned: f.partitioned, ShiftEvery: f.shiftEvery}
 		rep, err := c.call(cluster.Command{Op: "run", Workload: &wl, HistoryFile: history("run", i)})
 		if err == nil && rep.Result != nil {

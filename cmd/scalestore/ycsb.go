@@ -69,6 +69,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
 	skipLoad := fs.Bool("skip-load", false, "with --data: the store already holds the --records records (an earlier run loaded them), so run at once")
+	keyOrder := fs.String("key-order", "ordered", "ordered (record i is key i, loaded in key order) or hashed (YCSB's own default: keys scattered by a bijective hash of i, loaded in no order)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
 	mutexProfile := fs.String("mutexprofile", "", "write a profile of lock contention during the measured run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +87,11 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "ycsb: --cache: %v\n", err)
 		return 2
 	}
+	if _, err := ycsb.KeyOrder(*keyOrder); err != nil {
+		fmt.Fprintf(stderr, "ycsb: --key-order: %v\n", err)
+		return 2
+	}
+	cfg.Hashed = *keyOrder == "hashed"
 	if isTerminal(stderr) {
 		cfg.Progress = stderr
 	}
@@ -179,12 +185,13 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 		Batch        int     `json:"batch"`
 		ReadRatio    float64 `json:"read_ratio"`
 		Zipf         float64 `json:"zipf"`
+		KeyOrder     string  `json:"key_order"`
 		HitRatio     float64 `json:"cache_hit_ratio"`
 		ReadsFromSSD uint64  `json:"reads_from_ssd"`
 		SSDReadsSec  float64 `json:"ssd_reads_per_sec"`
 		StorePages   uint64  `json:"store_pages"`
 		SlowHits     uint64  `json:"slow_path_hits"`
-	}{Engine: *engine, Result: res, Records: cfg.Records, Threads: cfg.Threads, Batch: cfg.Batch, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, HitRatio: 1}
+	}{Engine: *engine, Result: res, Records: cfg.Records, Threads: cfg.Threads, Batch: cfg.Batch, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, KeyOrder: *keyOrder, HitRatio: 1}
 	if db != nil {
 		s := after
 		hits, misses := s.CacheHits-before.CacheHits, s.CacheMisses-before.CacheMisses
@@ -196,8 +203,8 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 		out.StorePages = s.Pages
 		out.SlowHits = s.SlowHits - before.SlowHits
 	}
-	fmt.Fprintf(stdout, "%s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  SSD reads %d  (%d records, %d threads, load %.1fs)\n",
-		out.Engine, res.OpsPerSec, res.P50us, res.P99us, res.P999us, out.HitRatio, out.ReadsFromSSD, cfg.Records, cfg.Threads, res.LoadSecs)
+	fmt.Fprintf(stdout, "%s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  SSD reads %d  (%d records %s, %d threads, load %.1fs)\n",
+		out.Engine, res.OpsPerSec, res.P50us, res.P99us, res.P999us, out.HitRatio, out.ReadsFromSSD, cfg.Records, *keyOrder, cfg.Threads, res.LoadSecs)
 	if *asJSON {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(stdout, string(b))
