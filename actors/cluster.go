@@ -82,6 +82,13 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 		l.log.Error("dropping a bad frame", "node", l.node.ID(), "from", from, "err", err)
 		return
 	}
+	if t := l.trace; t != nil {
+		t.received.Add(1)
+		if m.Type == protocol.TRequest || m.Type == protocol.TTransfer {
+			start := time.Now()
+			defer func() { t.record(t.handler, time.Since(start)) }()
+		}
+	}
 	l.mu.Lock()
 	if !l.closed {
 		l.node.Deliver(&m, payload)
@@ -119,6 +126,7 @@ func (l *Local) watchdog(bound time.Duration) {
 const maxOutbox = 1 << 16
 
 type outMsg struct {
+	at    time.Time // when it was queued (traced nodes only)
 	to    protocol.NodeID
 	frame [protocol.FrameSize]byte
 	buf   *[protocol.PageSize]byte // the payload's copy (pooled), nil if none
@@ -167,6 +175,9 @@ func (o *outbox) setSender(s Sender) {
 func (o *outbox) add(m *protocol.Message, payload []byte) {
 	var om outMsg
 	om.to = m.To
+	if t := o.l.trace; t != nil {
+		t.sent.Add(1)
+	}
 	protocol.Encode(om.frame[:], m)
 	o.mu.Lock()
 	direct := o.try != nil && len(o.queue) == 0 && !o.busy
@@ -186,6 +197,10 @@ func (o *outbox) add(m *protocol.Message, payload []byte) {
 	if len(payload) > 0 {
 		om.buf = o.pool.Get().(*[protocol.PageSize]byte)
 		om.n = copy(om.buf[:], payload)
+	}
+	if t := o.l.trace; t != nil {
+		t.queued.Add(1)
+		om.at = time.Now()
 	}
 	o.mu.Lock()
 	full := len(o.queue) >= maxOutbox
@@ -218,6 +233,9 @@ func (o *outbox) run() {
 		o.mu.Unlock()
 		for i := range batch {
 			m := &batch[i]
+			if t := o.l.trace; t != nil {
+				t.record(t.queue, time.Since(m.at))
+			}
 			if err := s.Send(m.to, m.frame[:], m.payload()); err != nil {
 				o.l.mu.Lock()
 				o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), m.to, err))

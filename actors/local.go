@@ -66,6 +66,8 @@ type Local struct {
 	// sleeps, and every operation polls once as it starts.
 	poll     func() int
 	pollSpin time.Duration
+	// trace, when set (EnableTrace), times the hops of remote fetches.
+	trace *remoteTrace
 	// Reads and Writes count storage operations (under the lock).
 	Reads, Writes uint64
 	// BadFrames counts frames from peers that were dropped.
@@ -223,6 +225,8 @@ type goParker struct {
 	since time.Time
 	// window is how long pollWait polls now (it adapts).
 	window time.Duration
+	// wokeAt is when Wake was called (traced nodes only).
+	wokeAt time.Time
 }
 
 // errAborted unwinds a parked worker when the node failed (a peer died, a
@@ -248,6 +252,10 @@ func (p *goParker) Park() {
 		<-p.ch
 	}
 	l.mu.Lock()
+	if l.trace != nil && !p.wokeAt.IsZero() {
+		l.trace.record(l.trace.wake, time.Since(p.wokeAt))
+		p.wokeAt = time.Time{}
+	}
 	delete(l.parked, p)
 	if l.failed.Load() {
 		panic(errAborted{})
@@ -291,6 +299,9 @@ func (p *goParker) pollWait() {
 const minPollSpin = time.Microsecond
 
 func (p *goParker) Wake() {
+	if p.l.trace != nil {
+		p.wokeAt = time.Now() // under the node's lock, as the read in Park
+	}
 	select {
 	case p.ch <- struct{}{}:
 	default:
@@ -652,6 +663,13 @@ func (l *Local) SyncStore() error {
 // before the first worker runs; poll must not need the node's lock held.
 func (l *Local) SetPoller(poll func() int, spin time.Duration) {
 	l.poll, l.pollSpin = poll, spin
+	if t := l.trace; t != nil {
+		l.poll = func() int {
+			n := poll()
+			t.polled.Add(uint64(n))
+			return n
+		}
+	}
 }
 
 // Locked runs fn under the node's lock (for statistics).

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"fmt"
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"log/slog"
 	"runtime/pprof"
 	"strings"
@@ -228,5 +229,47 @@ func TestPeerDeathReportsError(t *testing.T) {
 	}
 	for _, n := range ns[:2] {
 		n.Stop()
+	}
+}
+
+// TestTraceRemote: a traced run reports the hops of its remote fetches:
+// frames received, peers' handler times for requests, workers' wake-ups.
+func TestTraceRemote(t *testing.T) {
+	const records = 2000
+	net := newLoopNet()
+	ns := make([]*Node, 2)
+	for i := range ns {
+		id := protocol.NodeID(i)
+		n, err := StartNode(NodeConfig{ID: id, CachePages: 64, Store: memfile.New(1<<14, nil), Timeout: 10 * time.Second,
+			Logger: slog.New(slog.DiscardHandler), Trace: true,
+			NewTransport: func(h transport.Handler) (transport.Transport, error) { return net.attach(id, h), nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Stop()
+		ns[i] = n
+	}
+	cat, err := ns[0].CreateTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns[1].OpenTable(cat)
+	if err := ns[0].Load(0, records, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	ns[0].RT.Trace() // from here on
+	r, _ := ns[1].Run(Workload{Records: records, ReadRatio: 0.9, Threads: 2, Duration: 300 * time.Millisecond, Seed: 3, Hashed: true})
+	if len(r.Errors) > 0 || r.Stats.RemoteFetches == 0 {
+		t.Fatalf("run: %v, %d remote fetches", r.Errors, r.Stats.RemoteFetches)
+	}
+	tr := r.Trace
+	if tr == nil || tr.Received == 0 || tr.Sent == 0 || hdrhistogram.Import(tr.Wake).TotalCount() == 0 {
+		t.Fatalf("trace of the requesting node: %+v", tr)
+	}
+	if tr.Polled != 0 {
+		t.Fatalf("%d frames polled over a transport that cannot be polled", tr.Polled)
+	}
+	if peer, ok := ns[0].RT.Trace(); !ok || hdrhistogram.Import(peer.Handler).TotalCount() == 0 || peer.Received == 0 {
+		t.Fatal("node 0, directory of the pages node 1 fetched, timed no handler of a request")
 	}
 }

@@ -33,6 +33,9 @@ type NodeConfig struct {
 	// PollSpin is how long a waiting worker polls the transport (where it
 	// can be polled: shm) before it sleeps; 0: workers do not poll.
 	PollSpin time.Duration
+	// Trace times the hops of remote fetches (actors.RemoteTrace; Run
+	// reports them).
+	Trace bool
 }
 
 // Node is one node of a running cluster.
@@ -65,6 +68,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{ID: cfg.ID, RT: rt, log: cfg.Logger}
+	if cfg.Trace {
+		rt.EnableTrace()
+	}
 	// Frames may arrive as soon as the transport listens, before the host
 	// exists: the forwarder waits for it.
 	ready := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/ycsb"
 )
@@ -45,7 +46,9 @@ type RunResult struct {
 	// directory is another node (a remote page fetch or upgrade).
 	Fetches *hdrhistogram.Snapshot `json:"fetches"`
 	Stats   Stats                  `json:"stats"`
-	Errors  []string               `json:"errors,omitempty"`
+	// Trace breaks the remote fetches into hops (NodeConfig.Trace).
+	Trace  *actors.RemoteTrace `json:"trace,omitempty"`
+	Errors []string            `json:"errors,omitempty"`
 }
 
 // Load inserts records [from, to) with unique write ids, recording the
@@ -95,6 +98,7 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 	errs := make([]error, wl.Threads)
 	start := time.Now()
 	n.RT.Locked(n.fetches.Reset)
+	n.RT.Trace() // from here on
 	var wg sync.WaitGroup
 	for t := range wl.Threads {
 		hists[t] = hdrhistogram.New(1, 60_000_000, 3)
@@ -189,6 +193,9 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 	}
 	res.Latencies = all.Export()
 	n.RT.Locked(func() { res.Fetches = n.fetches.Export() })
+	if tr, ok := n.RT.Trace(); ok {
+		res.Trace = &tr
+	}
 	res.Stats = n.Stats()
 	return res, ops
 }

@@ -44,6 +44,7 @@ type clusterFlags struct {
 	checkTimeout, shmSpin   time.Duration
 	pollSpin                time.Duration
 	keyOrder                string
+	trace                   bool
 	partitioned, check      bool
 	asJSON, quiet, reformat bool
 }
@@ -70,6 +71,52 @@ type clusterResult struct {
 	Violations        int     `json:"violations"`
 	Undecided         bool    `json:"undecided,omitempty"`
 	LoadSeconds       float64 `json:"load_seconds"`
+	KeyOrder          string  `json:"key_order"`
+	Partitioned       bool    `json:"partitioned"`
+	// Trace breaks the remote fetches into hops (--trace-remote).
+	Trace *traceResult `json:"trace,omitempty"`
+}
+
+// traceResult is --trace-remote's breakdown over all nodes, in µs.
+type traceResult struct {
+	QueueP50us   float64 `json:"queue_p50_us"`
+	QueueP99us   float64 `json:"queue_p99_us"`
+	HandlerP50us float64 `json:"peer_handler_p50_us"`
+	HandlerP99us float64 `json:"peer_handler_p99_us"`
+	WakeP50us    float64 `json:"wake_p50_us"`
+	WakeP99us    float64 `json:"wake_p99_us"`
+	Sent         uint64  `json:"sent"`
+	Queued       uint64  `json:"queued"`
+	Received     uint64  `json:"received"`
+	Polled       uint64  `json:"polled"`
+}
+
+// mergeTrace sums the nodes' traces.
+func mergeTrace(results []cluster.RunResult) *traceResult {
+	q, h, w := hdrhistogram.New(1, 60_000_000_000, 3), hdrhistogram.New(1, 60_000_000_000, 3), hdrhistogram.New(1, 60_000_000_000, 3)
+	var tr traceResult
+	any := false
+	for _, r := range results {
+		if r.Trace == nil {
+			continue
+		}
+		any = true
+		q.Merge(hdrhistogram.Import(r.Trace.Queue))
+		h.Merge(hdrhistogram.Import(r.Trace.Handler))
+		w.Merge(hdrhistogram.Import(r.Trace.Wake))
+		tr.Sent += r.Trace.Sent
+		tr.Queued += r.Trace.Queued
+		tr.Received += r.Trace.Received
+		tr.Polled += r.Trace.Polled
+	}
+	if !any {
+		return nil
+	}
+	us := func(h *hdrhistogram.Histogram, q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+	tr.QueueP50us, tr.QueueP99us = us(q, 50), us(q, 99)
+	tr.HandlerP50us, tr.HandlerP99us = us(h, 50), us(h, 99)
+	tr.WakeP50us, tr.WakeP99us = us(w, 50), us(w, 99)
+	return &tr
 }
 
 func runCluster(args []string, stdout, stderr io.Writer) int {
@@ -97,6 +144,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
 	fs.DurationVar(&f.shmSpin, "shm-spin", 0, "passed to the nodes (see 'scalestore node --help')")
 	fs.StringVar(&f.keyOrder, "key-order", "ordered", "ordered (record i is key i) or hashed (YCSB's default: keys scattered by a bijective hash of i)")
+	fs.BoolVar(&f.trace, "trace-remote", false, "break the remote page fetches into hops (outbox queueing, the peer's handler, the worker's wake-up; frames consumed by polling workers) and print them")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -133,6 +181,18 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d (p50 %.1fus p99 %.1fus)  %s\n",
 		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, res.FetchP50us, res.FetchP99us, check)
+	if t := res.Trace; t != nil {
+		fmt.Fprintf(stdout, "remote fetch p50 %.1fus (p99 %.1fus), request to reply handled: the requester's outbox queueing, the transport both ways, the peer's wait for a reader or poller and its handler; then the requester's wake-up:\n",
+			res.FetchP50us, res.FetchP99us)
+		fmt.Fprintf(stdout, "  outbox queueing  p50 %.1fus p99 %.1fus  (%d of %d messages queued; the rest went straight into the transport)\n",
+			t.QueueP50us, t.QueueP99us, t.Queued, t.Sent)
+		fmt.Fprintf(stdout, "  peer handler     p50 %.1fus p99 %.1fus  (a request or transfer request, delivery to return)\n", t.HandlerP50us, t.HandlerP99us)
+		fmt.Fprintf(stdout, "  wake-up          p50 %.1fus p99 %.1fus  (Wake to the worker running)\n", t.WakeP50us, t.WakeP99us)
+		if t.Received > 0 {
+			fmt.Fprintf(stdout, "  frames consumed by polling workers: %d of %d (%.0f%%); the rest by reader goroutines\n",
+				t.Polled, t.Received, 100*float64(t.Polled)/float64(t.Received))
+		}
+	}
 	if f.asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
@@ -249,6 +309,9 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		}
 		if f.reformat {
 			args = append(args, "--reformat")
+		}
+		if f.trace {
+			args = append(args, "--trace-remote")
 		}
 		if f.pollSpin >= 0 {
 			args = append(args, "--poll-spin", f.pollSpin.String())
@@ -403,6 +466,8 @@ func aggregate(f clusterFlags, results []cluster.RunResult, load float64) cluste
 	res.P999us = float64(all.ValueAtQuantile(99.9)) / 1000
 	res.FetchP50us = float64(fetches.ValueAtQuantile(50)) / 1000
 	res.FetchP99us = float64(fetches.ValueAtQuantile(99)) / 1000
+	res.KeyOrder, res.Partitioned = f.keyOrder, f.partitioned
+	res.Trace = mergeTrace(results)
 	return res
 }
 

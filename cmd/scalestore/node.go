@@ -60,6 +60,7 @@ type nodeFlags struct {
 	actorDelivery          bool
 	reformat               bool
 	pollSpin               time.Duration
+	trace                  bool
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -90,6 +91,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
 	fs.DurationVar(&f.pollSpin, "poll-spin", 50*time.Microsecond, "shm: how long a worker waiting for a peer polls the rings itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything)")
+	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -159,7 +161,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	defer closeStore()
 	n, err := cluster.StartNode(cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
-		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, PollSpin: f.pollSpin})
+		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, PollSpin: f.pollSpin, Trace: f.trace})
 	if err != nil {
 		return err
 	}
