@@ -29,7 +29,8 @@ Commands:
              the history with porcupine
   bench      'bench transport': TCP, Unix socket and shared memory between two processes;
              'bench memory': this machine's dependent-load latency (what bounds a lookup in memory);
-             'bench io': random reads of a loaded store through the engine's I/O path (what bounds it on disk)
+             'bench io': random reads of a loaded store through the engine's I/O path (what bounds it on disk);
+             'bench cluster': the cluster across node counts, transports, mixes, shared and partitioned
 
 Run 'scalestore <command> --help' for the flags of a command.
 `
