@@ -176,7 +176,7 @@ func (p *producer) waitSpace(n uint64) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: ring full for %v (peer not consuming)", transport.ErrPeerDown, p.timeout)
 		}
-		park(&p.ctl.prodWaiting, ready, stopped)
+		park(&p.ctl.prodWaiting, ready, stopped, parkTimeout)
 		if bad != nil {
 			return bad
 		}
@@ -191,6 +191,9 @@ type consumer struct {
 	tail  uint64 // the producer's tail as last read
 	kinds uint8  // bit 1<<kind set for each record kind this ring carries
 	spin  spinner
+	// idle counts the parks in a row that ended with nothing to read (up
+	// to maxIdleShift): the park timeout doubles with each.
+	idle uint
 	// ownCPU is where this consumer publishes its CPU during long waits,
 	// peerCPU where the peer's reader publishes its own (nil: no check).
 	ownCPU, peerCPU *cpuWord
@@ -262,8 +265,14 @@ func (c *consumer) wait(stopped func() bool) bool {
 	if ok || stopped() {
 		return false
 	}
-	park(&c.ctl.consWaiting, ready, stopped)
-	c.spin.parked(ready(), time.Since(start))
+	park(&c.ctl.consWaiting, ready, stopped, parkTimeout<<c.idle)
+	got := ready()
+	c.spin.parked(got, time.Since(start))
+	if got {
+		c.idle = 0
+	} else if c.idle < maxIdleShift {
+		c.idle++
+	}
 	return true
 }
 

@@ -71,6 +71,16 @@ import (
 // processes: the kernel keys it by the memfd page, not the address.
 const parkTimeout = 5 * time.Millisecond
 
+// maxIdleShift bounds how far an idle reader stretches its park timeout:
+// each park that ends with nothing to read doubles it, up to parkTimeout
+// << maxIdleShift (80 ms), and data resets it. A reader that wakes every
+// 5 ms for nothing costs little itself, but every wake-up makes Go's sysmon
+// retake its P and poll at its shortest interval; an idle 3-node cluster
+// burned a quarter of a CPU that way. The long timeout costs nothing: a
+// peer's data wakes the reader at once (see the ordering argument above),
+// and a failed link wakes it (link.fail).
+const maxIdleShift = 4
+
 const (
 	futexWait = 0 // FUTEX_WAIT, without FUTEX_PRIVATE_FLAG
 	futexWake = 1 // FUTEX_WAKE
@@ -178,12 +188,12 @@ func currentCPU() uint32 {
 }
 
 // park sets flag, re-checks ready (and stop), and sleeps on the flag for at
-// most parkTimeout. It returns when woken, timed out, or the condition held
+// most timeout. It returns when woken, timed out, or the condition held
 // already; the caller loops.
-func park(flag *atomic.Uint32, ready func() bool, stop func() bool) {
+func park(flag *atomic.Uint32, ready func() bool, stop func() bool, timeout time.Duration) {
 	flag.Store(1)
 	if !ready() && !stop() {
-		futexSleep(flag, 1, parkTimeout)
+		futexSleep(flag, 1, timeout)
 	}
 	flag.Store(0)
 }
