@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -24,7 +26,7 @@ type event struct {
 	seq     uint64
 	kind    eventKind
 	node    protocol.NodeID
-	msg     protocol.Message
+	frame   [protocol.FrameSize]byte // evMsg: the message as it travels, encoded
 	payload []byte
 	fn      func()
 	co      *Coroutine
@@ -103,6 +105,16 @@ type World struct {
 	stalled   []int64
 	trace     TraceFunc
 	stopFault bool
+	msg       protocol.Message // the message being delivered, decoded from its frame
+
+	// OnFault receives what went wrong inside the simulation: a frame that
+	// does not decode, a payload of the wrong length for its message, or a
+	// panic of a receiver, an event function or a coroutine (with its
+	// stack). The world goes on with the next event; nil: Step panics.
+	OnFault func(at int64, node protocol.NodeID, err error)
+	// MutateFrame, when set, may change every frame after it was encoded at
+	// the sender (the codec mutants: a field the encoder drops).
+	MutateFrame func(frame []byte)
 
 	// Messages counts network messages delivered; PageBytes the payload
 	// bytes they carried; Steps the events processed.
@@ -191,7 +203,9 @@ func (w *World) At(node protocol.NodeID, t int64, fn func()) {
 // After schedules fn after delay.
 func (w *World) After(node protocol.NodeID, delay int64, fn func()) { w.At(node, w.now+delay, fn) }
 
-// Send puts m on the link m.From -> m.To. The payload is copied.
+// Send puts m on the link m.From -> m.To. It travels as the real transports
+// carry it: encoded into its 64-byte frame (protocol.Encode) with the
+// payload copied behind it, and decoded at the receiver.
 func (w *World) Send(m *protocol.Message, payload []byte) {
 	if int(m.To) >= w.n || int(m.From) >= w.n {
 		panic("sim: message to or from a node outside the world")
@@ -200,7 +214,11 @@ func (w *World) Send(m *protocol.Message, payload []byte) {
 		panic("sim: payload larger than a page")
 	}
 	e := w.alloc()
-	e.kind, e.node, e.msg = evMsg, m.To, *m
+	e.kind, e.node = evMsg, m.To
+	protocol.Encode(e.frame[:], m)
+	if w.MutateFrame != nil {
+		w.MutateFrame(e.frame[:])
+	}
 	e.payload = e.payload[:0]
 	if len(payload) > 0 {
 		e.payload = w.getPage()[:len(payload)]
@@ -246,9 +264,37 @@ func (w *World) Step() bool {
 	w.Steps++
 	w.mix(uint64(e.at))
 	w.mix(uint64(e.kind)<<8 | uint64(e.node))
+	w.run(e)
+	if cap(e.payload) >= protocol.PageSize {
+		w.pages = append(w.pages, e.payload)
+	}
+	e.payload, e.fn, e.co = nil, nil, nil
+	w.free = append(w.free, e)
+	return true
+}
+
+// run processes one event; a panic in it is a fault of the event's node.
+func (w *World) run(e *event) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e.kind == evResume {
+				e.co.done = true // its body is gone with the panic
+			}
+			w.fault(e.node, fmt.Errorf("panic in node %d: %v\n%s", e.node, r, debug.Stack()))
+		}
+	}()
 	switch e.kind {
 	case evMsg:
-		m := &e.msg
+		var err error
+		if w.msg, err = protocol.Decode(e.frame[:]); err != nil {
+			w.fault(e.node, fmt.Errorf("sim: a frame to node %d does not decode, dropped: %w", e.node, err))
+			return
+		}
+		m := &w.msg
+		if len(e.payload) != m.PayloadLen() {
+			w.fault(e.node, fmt.Errorf("sim: %v with a payload of %d bytes, want %d; dropped", m, len(e.payload), m.PayloadLen()))
+			return
+		}
 		w.mix(uint64(m.Type) | uint64(m.From)<<8 | uint64(m.To)<<16 | uint64(m.Mode)<<24 | uint64(m.Epoch)<<32)
 		w.mix(uint64(m.PID))
 		w.Messages++
@@ -257,21 +303,19 @@ func (w *World) Step() bool {
 		if w.trace != nil {
 			w.trace(w.now, m, e.payload)
 		}
-		if cap(e.payload) >= protocol.PageSize {
-			w.pages = append(w.pages, e.payload)
-		}
-		e.payload = nil
 	case evFunc:
-		fn := e.fn
-		e.fn = nil
-		fn()
+		e.fn()
 	case evResume:
-		co := e.co
-		e.co = nil
-		co.resume()
+		e.co.resume()
 	}
-	w.free = append(w.free, e)
-	return true
+}
+
+// fault reports err through OnFault, or panics without one.
+func (w *World) fault(node protocol.NodeID, err error) {
+	if w.OnFault == nil {
+		panic(err)
+	}
+	w.OnFault(w.now, node, err)
 }
 
 // StopFaults ends fault injection (the final flush runs without faults, so

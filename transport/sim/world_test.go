@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -38,6 +39,18 @@ func (r *recorder) Deliver(m *protocol.Message, payload []byte) {
 
 func msg(from, to protocol.NodeID, pid int) *protocol.Message {
 	return &protocol.Message{Type: protocol.TInvalidateAck, From: from, To: to, PID: protocol.PID(pid)}
+}
+
+// carrying is a message of a type that travels with n payload bytes (0, a
+// page, or whole eviction entries), as the codec's rules require.
+func carrying(from, to protocol.NodeID, pid int, n int) *protocol.Message {
+	switch {
+	case n == protocol.PageSize:
+		return &protocol.Message{Type: protocol.TTransferReply, From: from, To: to, PID: protocol.PID(pid), Mode: protocol.ModeShared}
+	case n > 0:
+		return &protocol.Message{Type: protocol.TEvict, From: from, To: to, Count: uint16(n / protocol.EvictEntrySize)}
+	}
+	return msg(from, to, pid)
 }
 
 // newWorld makes a world of n nodes, all attached to one recorder.
@@ -105,7 +118,7 @@ func TestMessageLatencyAndCounters(t *testing.T) {
 	w, r := newWorld(1, 2, sim.FaultPlan{})
 	w.Send(msg(0, 1, 1), nil)
 	page := make([]byte, protocol.PageSize)
-	w.Send(msg(1, 0, 2), page)
+	w.Send(carrying(1, 0, 2, len(page)), page)
 	drain(t, w)
 	if len(r.got) != 2 {
 		t.Fatalf("delivered %d messages, want 2", len(r.got))
@@ -229,14 +242,14 @@ func TestCrossLinkReordering(t *testing.T) {
 
 func TestSendCopiesPayload(t *testing.T) {
 	w, r := newWorld(1, 2, sim.FaultPlan{})
-	buf := []byte("original payload bytes")
+	buf := []byte("original payload bytes, 2 evict entries..")[:2*protocol.EvictEntrySize]
 	want := bytes.Clone(buf)
-	w.Send(msg(0, 1, 1), buf)
+	w.Send(carrying(0, 1, 1, len(buf)), buf)
 	for i := range buf {
 		buf[i] = 'X'
 	}
 	page := bytes.Repeat([]byte{0x11}, protocol.PageSize)
-	w.Send(msg(0, 1, 2), page)
+	w.Send(carrying(0, 1, 2, len(page)), page)
 	page[0], page[protocol.PageSize-1] = 0x22, 0x33
 	drain(t, w)
 	if len(r.got) != 2 {
@@ -250,11 +263,12 @@ func TestSendCopiesPayload(t *testing.T) {
 	}
 	// Pooled buffers are reused: a later small payload must not carry
 	// bytes of the earlier page.
-	w.Send(msg(1, 0, 3), []byte{1, 2, 3})
+	entry := bytes.Repeat([]byte{7}, protocol.EvictEntrySize)
+	w.Send(carrying(1, 0, 3, len(entry)), entry)
 	w.Send(msg(1, 0, 4), nil)
 	drain(t, w)
-	if got := r.got[2].payload; !bytes.Equal(got, []byte{1, 2, 3}) {
-		t.Fatalf("reused buffer: receiver saw %v, want [1 2 3]", got)
+	if got := r.got[2].payload; !bytes.Equal(got, entry) {
+		t.Fatalf("reused buffer: receiver saw %v, want %v", got, entry)
 	}
 	if got := r.got[3].payload; len(got) != 0 {
 		t.Fatalf("empty payload delivered as %d bytes", len(got))
@@ -269,7 +283,11 @@ func scenario(t *testing.T, seed uint64, plan sim.FaultPlan) (uint64, []int64, u
 	// arrival order, not only on the sends.
 	r.hook = func(m *protocol.Message) {
 		if m.PID%2 == 0 && m.PID < 10_000 {
-			w.Send(msg(m.To, m.From, int(m.PID)+10_001), make([]byte, int(m.PID)%protocol.PageSize))
+			n := 0
+			if m.PID%4 == 0 {
+				n = protocol.PageSize
+			}
+			w.Send(carrying(m.To, m.From, int(m.PID)+10_001, n), make([]byte, n))
 		}
 	}
 	for i := range 300 {
@@ -565,16 +583,92 @@ func TestCoroutineStop(t *testing.T) {
 	}
 }
 
+// Without OnFault, a coroutine's panic reaches Step's caller, with the
+// node and the panic's value.
 func TestCoroutinePanicPropagates(t *testing.T) {
 	w, _ := newWorld(1, 2, sim.FaultPlan{})
 	w.Spawn(0, 0, func(*sim.Coroutine) { panic("boom") })
 	defer func() {
-		if r := recover(); r != "boom" {
-			t.Fatalf("recovered %v, want boom", r)
+		err, ok := recover().(error)
+		if !ok || !strings.Contains(err.Error(), "panic in node 0: boom") {
+			t.Fatalf("recovered %v, want the panic of node 0", err)
 		}
 	}()
 	w.Step()
 	t.Fatal("a coroutine's panic did not reach Step's caller")
+}
+
+// With OnFault, a panic of a receiver, an event function or a coroutine is
+// a fault of its node, with the panic's value and stack, and the world goes
+// on: the other events still run.
+func TestPanicsAreFaults(t *testing.T) {
+	w := sim.New(1, 3, sim.DefaultLatency, sim.FaultPlan{})
+	var faults []string
+	w.OnFault = func(at int64, node protocol.NodeID, err error) {
+		faults = append(faults, fmt.Sprintf("node %d: %v", node, err))
+	}
+	r := &recorder{w: w}
+	w.Attach(0, r)
+	w.Attach(1, receiverFunc(func(*protocol.Message, []byte) { panic("receiver boom") }))
+	w.Attach(2, r)
+	w.Send(msg(0, 1, 1), nil)
+	w.At(2, 5, func() { panic("event boom") })
+	co := w.Spawn(0, 7, func(*sim.Coroutine) { panic("coroutine boom") })
+	w.At(2, 1_000_000, func() { w.Send(msg(2, 0, 9), nil) })
+	drain(t, w)
+	want := []string{"node 2: panic in node 2: event boom", "node 0: panic in node 0: coroutine boom", "node 1: panic in node 1: receiver boom"}
+	if len(faults) != len(want) {
+		t.Fatalf("faults %q, want %d", faults, len(want))
+	}
+	for i, f := range faults {
+		if !strings.HasPrefix(f, want[i]) || !strings.Contains(f, "goroutine") {
+			t.Errorf("fault %d = %.120q, want %q with a stack", i, f, want[i])
+		}
+	}
+	if !co.Done() {
+		t.Error("the panicking coroutine is not done")
+	}
+	if len(r.got) != 1 || r.got[0].pid != 9 {
+		t.Fatalf("the world did not go on after the faults: %+v", r.got)
+	}
+}
+
+type receiverFunc func(*protocol.Message, []byte)
+
+func (f receiverFunc) Deliver(m *protocol.Message, p []byte) { f(m, p) }
+
+// Every message travels encoded: what the encoder (here MutateFrame) does
+// to the frame is what the receiver sees, and a frame or payload the
+// codec's rules reject is a fault of the receiver, dropped, never delivered.
+func TestMessagesTravelEncoded(t *testing.T) {
+	w := sim.New(1, 2, sim.DefaultLatency, sim.FaultPlan{})
+	var faults []string
+	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { faults = append(faults, err.Error()) }
+	var got []protocol.Message
+	w.Attach(1, receiverFunc(func(m *protocol.Message, _ []byte) { got = append(got, *m) }))
+	fwd := protocol.Message{Type: protocol.TTransfer, From: 0, To: 1, PID: 5, Mode: protocol.ModeExclusive, Epoch: 3, K: 2, Pred: 0xABCDEF}
+	w.Send(&fwd, nil)
+	drain(t, w)
+	if len(got) != 1 || got[0] != fwd {
+		t.Fatalf("delivered %+v, want %+v", got, fwd)
+	}
+	w.MutateFrame = func(frame []byte) { clear(frame[28:32]) } // an encoder that drops Pred
+	w.Send(&fwd, nil)
+	drain(t, w)
+	if len(got) != 2 || got[1].Pred != 0 {
+		t.Fatalf("with Pred dropped on the wire the receiver saw %+v", got[1:])
+	}
+	w.MutateFrame = func(frame []byte) { frame[0] = 0 } // bad magic
+	w.Send(&fwd, nil)
+	w.MutateFrame = nil
+	w.Send(carrying(0, 1, 1, protocol.PageSize), nil) // a page message without its page
+	drain(t, w)
+	if len(got) != 2 || len(faults) != 2 || !strings.Contains(faults[0], "bad magic") || !strings.Contains(faults[1], "payload of 0 bytes, want 4096") {
+		t.Fatalf("delivered %d, faults %q", len(got), faults)
+	}
+	if w.Messages != 2 {
+		t.Fatalf("Messages = %d: dropped frames counted", w.Messages)
+	}
 }
 
 func TestMaybeYield(t *testing.T) {
