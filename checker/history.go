@@ -15,6 +15,10 @@ import (
 const (
 	KindRead  = "read"
 	KindWrite = "write"
+	// KindRMW is a read-modify-write: it read Read and wrote Value, in one
+	// atomic step, so two that read the same value cannot both have
+	// happened (a lost update).
+	KindRMW = "rmw"
 )
 
 // Op is one completed operation on a page register (or a key). Times are
@@ -22,16 +26,20 @@ const (
 type Op struct {
 	Client int    `json:"client"`
 	Page   uint64 `json:"page"`
-	Kind   string `json:"op"`    // "read" or "write"
-	Value  uint64 `json:"value"` // value written, or value the read returned; pages start at 0
+	Kind   string `json:"op"`             // "read" or "write"
+	Value  uint64 `json:"value"`          // value written, or value the read returned; pages start at 0
+	Read   uint64 `json:"read,omitempty"` // rmw: the value it read before writing Value
 	Call   int64  `json:"call"`
 	Return int64  `json:"return"`
 }
 
 // validate reports why op cannot be checked, or nil.
 func (op Op) validate() error {
-	if op.Kind != KindRead && op.Kind != KindWrite {
-		return fmt.Errorf("op %q is neither %q nor %q", op.Kind, KindRead, KindWrite)
+	if op.Kind != KindRead && op.Kind != KindWrite && op.Kind != KindRMW {
+		return fmt.Errorf("op %q is none of %q, %q and %q", op.Kind, KindRead, KindWrite, KindRMW)
+	}
+	if op.Read != 0 && op.Kind != KindRMW {
+		return fmt.Errorf("op %q carries a read value (only %q does)", op.Kind, KindRMW)
 	}
 	if op.Return < op.Call {
 		return fmt.Errorf("return %d is before call %d", op.Return, op.Call)
@@ -65,9 +73,10 @@ func (h *History) Ops() []Op { return h.ops }
 func (h *History) Len() int { return len(h.ops) }
 
 // WriteJSONLines writes the history as one JSON object per line, fields in
-// the order client, page, op, value, call, return:
+// the order client, page, op, value, read (rmw only), call, return:
 //
 //	{"client":1,"page":42,"op":"write","value":7,"call":100,"return":180}
+//	{"client":2,"page":42,"op":"rmw","value":9,"read":7,"call":190,"return":250}
 func (h *History) WriteJSONLines(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for i := range h.ops {
@@ -103,6 +112,10 @@ func appendOpJSON(b []byte, op *Op) ([]byte, error) {
 	}
 	b = append(b, `,"value":`...)
 	b = strconv.AppendUint(b, op.Value, 10)
+	if op.Read != 0 {
+		b = append(b, `,"read":`...)
+		b = strconv.AppendUint(b, op.Read, 10)
+	}
 	b = append(b, `,"call":`...)
 	b = strconv.AppendInt(b, op.Call, 10)
 	b = append(b, `,"return":`...)
@@ -116,7 +129,7 @@ const maxLine = 1 << 20
 
 // ReadJSONLines reads operations written one JSON object per line (as
 // WriteJSONLines does). Blank lines are skipped. Every operation must have
-// op "read" or "write" and return >= call; unknown fields and trailing data
+// op "read", "write" or "rmw" and return >= call; unknown fields and trailing data
 // are rejected. Errors name the 1-based line number.
 func ReadJSONLines(r io.Reader) ([]Op, error) {
 	sc := bufio.NewScanner(r)

@@ -18,6 +18,7 @@ type Result struct {
 	Unknown    bool     // true when porcupine timed out on some partition (treat as not proven)
 	BadPages   []uint64 // pages whose partition is not linearizable, sorted ascending
 	Partitions int      // number of partitions (distinct pages) checked
+	Decided    int      // partitions decided by zones (unique writes), without porcupine
 }
 
 // regOp is what the model sees of one operation. It is both the porcupine
@@ -30,8 +31,10 @@ type Result struct {
 // Init, Step, Equal and Hash never allocate.
 type regOp struct {
 	page  uint64
-	value uint64
+	value uint64 // written (write, rmw) or returned (read)
+	read  uint64 // rmw: the value it read
 	write bool
+	rmw   bool
 }
 
 // initialState is the register before any write: value 0. Never modified.
@@ -39,7 +42,10 @@ var initialState = &regOp{}
 
 func registerStep(state, input, _ any) (bool, any) {
 	in := input.(*regOp)
-	if in.write {
+	switch {
+	case in.rmw:
+		return in.read == state.(*regOp).value, in
+	case in.write:
 		return true, in
 	}
 	return in.value == state.(*regOp).value, in
@@ -60,6 +66,9 @@ func registerHash(state any) uint64 {
 
 func describeOperation(input, _ any) string {
 	in := input.(*regOp)
+	if in.rmw {
+		return "rmw " + strconv.FormatUint(in.read, 10) + " -> " + strconv.FormatUint(in.value, 10)
+	}
 	if in.write {
 		return "write " + strconv.FormatUint(in.value, 10)
 	}
@@ -121,9 +130,17 @@ var registerModel = porcupine.Model{
 	DescribeOperationMetadata: describeMetadata,
 }
 
-// Check checks ops with porcupine.CheckOperationsVerbose using the register
-// model (initial value 0, writes store the value, reads must return the
-// current value), partitioned by page. timeout 0 means no limit.
+// Check checks ops for linearizability as registers, one per page (initial
+// value 0; a write stores its value; a read must return the current value;
+// an rmw must read the current value and stores its own).
+//
+// A page whose writes all carry distinct values other than 0, and which
+// has no rmw, is decided exactly by the zones of Gibbons and Korach
+// (decideByZones), in O(n log n), whatever its size and concurrency; the
+// other pages go to porcupine (CheckOperationsVerbose). Result.Decided
+// counts the pages decided by zones. A page found bad by zones is still run
+// through porcupine (within the timeout) for the returned info, which
+// WriteVisualization draws; the verdict is the zones'.
 //
 // Times are passed to porcupine unchanged. Porcupine (v1.3.1) treats
 // [Call, Return] as a closed interval and, at equal timestamps, orders calls
@@ -131,17 +148,17 @@ var registerModel = porcupine.Model{
 // operations where one returns at the very nanosecond the other is called
 // count as concurrent. That is the conservative reading of a simulated tick
 // (it can never report a false violation); it is exactly what rescaling
-// (2*t for calls, 2*t+1 for returns) would give, so no rescaling is done.
+// (2*t for calls, 2*t+1 for returns) would give, so no rescaling is done
+// for porcupine; the zones use that rescaling.
 //
-// Every op must have Kind "read" or "write" and Return >= Call (as
-// ReadJSONLines guarantees); Check panics otherwise, since such a history
-// is a bug in whatever recorded it.
+// Every op must have a known Kind and Return >= Call (as ReadJSONLines
+// guarantees); Check panics otherwise, since such a history is a bug in
+// whatever recorded it.
 //
-// When the overall result is not Ok, the partitions that porcupine did not
+// When porcupine's result is not Ok, the partitions that porcupine did not
 // prove linearizable are re-checked one by one, in ascending page order, to
 // fill BadPages; with a timeout, that second phase gets its own budget of
-// the same length. The returned info is the overall check's, for
-// WriteVisualization.
+// the same length.
 func Check(ops []Op, timeout time.Duration) (Result, porcupine.LinearizationInfo) {
 	for i := range ops {
 		if err := ops[i].validate(); err != nil {
@@ -166,7 +183,7 @@ func Check(ops []Op, timeout time.Duration) (Result, porcupine.LinearizationInfo
 	history := make([]porcupine.Operation, len(ops))
 	for j, i := range order {
 		op := &ops[i]
-		ins[j] = regOp{page: op.Page, value: op.Value, write: op.Kind == KindWrite}
+		ins[j] = regOp{page: op.Page, value: op.Value, read: op.Read, write: op.Kind != KindRead, rmw: op.Kind == KindRMW}
 		history[j] = porcupine.Operation{
 			ClientId: op.Client,
 			Input:    &ins[j],
@@ -176,9 +193,54 @@ func Check(ops []Op, timeout time.Duration) (Result, porcupine.LinearizationInfo
 		}
 	}
 
+	parts := partitionByPage(history)
+	result := Result{Partitions: len(parts)}
+	// Pages appended in ascending order keep both lists sorted by page.
+	var rest, badByZones []porcupine.Operation
+	for _, part := range parts {
+		ok, decided := decideByZones(part)
+		switch {
+		case !decided:
+			rest = append(rest, part...)
+		case !ok:
+			result.Decided++
+			result.BadPages = append(result.BadPages, pageOf(part[0]))
+			badByZones = append(badByZones, part...)
+		default:
+			result.Decided++
+		}
+	}
+	var info porcupine.LinearizationInfo
+	if len(rest) > 0 {
+		r, i := checkWithPorcupine(rest, timeout)
+		result.Unknown = r.Unknown
+		result.BadPages = append(result.BadPages, r.BadPages...)
+		slices.Sort(result.BadPages)
+		info = i
+	}
+	if len(badByZones) > 0 {
+		// For the visualization only: the verdict is the zones', so the
+		// search gets at most vizTimeout.
+		t := vizTimeout
+		if timeout > 0 {
+			t = min(t, timeout)
+		}
+		_, info = porcupine.CheckOperationsVerbose(registerModel, badByZones, t)
+	}
+	result.Ok = len(result.BadPages) == 0 && !result.Unknown
+	return result, info
+}
+
+// vizTimeout bounds porcupine's search for the drawing of pages the zones
+// found bad (on a large page it would search for a linearization that does
+// not exist).
+const vizTimeout = 10 * time.Second
+
+// checkWithPorcupine checks history (sorted by page) with porcupine.
+func checkWithPorcupine(history []porcupine.Operation, timeout time.Duration) (Result, porcupine.LinearizationInfo) {
 	res, info := porcupine.CheckOperationsVerbose(registerModel, history, timeout)
 	parts := partitionByPage(history) // same partitions, same order as porcupine's
-	result := Result{Partitions: len(parts)}
+	var result Result
 	switch res {
 	case porcupine.Ok:
 		result.Ok = true
