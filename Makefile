@@ -74,10 +74,12 @@ crashtest: build
 
 # Every mutation must be caught within 200 seeds.
 mutants: build
-	@for m in skip-invalidation no-owner-stability drop-dirty stale-grant skip-version-check; do \
-		$(BIN) sim --seeds 200 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
-			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp \
-			| tail -1 | grep -q '"violations":1' && echo "caught $$m" || { echo "MISSED $$m"; exit 1; }; \
+	@for mw in skip-invalidation:register no-owner-stability:register drop-dirty:register stale-grant:register \
+		skip-version-check:register upgrade-ignores-version:rmw entitle-fewer:register forget-owner-sharer:register \
+		encode-drops-pred:register; do m=$${mw%%:*}; w=$${mw#*:}; \
+		$(BIN) sim --seeds 200 --workload $$w --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
+			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$w)" || { echo "MISSED $$m ($$w)"; exit 1; }; \
 	done
 
 clean:

@@ -48,6 +48,11 @@ type Worker struct {
 	entitled    *Frame // the frame whose grant gave this worker a turn
 	entitledGen uint64 // ... and which grant
 	waiting     *Frame
+	// satisfied counts the grants that met this worker's wish while it
+	// waited in its current access: one is all an access may need (the
+	// grant entitles it to a turn); Stats.Regranted counts the accesses
+	// that needed more.
+	satisfied int
 }
 
 // hasTurn reports whether w holds a still valid entitlement on f.
@@ -59,6 +64,10 @@ type Stats struct {
 	// SlowHits are the hits the slow path served (the page was cached but
 	// its hot path was closed).
 	SlowHits uint64
+	// Regranted counts the accesses that needed a second grant after one
+	// that met their wish (a cost invariant: it must stay 0, since a grant
+	// entitles every waiter it satisfies to one access).
+	Regranted uint64
 }
 
 // ErrUnreadable is wrapped by the error of a guard on a page whose SSD copy
@@ -133,6 +142,10 @@ type Cache struct {
 	// SkipVersionCheck is the skip-version-check mutation: when it returns
 	// true, an optimistic guard reports no change without validating.
 	SkipVersionCheck func() bool
+	// UpgradeIgnoresVersion and EntitleFewer are the mutations of the same
+	// names (package mutation); nil: the rule holds.
+	UpgradeIgnoresVersion func() bool
+	EntitleFewer          func() bool
 	// PoisonPrefix, when above 0, limits the poison of a dropped frame
 	// (Poison) to its first PoisonPrefix bytes. The simulator poisons whole
 	// pages, so that a reader who skips validation is caught whatever it
@@ -343,7 +356,13 @@ func (c *Cache) Granted(f *Frame) {
 	f.grantGen++
 	f.entitled = 0
 	for _, w := range c.waiters[f.index] {
+		if w.want <= f.Mode {
+			w.satisfied++
+		}
 		if w.want <= f.Mode && !w.hasTurn(f) {
+			if c.EntitleFewer != nil && w.want == f.Mode && c.EntitleFewer() {
+				continue // mutation: the rule is broken on purpose
+			}
 			w.entitled, w.entitledGen = f, f.grantGen
 			f.entitled++
 		}
@@ -458,6 +477,7 @@ func (c *Cache) acquire(w *Worker, pid protocol.PID, mode protocol.Mode, kind la
 // acquireHeld is the slow path of acquire; the caller holds the lock.
 func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kind latchKind) (*Frame, uint64, *PageError) {
 	missed := false
+	w.satisfied = 0
 	for {
 		f := c.Lookup(pid)
 		if f == nil {
@@ -502,6 +522,9 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 					}
 				}
 				c.stamp(f)
+				if w.satisfied > 1 {
+					c.stats.Regranted++
+				}
 				if missed {
 					c.stats.Misses++
 				} else {

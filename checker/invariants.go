@@ -55,6 +55,7 @@ type Invariants struct {
 	violations []string
 	count      int
 	unreadable int
+	costs      Costs
 }
 
 type ghost struct {
@@ -157,6 +158,22 @@ func (v *Invariants) Matches(pid protocol.PID, data []byte) (bool, string) {
 	return v.matches(v.page(pid), data)
 }
 
+// Message counts one network message for the cost invariants (the
+// simulator's trace calls it for every message it delivers).
+func (v *Invariants) Message(m *protocol.Message) { v.costs.Sent(m) }
+
+// Costs are the message counts behind the cost invariants.
+func (v *Invariants) Costs() *Costs { return &v.costs }
+
+// CheckCosts records a violation for every case of the protocol whose
+// messages exceeded their bound (see Costs). The driver calls it at the end
+// of a run.
+func (v *Invariants) CheckCosts() {
+	for _, line := range v.costs.Check() {
+		v.Fail("%s", line)
+	}
+}
+
 // WroteContent records a completed write of a whole page (Content mode).
 func (v *Invariants) WroteContent(pid protocol.PID, data []byte) {
 	g := v.page(pid)
@@ -165,6 +182,7 @@ func (v *Invariants) WroteContent(pid protocol.PID, data []byte) {
 
 // Accepted implements actors.Observer.
 func (v *Invariants) Accepted(dir protocol.NodeID, d protocol.Decision) {
+	v.costs.Accepted(d)
 	if v.CheckOrder && d.Mode == protocol.ModeExclusive {
 		g := v.page(d.PID)
 		g.accepted = append(g.accepted, d.Requester)

@@ -28,10 +28,24 @@ const (
 	StaleGrant = "stale-grant"
 	// SkipVersionCheck: an optimistic read is not validated.
 	SkipVersionCheck = "skip-version-check"
+	// UpgradeIgnoresVersion: an upgrade (shared or optimistic to exclusive)
+	// that had to give its latch up proceeds although the page changed
+	// meanwhile, so a read-then-write loses the update it did not see.
+	UpgradeIgnoresVersion = "upgrade-ignores-version"
+	// EntitleFewer: a grant entitles only waiters that wanted less than it
+	// gave, so a waiter whose wish the grant met can lose its turn to a
+	// queued transfer and ask again (safe, but chattier).
+	EntitleFewer = "entitle-fewer"
+	// ForgetOwnerSharer: on an exclusive-to-shared conflict the directory
+	// leaves the old owner out of the sharers, though it keeps a copy.
+	ForgetOwnerSharer = "forget-owner-sharer"
+	// EncodeDropsPred: the codec does not put Pred on the wire.
+	EncodeDropsPred = "encode-drops-pred"
 )
 
 // Names lists every mutation point.
-var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck}
+var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
+	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred}
 
 func path(name string) string { return "github.com/scalestore-go/scalestore/mutation/" + name }
 

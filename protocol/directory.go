@@ -154,8 +154,9 @@ type Directory struct {
 	capacity uint64
 	// Mutations, set by the simulator's mutation points (see package
 	// mutation): each one breaks one rule on purpose.
-	NoOwnerStability func() bool
-	StaleGrant       func() bool
+	NoOwnerStability  func() bool
+	StaleGrant        func() bool
+	ForgetOwnerSharer func() bool
 }
 
 // NewDirectory makes the directory of node self with room for capacity pages.
@@ -268,7 +269,9 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 			m.Owner, m.OwnerEpoch = from, m.Epoch
 		} else {
 			m.Mode, m.Sharers = ModeShared, NodeSet{}
-			m.Sharers.Add(owner)
+			if d.ForgetOwnerSharer == nil || !d.ForgetOwnerSharer() {
+				m.Sharers.Add(owner)
+			}
 			m.Sharers.Add(from)
 			m.Source, m.Copies = owner, 1
 		}

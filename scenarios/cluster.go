@@ -47,7 +47,20 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 	w := sim.New(cc.seed, cc.nodes, cc.latency, cc.plan)
 	c := &cluster{w: w}
 	c.inv = checker.NewInvariants(cc.variant == protocol.Chaining, w.Now)
+	c.setTrace(nil)
+	// A frame that does not decode and a panic inside a node are
+	// violations of the seed, reported with it, never a crash of the run.
+	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { c.inv.Fail("%v", err) }
 	fire := func(p float64) func() bool { return func() bool { return w.Chance(p) } }
+	if cc.mutate != "" {
+		if drop := mutation.Point(mutation.EncodeDropsPred, fire(1)); drop != nil {
+			w.MutateFrame = func(frame []byte) {
+				if drop() {
+					clear(frame[28:32]) // Pred's bytes (protocol.Encode's layout)
+				}
+			}
+		}
+	}
 	for i := range cc.nodes {
 		id := protocol.NodeID(i)
 		store := memfile.New(cc.ssdPages, w)
@@ -72,12 +85,42 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 			n.Directory().NoOwnerStability = mutation.Point(mutation.NoOwnerStability, fire(1))
 			n.Directory().StaleGrant = mutation.Point(mutation.StaleGrant, fire(0.5))
 			n.Cache().SkipVersionCheck = mutation.Point(mutation.SkipVersionCheck, fire(0.5))
+			n.Cache().UpgradeIgnoresVersion = mutation.Point(mutation.UpgradeIgnoresVersion, fire(1))
+			n.Cache().EntitleFewer = mutation.Point(mutation.EntitleFewer, fire(1))
+			n.Directory().ForgetOwnerSharer = mutation.Point(mutation.ForgetOwnerSharer, fire(1))
 		}
 		w.Attach(id, n)
 		c.nodes = append(c.nodes, n)
 		c.stores = append(c.stores, store)
 	}
 	return c, nil
+}
+
+// setTrace makes the world count every message for the cost invariants,
+// and pass it on to fn (nil: nobody).
+func (c *cluster) setTrace(fn sim.TraceFunc) {
+	if fn == nil {
+		c.w.SetTrace(func(_ int64, m *protocol.Message, _ []byte) { c.inv.Message(m) })
+		return
+	}
+	c.w.SetTrace(func(at int64, m *protocol.Message, payload []byte) {
+		c.inv.Message(m)
+		fn(at, m, payload)
+	})
+}
+
+// checkCosts checks, at the end of a run, what its messages and accesses
+// cost: every case within its bound (checker.Costs), and no access that
+// needed a second grant after one that met its wish (bufmgr's
+// Stats.Regranted).
+func (c *cluster) checkCosts() {
+	c.inv.CheckCosts()
+	for _, n := range c.nodes {
+		if k := n.Cache().Stats().Regranted; k > 0 {
+			c.inv.Fail("cost: node %d: %d accesses needed a second grant after one that met their wish "+
+				"(a grant entitles every waiter it satisfies to one access before queued transfers)", n.ID(), k)
+		}
+	}
 }
 
 // drain runs the world until no event is left, at most limit steps; false

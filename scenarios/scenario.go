@@ -113,7 +113,7 @@ func RunScenario(cfg ScenarioConfig) (*ScenarioResult, error) {
 		return nil, err
 	}
 	s.c = c
-	c.w.SetTrace(s.trace)
+	c.setTrace(s.trace)
 	// No page provider ticks: evictions happen only where the scenario says.
 	switch cfg.Name {
 	case "base-case":
@@ -172,6 +172,7 @@ func RunScenario(cfg ScenarioConfig) (*ScenarioResult, error) {
 	}
 	s.res.AtRest = s.dirState()
 	c.checkQuiet([]protocol.PID{s.pid})
+	c.checkCosts()
 	s.res.Violations, _ = c.inv.Violations()
 	if s.res.Violations == nil {
 		s.res.Violations = []string{}

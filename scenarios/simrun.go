@@ -28,8 +28,10 @@ type SimConfig struct {
 	Faults     string
 	Protocol   protocol.Variant
 	Mutate     string
-	// Workload is "register" (pages as registers) or "btree" (the B-tree of
-	// paper §5.2 over Keys keys, history per key).
+	// Workload is "register" (pages as registers, blind writes), "rmw"
+	// (pages as registers whose writes read first: every write is a
+	// read-modify-write, so a lost update is a violation) or "btree" (the
+	// B-tree of paper §5.2 over Keys keys, history per key).
 	Workload string
 	Keys     int
 	// Trace, when set, receives one line per network message.
@@ -39,6 +41,10 @@ type SimConfig struct {
 	WatchPage int
 	// CheckTimeout bounds porcupine's search (0: no bound).
 	CheckTimeout time.Duration
+	// MessageBudget is the most network messages per completed operation
+	// the run may send: 0 takes the calibrated budget of this
+	// configuration if it has one (see MessageBudget), below 0 none.
+	MessageBudget float64
 	// SkipLinearizability skips porcupine (the invariants still run).
 	SkipLinearizability bool
 	// Progress, when set, is called now and then with the operations
@@ -106,8 +112,8 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--pages %d: want at least 1", c.Pages)
 	case c.CachePages < c.Workers+1:
 		return fmt.Errorf("--cache-pages %d: want more frames than workers per node (%d)", c.CachePages, c.Workers)
-	case c.Workload != "" && c.Workload != "register" && c.Workload != "btree":
-		return fmt.Errorf("--workload %q: want register or btree", c.Workload)
+	case c.Workload != "" && c.Workload != "register" && c.Workload != "rmw" && c.Workload != "btree":
+		return fmt.Errorf("--workload %q: want register, rmw or btree", c.Workload)
 	case c.Workload == "btree" && c.Keys < 1:
 		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
 	case c.Ops < 0:
@@ -121,6 +127,55 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--zipf %v: want at least 0", c.Zipf)
 	}
 	return nil
+}
+
+// messageBudgets are the calibrated message budgets: the most messages per
+// operation any of seeds 1..300 of the configuration sends, plus a margin of
+// 5% (seeds vary by about 5% around their median, so a protocol that got
+// 5% chattier shows up on some seed, and 10% on most). Recalibrate with
+// `scalestore sim --seeds 300 ... --message-budget -1 --json` after a change
+// that is meant to cost more, and say why in docs/protocol.md.
+var messageBudgets = []struct {
+	workload string
+	budget   float64
+}{
+	{"register", 3.1715 * 1.05},
+	{"rmw", 3.4745 * 1.05},
+}
+
+// MessageBudget is the calibrated messages-per-operation budget of cfg: set
+// for the swarm's configuration (4 nodes, 3 workers, 48 pages, 12 frames,
+// 2,000 operations, 60% reads, zipf 0.9, heavy faults, chaining), 0 (none)
+// for any other.
+func MessageBudget(cfg SimConfig) float64 {
+	a := acceptanceShape
+	if cfg.Nodes != a.Nodes || cfg.Workers != a.Workers || cfg.Pages != a.Pages || cfg.CachePages != a.CachePages ||
+		cfg.Ops != a.Ops || cfg.ReadRatio != a.ReadRatio || cfg.Zipf != a.Zipf || cfg.Faults != a.Faults || cfg.Protocol != a.Protocol {
+		return 0
+	}
+	w := cfg.Workload
+	if w == "" {
+		w = "register"
+	}
+	for _, b := range messageBudgets {
+		if b.workload == w {
+			return b.budget
+		}
+	}
+	return 0
+}
+
+// acceptanceShape is the swarm's configuration (make swarm, make mutants).
+var acceptanceShape = SimConfig{Nodes: 4, Workers: 3, Pages: 48, CachePages: 12, Ops: 2000, ReadRatio: 0.6,
+	Zipf: 0.9, Faults: "heavy", Protocol: protocol.Chaining}
+
+// MutantWorkload is the workload whose checks a mutation breaks: a lost
+// update needs writes that depend on what they read.
+func MutantWorkload(name string) string {
+	if name == mutation.UpgradeIgnoresVersion {
+		return "rmw"
+	}
+	return "register"
 }
 
 type simRun struct {
@@ -180,7 +235,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		watch.now = c.w.Now
 	}
 	if cfg.Trace != nil {
-		c.w.SetTrace(func(at int64, m *protocol.Message, _ []byte) {
+		c.setTrace(func(at int64, m *protocol.Message, _ []byte) {
 			fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
 		})
 	}
@@ -229,6 +284,15 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			}
 			c.checkQuiet(r.pids)
 			c.flush(r.pids)
+		}
+		c.checkCosts()
+		budget := cfg.MessageBudget
+		if budget == 0 {
+			budget = MessageBudget(cfg)
+		}
+		if ops := r.completed + r.failed; budget > 0 && ops > 0 && float64(c.w.Messages) > budget*float64(ops) {
+			c.inv.Fail("cost: %d messages for %d operations, %.3f per operation, over this configuration's budget of %.3f",
+				c.w.Messages, ops, float64(c.w.Messages)/float64(ops), budget)
 		}
 	}
 	res.finish(r, time.Time{})
@@ -385,6 +449,10 @@ func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 		perr := bufmgr.Catch(func() {
 			if w.Chance(r.cfg.ReadRatio) {
 				op.Kind, op.Value = "read", r.read(co, bw, c, pid)
+			} else if r.cfg.Workload == "rmw" {
+				r.nextValue++
+				op.Kind, op.Value = checker.KindRMW, r.nextValue
+				op.Read = r.readModifyWrite(co, bw, c, pid, r.nextValue)
 			} else {
 				r.nextValue++
 				op.Kind, op.Value = "write", r.nextValue
@@ -467,6 +535,62 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pi
 	x.MarkDirty()
 	r.c.inv.Wrote(pid, v)
 	x.Release()
+}
+
+// readModifyWrite writes v over what it read, and returns what it read:
+// through a shared guard and an upgrade, an optimistic guard and
+// ToExclusive, or an exclusive guard. The first two may lose the page
+// between the read and the write; they must then restart (ErrRestart), or
+// the write would overwrite a value it never saw (a lost update, which the
+// history's rmw model rejects).
+func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID, v uint64) uint64 {
+	w := r.c.w
+	for attempt := 0; ; attempt++ {
+		var x bufmgr.ExclusiveGuard
+		var old uint64
+		var err error
+		switch k := w.Intn(3); {
+		case attempt >= 3 || k == 0:
+			x = c.Exclusive(bw, pid)
+			old = r.wholeValue(pid, x.Data())
+		case k == 1:
+			s := c.Shared(bw, pid)
+			old = r.wholeValue(pid, s.Data())
+			co.MaybeYield()
+			x, err = s.Upgrade(bw)
+		default:
+			g := c.Optimistic(bw, pid)
+			old = bufmgr.Value(g.Data())
+			co.MaybeYield()
+			if _, whole := checker.PageValue(g.Data()); !whole || bufmgr.Value(g.Data()) != old {
+				g.Release()
+				continue // torn under a concurrent writer: HasChanged would say so
+			}
+			x, err = g.ToExclusive(bw)
+		}
+		if err != nil {
+			if !errors.Is(err, bufmgr.ErrRestart) {
+				panic(err) // unreadable: fail the operation like Exclusive would
+			}
+			continue
+		}
+		checker.PutPageValue(x.Data(), v, false)
+		co.MaybeYield()
+		checker.PutPageValue(x.Data(), v, true)
+		x.MarkDirty()
+		r.c.inv.Wrote(pid, v)
+		x.Release()
+		return old
+	}
+}
+
+// wholeValue is the value of a latched page, which cannot be torn.
+func (r *simRun) wholeValue(pid protocol.PID, data []byte) uint64 {
+	v, whole := checker.PageValue(data)
+	if !whole {
+		r.c.inv.Fail("page %v: torn page under a latch", pid)
+	}
+	return v
 }
 
 // pageWatch writes what happens to one page into the trace.

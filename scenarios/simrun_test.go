@@ -51,6 +51,26 @@ func TestSwarm(t *testing.T) {
 	}
 }
 
+// The read-modify-write swarm: writes that depend on what they read, so a
+// lost update (an upgrade that missed a change) is a violation.
+func TestSwarmReadModifyWrite(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(seedsFor(t, 100, 10)); seed++ {
+		cfg := acceptanceConfig(seed)
+		cfg.Workload = "rmw"
+		res, err := RunSim(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed() || res.Undecided() {
+			t.Fatalf("seed %d: %v (linearizable=%v undecided=%v)\nreplay: scalestore sim --workload rmw --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9 --faults heavy --seed %d",
+				seed, res.Violations, res.Linearizable, res.Undecided(), seed)
+		}
+		if res.Ops != cfg.Ops {
+			t.Fatalf("seed %d: %d of %d operations ran", seed, res.Ops, cfg.Ops)
+		}
+	}
+}
+
 // The swarm must exercise what it claims to check: conflicts, declined
 // evictions (owner stability), dirty pulls, storage retries, optimistic
 // restarts.
@@ -79,6 +99,7 @@ func TestMutantsAreCaught(t *testing.T) {
 		for seed := uint64(1); seed <= 200 && caught == 0; seed++ {
 			cfg := acceptanceConfig(seed)
 			cfg.Mutate = m
+			cfg.Workload = MutantWorkload(m)
 			res, err := RunSim(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -103,6 +103,45 @@ func TestSimViolationReport(t *testing.T) {
 	}
 }
 
+// A seed porcupine could not decide is neither clean nor a violation: it
+// is listed with its replay command and the run exits 3, or 0 with
+// --allow-undecided.
+func TestSimUndecidedSeeds(t *testing.T) {
+	args := []string{"sim", "--workload", "rmw", "--seeds", "2", "--ops", "20000", "--pages", "4", "--check-timeout", "1ns", "--json"}
+	code, out, errOut := runCLI(args...)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3\n%s", code, errOut)
+	}
+	for _, want := range []string{"undecided: seed 1", "replay: scalestore sim --workload rmw --ops 20000 --pages 4 --check-timeout 1ns --seed 2",
+		"2 of 2 seeds undecided [1 2]"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	var m struct {
+		Violations   int      `json:"violations"`
+		Linearizable bool     `json:"linearizable"`
+		Undecided    []uint64 `json:"undecided_seeds"`
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil || m.Violations != 0 || m.Linearizable || len(m.Undecided) != 2 {
+		t.Errorf("summary %+v (%v)", m, err)
+	}
+	if code, _, errOut := runCLI(append(args, "--allow-undecided")...); code != 0 || !strings.Contains(errOut, "allowed by --allow-undecided") {
+		t.Errorf("--allow-undecided: exit %d\n%s", code, errOut)
+	}
+}
+
+// A panic inside a simulated node is a violation of its seed, with the
+// replay command and the JSON summary, not a crash.
+func TestSimPanicIsAViolation(t *testing.T) {
+	code, out, errOut := runCLI("sim", "--seed", "9", "--ops", "400", "--mutate", "forget-owner-sharer", "--viz-dir", t.TempDir(), "--json")
+	if code != 1 || !strings.Contains(errOut, "panic in node") || !strings.Contains(errOut, "replay: scalestore sim --ops 400 --mutate forget-owner-sharer") ||
+		!strings.Contains(out, `"violations":1`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
 func TestScenarioCLI(t *testing.T) {
 	code, out, _ := runCLI("scenario", "list")
 	if code != 0 || !strings.Contains(out, "exclusive-conflict") {
