@@ -52,6 +52,8 @@ func (co *Coroutine) resume() {
 	if co.done {
 		return
 	}
+	co.w.running = co
+	defer func() { co.w.running = nil }()
 	if _, ok := co.next(); !ok {
 		co.done = true
 	}

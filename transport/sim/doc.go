@@ -1,7 +1,8 @@
 // Package sim is the deterministic world the protocol runs in for testing:
 // a single-threaded scheduler over virtual time, a network with a latency
 // model (paper Table 1), per-link FIFO delivery with reordering across
-// links, simulated SSD latency, a fault plan (delays, slow links, stalled
+// links, one-sided verbs (READ, WRITE, CAS, FAA) on registered memory,
+// simulated SSD latency, a fault plan (delays, slow links, stalled
 // nodes, storage latency spikes and transient errors, guard-operation
 // yields), coroutines for workers, and a running hash of every event.
 //
@@ -10,5 +11,6 @@
 // goroutine (the coroutines of iter.Pull) runs only when the scheduler
 // resumes it, one at a time.
 //
-// It imports protocol and storage/memfile only.
+// It imports protocol, transport (the verbs' Region and errors) and
+// storage/memfile only.
 package sim

@@ -19,6 +19,8 @@ const (
 	evMsg eventKind = iota + 1
 	evFunc
 	evResume
+	evVerb     // a one-sided verb arrives at the memory's node (served by its NIC)
+	evVerbDone // its completion arrives at the issuer
 )
 
 type event struct {
@@ -30,6 +32,7 @@ type event struct {
 	payload []byte
 	fn      func()
 	co      *Coroutine
+	verb    *pendingVerb
 }
 
 // eventHeap is a binary min-heap on (at, seq): typed, so the hot loop does
@@ -106,6 +109,12 @@ type World struct {
 	trace     TraceFunc
 	stopFault bool
 	msg       protocol.Message // the message being delivered, decoded from its frame
+
+	regions   []memRegion // registered memory of every node, for one-sided verbs
+	verbs     uint64
+	verbBytes uint64
+	verbTrace VerbTraceFunc
+	running   *Coroutine // the coroutine running now, nil in an event handler
 
 	// OnFault receives what went wrong inside the simulation: a frame that
 	// does not decode, a payload of the wrong length for its message, or a
@@ -252,11 +261,12 @@ func (w *World) Step() bool {
 	}
 	e := w.events.pop()
 	w.now = e.at
-	if w.stalled[e.node] > w.now && !w.stopFault {
+	if w.stalled[e.node] > w.now && !w.stopFault && e.kind != evVerb {
 		// A stalled node processes nothing: its events wait, in order. They
 		// keep their sequence number, so events held back and events that
 		// arrive at the end of the stall still run in the order they were
-		// scheduled (per-link FIFO holds across stalls).
+		// scheduled (per-link FIFO holds across stalls). A verb's arrival is
+		// served by the NIC, not the stalled CPU.
 		e.at = w.stalled[e.node]
 		w.events.push(e)
 		return true
@@ -268,7 +278,7 @@ func (w *World) Step() bool {
 	if cap(e.payload) >= protocol.PageSize {
 		w.pages = append(w.pages, e.payload)
 	}
-	e.payload, e.fn, e.co = nil, nil, nil
+	e.payload, e.fn, e.co, e.verb = nil, nil, nil, nil
 	w.free = append(w.free, e)
 	return true
 }
@@ -307,6 +317,10 @@ func (w *World) run(e *event) {
 		e.fn()
 	case evResume:
 		e.co.resume()
+	case evVerb:
+		w.actVerb(e.verb)
+	case evVerbDone:
+		e.verb.done(e.verb.Prev, e.verb.Err)
 	}
 }
 
