@@ -529,6 +529,12 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pi
 	} else {
 		x = c.Exclusive(bw, pid)
 	}
+	r.writeValue(co, x, pid, v)
+}
+
+// writeValue writes v into both ends of the latched page, yielding between
+// the two (a reader that does not validate sees it torn), and releases it.
+func (r *simRun) writeValue(co *sim.Coroutine, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
 	checker.PutPageValue(x.Data(), v, false)
 	co.MaybeYield()
 	checker.PutPageValue(x.Data(), v, true)
@@ -574,12 +580,7 @@ func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr
 			}
 			continue
 		}
-		checker.PutPageValue(x.Data(), v, false)
-		co.MaybeYield()
-		checker.PutPageValue(x.Data(), v, true)
-		x.MarkDirty()
-		r.c.inv.Wrote(pid, v)
-		x.Release()
+		r.writeValue(co, x, pid, v)
 		return old
 	}
 }
