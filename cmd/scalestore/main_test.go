@@ -107,12 +107,14 @@ func TestSimViolationReport(t *testing.T) {
 // is listed with its replay command and the run exits 3, or 0 with
 // --allow-undecided.
 func TestSimUndecidedSeeds(t *testing.T) {
-	args := []string{"sim", "--workload", "rmw", "--seeds", "2", "--ops", "20000", "--pages", "4", "--check-timeout", "1ns", "--json"}
+	// 48 pages: porcupine must answer for every one before the 1 ns timer
+	// fires, which its random select makes vanishingly unlikely.
+	args := []string{"sim", "--workload", "rmw", "--seeds", "2", "--ops", "20000", "--pages", "48", "--check-timeout", "1ns", "--json"}
 	code, out, errOut := runCLI(args...)
 	if code != 3 {
 		t.Fatalf("exit %d, want 3\n%s", code, errOut)
 	}
-	for _, want := range []string{"undecided: seed 1", "replay: scalestore sim --workload rmw --ops 20000 --pages 4 --check-timeout 1ns --seed 2",
+	for _, want := range []string{"undecided: seed 1", "replay: scalestore sim --workload rmw --ops 20000 --pages 48 --check-timeout 1ns --seed 2",
 		"2 of 2 seeds undecided [1 2]"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
