@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"iter"
+	"runtime/debug"
 
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -30,7 +32,10 @@ func (w *World) Spawn(node protocol.NodeID, delay int64, body func(co *Coroutine
 		defer func() {
 			if r := recover(); r != nil {
 				if _, ok := r.(stopped); !ok {
-					panic(r)
+					// iter.Pull re-panics with r in the goroutine that
+					// resumed us, whose stack does not show where the body
+					// panicked: take the stack here, still on top of it.
+					panic(&bodyPanic{value: r, stack: debug.Stack()})
 				}
 			}
 		}()
@@ -63,12 +68,19 @@ func (co *Coroutine) resume() {
 func (co *Coroutine) Done() bool { return co.done }
 
 // Stop ends a coroutine that will not run to its end (its body sees Park
-// return into a dead yield and must not be resumed again).
+// return into a dead yield and must not be resumed again). A panic of the
+// body while it unwinds is a fault of its node, as in resume.
 func (co *Coroutine) Stop() {
-	if !co.done {
-		co.done = true
-		co.stop()
+	if co.done {
+		return
 	}
+	co.done = true
+	defer func() {
+		if r := recover(); r != nil {
+			co.w.fault(co.node, panicError(co.node, r))
+		}
+	}()
+	co.stop()
 }
 
 // Park yields to the scheduler until Wake.
@@ -79,6 +91,23 @@ func (co *Coroutine) Park() {
 }
 
 type stopped struct{}
+
+// bodyPanic is a coroutine body's panic on its way out of iter.Pull, with
+// the stack of the body's goroutine at the panic.
+type bodyPanic struct {
+	value any
+	stack []byte
+}
+
+// panicError is the fault of a panic of node's code: its value and the
+// stack where it happened.
+func panicError(node protocol.NodeID, r any) error {
+	stack := debug.Stack()
+	if bp, ok := r.(*bodyPanic); ok {
+		r, stack = bp.value, bp.stack
+	}
+	return fmt.Errorf("panic in node %d: %v\n%s", node, r, stack)
+}
 
 // Wake schedules the coroutine to run now (idempotent while scheduled).
 func (co *Coroutine) Wake() {

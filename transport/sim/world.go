@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -290,7 +289,7 @@ func (w *World) run(e *event) {
 			if e.kind == evResume {
 				e.co.done = true // its body is gone with the panic
 			}
-			w.fault(e.node, fmt.Errorf("panic in node %d: %v\n%s", e.node, r, debug.Stack()))
+			w.fault(e.node, panicError(e.node, r))
 		}
 	}()
 	switch e.kind {
