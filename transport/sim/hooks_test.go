@@ -66,3 +66,44 @@ func TestCoroutinePanicOnStop(t *testing.T) {
 		t.Fatalf("a second Stop reported %q", faults[1:])
 	}
 }
+
+// A frame is checked against the link it travelled on, as behind a real
+// transport: one whose sender or receiver bytes name other nodes (a node
+// outside the world too) is a fault of the receiving end, never delivered
+// to anyone, and never a panic.
+func TestFrameMustNameItsLink(t *testing.T) {
+	w := sim.New(1, 3, sim.DefaultLatency, sim.FaultPlan{})
+	var faults faultLog
+	w.OnFault = faults.hook
+	var got []protocol.Message
+	for i := range 3 {
+		w.Attach(protocol.NodeID(i), receiverFunc(func(m *protocol.Message, _ []byte) { got = append(got, *m) }))
+	}
+	for _, mutate := range []func(frame []byte){
+		func(frame []byte) { frame[2] = 2 },   // From: node 2 instead of 0
+		func(frame []byte) { frame[3] = 2 },   // To: node 2 instead of 1
+		func(frame []byte) { frame[3] = 200 }, // To: no such node
+	} {
+		w.MutateFrame = mutate
+		w.Send(msg(0, 1, 7), nil)
+	}
+	w.MutateFrame = nil
+	w.Send(msg(0, 1, 8), nil)
+	drain(t, w)
+	want := []string{
+		"node 1: sim: a frame on link 0->1 claims to come from node 2, dropped",
+		"node 1: sim: a frame on link 0->1 is for node 2, dropped",
+		"node 1: sim: a frame on link 0->1 is for node 200, dropped",
+	}
+	if len(faults) != len(want) {
+		t.Fatalf("faults %q, want %d", faults, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(faults[i], want[i]) {
+			t.Errorf("fault %d = %q, want %q", i, faults[i], want[i])
+		}
+	}
+	if len(got) != 1 || got[0].PID != 8 || w.Messages != 1 {
+		t.Fatalf("delivered %+v (Messages = %d), want only the intact frame", got, w.Messages)
+	}
+}

@@ -27,6 +27,7 @@ type event struct {
 	seq     uint64
 	kind    eventKind
 	node    protocol.NodeID
+	from    protocol.NodeID          // evMsg: the sending end of the link
 	frame   [protocol.FrameSize]byte // evMsg: the message as it travels, encoded
 	payload []byte
 	fn      func()
@@ -213,7 +214,10 @@ func (w *World) After(node protocol.NodeID, delay int64, fn func()) { w.At(node,
 
 // Send puts m on the link m.From -> m.To. It travels as the real transports
 // carry it: encoded into its 64-byte frame (protocol.Encode) with the
-// payload copied behind it, and decoded at the receiver.
+// payload copied behind it, and decoded at the receiver, which checks it
+// as actors.Local.Receive does behind a real transport: the frame decodes,
+// names the link's ends as its sender and receiver, and comes with the
+// payload length its type needs (Message.PayloadLen).
 func (w *World) Send(m *protocol.Message, payload []byte) {
 	if int(m.To) >= w.n || int(m.From) >= w.n {
 		panic("sim: message to or from a node outside the world")
@@ -222,7 +226,7 @@ func (w *World) Send(m *protocol.Message, payload []byte) {
 		panic("sim: payload larger than a page")
 	}
 	e := w.alloc()
-	e.kind, e.node = evMsg, m.To
+	e.kind, e.node, e.from = evMsg, m.To, m.From
 	protocol.Encode(e.frame[:], m)
 	if w.MutateFrame != nil {
 		w.MutateFrame(e.frame[:])
@@ -232,15 +236,8 @@ func (w *World) Send(m *protocol.Message, payload []byte) {
 		e.payload = w.getPage()[:len(payload)]
 		copy(e.payload, payload)
 	}
-	lat := w.latency.Message + w.latency.PerKiB*int64(len(payload))/1024
-	lat += w.faults.messageDelay(w, m.From, m.To)
-	link := int(m.From)*w.n + int(m.To)
-	at := w.now + lat
-	if at < w.linkLast[link] {
-		at = w.linkLast[link] // per-link FIFO, like an RC queue pair
-	}
-	w.linkLast[link] = at
-	e.at = at
+	// per-link FIFO, like an RC queue pair
+	e.at = w.onLink(m.From, m.To, w.latency.Message+w.latency.PerKiB*int64(len(payload))/1024)
 	w.push(e)
 }
 
@@ -300,7 +297,14 @@ func (w *World) run(e *event) {
 			return
 		}
 		m := &w.msg
-		if len(e.payload) != m.PayloadLen() {
+		switch {
+		case m.From != e.from:
+			w.fault(e.node, fmt.Errorf("sim: a frame on link %d->%d claims to come from node %d, dropped: %v", e.from, e.node, m.From, m))
+			return
+		case m.To != e.node:
+			w.fault(e.node, fmt.Errorf("sim: a frame on link %d->%d is for node %d, dropped: %v", e.from, e.node, m.To, m))
+			return
+		case len(e.payload) != m.PayloadLen():
 			w.fault(e.node, fmt.Errorf("sim: %v with a payload of %d bytes, want %d; dropped", m, len(e.payload), m.PayloadLen()))
 			return
 		}
