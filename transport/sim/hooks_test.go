@@ -107,3 +107,38 @@ func TestFrameMustNameItsLink(t *testing.T) {
 		t.Fatalf("delivered %+v (Messages = %d), want only the intact frame", got, w.Messages)
 	}
 }
+
+// Failed keeps the first fault, with its time and node, whether OnFault is
+// set or Step panicked with it; the world itself goes on.
+func TestFailedKeepsTheFirstFault(t *testing.T) {
+	w := sim.New(1, 2, sim.DefaultLatency, sim.FaultPlan{})
+	var faults faultLog
+	w.OnFault = faults.hook
+	ran := false
+	w.At(0, 10, func() {})
+	drain(t, w)
+	if err := w.Failed(); err != nil {
+		t.Fatalf("Failed = %v before any fault", err)
+	}
+	w.At(1, 20, func() { panic("first") })
+	w.At(0, 30, func() { panic("second") })
+	w.At(0, 40, func() { ran = true })
+	drain(t, w)
+	err := w.Failed()
+	if err == nil || !strings.HasPrefix(err.Error(), "t=20ns node 1: panic in node 1: first\n") {
+		t.Fatalf("Failed = %v, want the first fault", err)
+	}
+	if len(faults) != 2 || !ran {
+		t.Fatalf("faults %d, later event ran %v: the world did not go on", len(faults), ran)
+	}
+
+	w = sim.New(1, 2, sim.DefaultLatency, sim.FaultPlan{})
+	w.At(0, 5, func() { panic("unhooked") })
+	func() {
+		defer func() { _ = recover() }()
+		w.Step()
+	}()
+	if err := w.Failed(); err == nil || !strings.Contains(err.Error(), "unhooked") {
+		t.Fatalf("without OnFault, Failed = %v", err)
+	}
+}

@@ -109,6 +109,7 @@ type World struct {
 	trace     TraceFunc
 	stopFault bool
 	msg       protocol.Message // the message being delivered, decoded from its frame
+	failed    error            // the first fault
 
 	regions   []memRegion // registered memory of every node, for one-sided verbs
 	verbs     uint64
@@ -117,9 +118,16 @@ type World struct {
 	running   *Coroutine // the coroutine running now, nil in an event handler
 
 	// OnFault receives what went wrong inside the simulation: a frame that
-	// does not decode, a payload of the wrong length for its message, or a
-	// panic of a receiver, an event function or a coroutine (with its
-	// stack). The world goes on with the next event; nil: Step panics.
+	// does not decode or does not name its link's ends, a payload of the
+	// wrong length for its message, or a panic of a receiver, an event
+	// function or a coroutine (with its stack). The faulty frame is
+	// dropped, a panicking coroutine is done, and Step returns normally;
+	// nil: Step panics with the fault instead.
+	//
+	// The world goes on with the next event: Step does not turn false
+	// after a fault, because its callers read false as "at rest" or "a
+	// deadlock" and would report that instead. A run loop that does not
+	// stop at the violation OnFault records checks Failed.
 	OnFault func(at int64, node protocol.NodeID, err error)
 	// MutateFrame, when set, may change every frame after it was encoded at
 	// the sender (the codec mutants: a field the encoder drops).
@@ -327,8 +335,16 @@ func (w *World) run(e *event) {
 	}
 }
 
+// Failed is the first fault of the world (see OnFault), nil while there was
+// none. A world that failed is no longer a faithful run of its seed: its
+// caller should stop it and report the fault with the seed.
+func (w *World) Failed() error { return w.failed }
+
 // fault reports err through OnFault, or panics without one.
 func (w *World) fault(node protocol.NodeID, err error) {
+	if w.failed == nil {
+		w.failed = fmt.Errorf("t=%dns node %d: %w", w.now, node, err)
+	}
 	if w.OnFault == nil {
 		panic(err)
 	}
