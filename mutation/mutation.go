@@ -11,6 +11,7 @@ package mutation
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/pingcap/failpoint"
 )
@@ -41,11 +42,33 @@ const (
 	ForgetOwnerSharer = "forget-owner-sharer"
 	// EncodeDropsPred: the codec does not put Pred on the wire.
 	EncodeDropsPred = "encode-drops-pred"
+
+	// SELCC's mutation points (linecache.Mutations).
+
+	// SELCCSkipUndo: a reader whose FAA met a holder leaves its bit set.
+	SELCCSkipUndo = "selcc-skip-undo"
+	// SELCCHandOverWithoutFAA: a holder forwards its Modified line to a
+	// writer without moving the latch word's holder field.
+	SELCCHandOverWithoutFAA = "selcc-handover-without-faa"
+	// SELCCShareWithoutFlush: a Modified line turned into shared copies is
+	// not written back, so later readers read memory's stale copy.
+	SELCCShareWithoutFlush = "selcc-share-without-flush"
+	// SELCCReleaseKeepsCopy: a reader that releases its bit for a writer
+	// keeps reading its copy.
+	SELCCReleaseKeepsCopy = "selcc-release-keeps-copy"
+	// SELCCEvictWithoutFlush: evicting a dirty Modified line releases the
+	// latch without writing the line back.
+	SELCCEvictWithoutFlush = "selcc-evict-without-flush"
 )
 
 // Names lists every mutation point.
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
-	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred}
+	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred,
+	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush}
+
+// SELCC reports whether the named mutation breaks SELCC (its runs use
+// --protocol selcc) rather than ScaleStore.
+func SELCC(name string) bool { return strings.HasPrefix(name, "selcc-") }
 
 func path(name string) string { return "github.com/scalestore-go/scalestore/mutation/" + name }
 

@@ -96,7 +96,7 @@ func (m *Message) Validate() error {
 		return bad("sent to itself")
 	}
 	needsMode := m.Type == TRequest || m.Type == TGrant || m.Type == TForward ||
-		m.Type == TTransfer || m.Type == TTransferReply || m.Type == TDone
+		m.Type == TTransfer || m.Type == TTransferReply || m.Type == TDone || m.Type == TLineInvalidate
 	if needsMode != (m.Mode != ModeNone) {
 		return bad("mode does not fit the type")
 	}
@@ -117,10 +117,10 @@ func (m *Message) Validate() error {
 	if !m.Set.Empty() && m.Type != TGrant && m.Type != TForward {
 		return bad("node set on a message that carries none")
 	}
-	if m.K != 0 && m.Type != TForward && m.Type != TGrant && m.Type != TTransfer && m.Type != TInvalidate {
+	if m.K != 0 && m.Type != TForward && m.Type != TGrant && m.Type != TTransfer && m.Type != TInvalidate && m.Type != TLineInvalidate {
 		return bad("copy count on a message that carries none")
 	}
-	if m.Pred != 0 && m.Type != TForward && m.Type != TTransfer {
+	if m.Pred != 0 && m.Type != TForward && m.Type != TTransfer && m.Type != TLineInvalidate {
 		return bad("predecessor epoch on a message that carries none")
 	}
 	if m.Flags&FlagNoData != 0 && m.Type != TGrant {

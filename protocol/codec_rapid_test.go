@@ -18,7 +18,7 @@ func genMessage() *rapid.Generator[Message] {
 		m.From = NodeID(rapid.Uint8().Draw(t, "from"))
 		m.To = NodeID(rapid.Uint8().Filter(func(to uint8) bool { return NodeID(to) != m.From }).Draw(t, "to"))
 		switch m.Type {
-		case TRequest, TGrant, TForward, TTransfer, TTransferReply, TDone:
+		case TRequest, TGrant, TForward, TTransfer, TTransferReply, TDone, TLineInvalidate:
 			m.Mode = Mode(rapid.IntRange(int(ModeShared), int(ModeExclusive)).Draw(t, "mode"))
 		}
 		m.Epoch = rapid.Uint32().Draw(t, "epoch")
@@ -36,10 +36,10 @@ func genMessage() *rapid.Generator[Message] {
 			m.Target = NodeID(rapid.Uint8().Filter(func(x uint8) bool { return m.Type != TForward || NodeID(x) != m.To }).Draw(t, "target"))
 		}
 		switch m.Type {
-		case TForward, TGrant, TTransfer, TInvalidate:
+		case TForward, TGrant, TTransfer, TInvalidate, TLineInvalidate:
 			m.K = rapid.Uint32().Draw(t, "k")
 		}
-		if m.Type == TForward || m.Type == TTransfer {
+		if m.Type == TForward || m.Type == TTransfer || m.Type == TLineInvalidate {
 			m.Pred = rapid.Uint32().Draw(t, "pred")
 		}
 		switch m.Type {

@@ -74,11 +74,19 @@ const (
 	// TAllocReply: directory -> node: PID is yours, exclusive; FlagFull when
 	// the directory's SSD has no free slot.
 	TAllocReply
+	// TLineInvalidate: SELCC, compute node -> compute node (protocol/selcc).
+	// Give up, or hand over, your copy of the global cache line PID (its
+	// memory node and index) for Mode (shared: a reader, exclusive: a
+	// writer). The answer is not a message: the receiver writes it by RDMA
+	// WRITE into the sender's reply slot K, tagged with the sender's round
+	// Pred. Epoch is the sender's priority, its retries so far (§5.3.2).
+	TLineInvalidate
 	typeCount
 )
 
 var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
-	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply"}
+	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply",
+	"LineInvalidate"}
 
 func (t Type) String() string {
 	if t < typeCount {

@@ -10,6 +10,7 @@ import (
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/linecache"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport/sim"
@@ -50,6 +51,18 @@ type SimConfig struct {
 	// Progress, when set, is called now and then with the operations
 	// completed so far (the simulation does not depend on it).
 	Progress func(done, total int)
+
+	// System is the coherence protocol under the workload: "" or
+	// SystemScaleStore (directories, Protocol's conflict handling) or
+	// SystemSELCC (latch words on passive memory nodes; Nodes are then
+	// the compute nodes).
+	System string
+	// MemoryNodes is SELCC's passive memory nodes (0: DefaultMemoryNodes).
+	MemoryNodes int
+	// Gamma is SELCC's local-handover threshold (0: DefaultGamma, below
+	// 0: off); NoPriority turns its starved-writer priority off.
+	Gamma      float64
+	NoPriority bool
 }
 
 // DefaultSimConfig is `scalestore sim` without flags.
@@ -91,6 +104,33 @@ type SimResult struct {
 	// happen).
 	UnreadableReads int
 	FailedOps       int
+	// Verbs and VerbBytes count the one-sided verbs (SELCC);
+	// MemoryHandlerCalls the messages a SELCC memory node's CPU handled
+	// (0 by design); SELCC sums the compute nodes' caches' counters.
+	Verbs, VerbBytes   uint64
+	MemoryHandlerCalls uint64
+	SELCC              SELCCStats
+}
+
+// SELCCStats are the summed counters of a SELCC run's caches.
+type SELCCStats struct {
+	Acquires, Upgrades, UpgradeFallbacks, Invalidations, Dropped uint64
+	HandOvers, Releases, LeaseReleases, HoldOffs, HandlerCalls   uint64
+	MaxRetries                                                   uint64
+}
+
+func (a *SELCCStats) add(s *linecache.Stats) {
+	a.Acquires += s.Acquires
+	a.Upgrades += s.Upgrades
+	a.UpgradeFallbacks += s.UpgradeFallbacks
+	a.Invalidations += s.Invalidations
+	a.Dropped += s.Dropped
+	a.HandOvers += s.HandOvers
+	a.Releases += s.Releases
+	a.LeaseReleases += s.LeaseReleases
+	a.HoldOffs += s.HoldOffs
+	a.HandlerCalls += s.HandlerCalls
+	a.MaxRetries = max(a.MaxRetries, s.MaxWaitRetries)
 }
 
 // Failed reports whether the run found a violation. A history porcupine
@@ -112,6 +152,8 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--pages %d: want at least 1", c.Pages)
 	case c.CachePages < c.Workers+1:
 		return fmt.Errorf("--cache-pages %d: want more frames than workers per node (%d)", c.CachePages, c.Workers)
+	case c.System != "" && c.System != SystemScaleStore && c.System != SystemSELCC:
+		return fmt.Errorf("--protocol %q: want chaining, fifo, polling or selcc", c.System)
 	case c.Workload != "" && c.Workload != "register" && c.Workload != "rmw" && c.Workload != "btree":
 		return fmt.Errorf("--workload %q: want register, rmw or btree", c.Workload)
 	case c.Workload == "btree" && c.Keys < 1:
@@ -148,6 +190,9 @@ var messageBudgets = []struct {
 // 2,000 operations, 60% reads, zipf 0.9, heavy faults, chaining), 0 (none)
 // for any other.
 func MessageBudget(cfg SimConfig) float64 {
+	if cfg.System == SystemSELCC {
+		return 0
+	}
 	a := acceptanceShape
 	if cfg.Nodes != a.Nodes || cfg.Workers != a.Workers || cfg.Pages != a.Pages || cfg.CachePages != a.CachePages ||
 		cfg.Ops != a.Ops || cfg.ReadRatio != a.ReadRatio || cfg.Zipf != a.Zipf || cfg.Faults != a.Faults || cfg.Protocol != a.Protocol {
@@ -199,6 +244,12 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	res := SimResult{Seed: cfg.Seed}
 	if err := cfg.validate(); err != nil {
 		return res, err
+	}
+	if cfg.System == SystemSELCC {
+		return runSELCC(cfg)
+	}
+	if cfg.Mutate != "" && mutation.SELCC(cfg.Mutate) {
+		return res, fmt.Errorf("--mutate %s breaks SELCC: use it with --protocol selcc", cfg.Mutate)
 	}
 	if cfg.Mutate != "" {
 		if err := mutation.Enable(cfg.Mutate); err != nil {

@@ -100,6 +100,9 @@ func TestMutantsAreCaught(t *testing.T) {
 			cfg := acceptanceConfig(seed)
 			cfg.Mutate = m
 			cfg.Workload = MutantWorkload(m)
+			if mutation.SELCC(m) {
+				cfg.System = SystemSELCC
+			}
 			res, err := RunSim(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -287,5 +290,65 @@ func TestUnreadablePagesFailOnlyTheirOperations(t *testing.T) {
 			t.Errorf("%s: the lossy plan injected %d unreadable reads and failed %d operations; want both above 0",
 				r.name, unreadable, failed)
 		}
+	}
+}
+
+// SELCC on the swarm's configuration: heavy faults, no violation, memory
+// nodes never run a handler, and every path of the protocol was taken.
+func TestSELCCSwarm(t *testing.T) {
+	var agg SimResult
+	seeds := uint64(60)
+	if testing.Short() {
+		seeds = 15
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for _, wl := range []string{"register", "rmw"} {
+			cfg := acceptanceConfig(seed)
+			cfg.System, cfg.Workload = SystemSELCC, wl
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failed() {
+				t.Fatalf("seed %d (%s): %v (replay: scalestore sim --protocol selcc --workload %s --seed %d --faults heavy ...)",
+					seed, wl, res.Violations, wl, seed)
+			}
+			if res.MemoryHandlerCalls != 0 {
+				t.Fatalf("seed %d: memory nodes handled %d messages", seed, res.MemoryHandlerCalls)
+			}
+			s := &agg.SELCC
+			s.HandOvers += res.SELCC.HandOvers
+			s.Releases += res.SELCC.Releases
+			s.Dropped += res.SELCC.Dropped
+			s.Upgrades += res.SELCC.Upgrades
+			s.UpgradeFallbacks += res.SELCC.UpgradeFallbacks
+			s.HoldOffs += res.SELCC.HoldOffs
+			agg.Evictions += res.Evictions
+			agg.Verbs += res.Verbs
+		}
+	}
+	s := agg.SELCC
+	if s.HandOvers == 0 || s.Releases == 0 || s.Dropped == 0 || s.Upgrades == 0 || agg.Evictions == 0 || agg.Verbs == 0 {
+		t.Fatalf("the swarm did not take every path: %+v, evictions %d, verbs %d", s, agg.Evictions, agg.Verbs)
+	}
+	t.Logf("%+v", s)
+}
+
+func TestSELCCDeterminism(t *testing.T) {
+	run := func(seed uint64) SimResult {
+		cfg := acceptanceConfig(seed)
+		cfg.System = SystemSELCC
+		res, err := RunSim(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b, c := run(5), run(5), run(6)
+	if a.TraceHash != b.TraceHash || a.Verbs != b.Verbs {
+		t.Fatalf("same seed, different runs: %x vs %x", a.TraceHash, b.TraceHash)
+	}
+	if a.TraceHash == c.TraceHash {
+		t.Fatal("another seed, the same run")
 	}
 }

@@ -1,0 +1,522 @@
+package scenarios
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/linecache"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocol/selcc"
+	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// The systems a simulated run can put under the workload.
+const (
+	SystemScaleStore = "scalestore"
+	SystemSELCC      = "selcc"
+)
+
+// DefaultMemoryNodes is how many passive memory nodes a SELCC run has
+// when SimConfig.MemoryNodes is 0.
+const DefaultMemoryNodes = 2
+
+// DefaultGamma is SELCC's local-handover threshold when SimConfig.Gamma
+// is 0 (below 0: no lease).
+const DefaultGamma = 4
+
+// selccCluster is a simulated SELCC cluster: passive memory nodes
+// 0..M-1 (registered memory, no handler), compute nodes M..M+C-1 with a
+// linecache each, and the checks watching them.
+type selccCluster struct {
+	w        *sim.World
+	memNodes int
+	mem      [][]byte // each memory node's lines
+	regions  map[protocol.NodeID]transport.Region
+	caches   []*linecache.Cache
+	handlers []*sim.Coroutine
+	stopping bool
+
+	violations []string
+	violCount  int
+	memCalls   uint64 // messages a memory node's CPU had to handle (must stay 0)
+	changed    []protocol.PID
+	isChanged  map[protocol.PID]bool
+	trace      io.Writer
+	memos      []selcc.Memo
+}
+
+func (s *selccCluster) fail(format string, args ...any) {
+	s.violCount++
+	if len(s.violations) < 20 {
+		s.violations = append(s.violations, fmt.Sprintf("t=%dns ", s.w.Now())+fmt.Sprintf(format, args...))
+	}
+}
+
+// lineOf is the line whose word or data a verb at off of a memory node
+// touched.
+func (s *selccCluster) lineOf(node protocol.NodeID, off uint64) protocol.PID {
+	return protocol.MakePID(node, off/linecache.Stride)
+}
+
+func (s *selccCluster) mark(line protocol.PID) {
+	if !s.isChanged[line] {
+		s.isChanged[line] = true
+		s.changed = append(s.changed, line)
+	}
+}
+
+func (s *selccCluster) word(line protocol.PID) selcc.Word {
+	b := s.mem[line.Dir()][linecache.WordOffset(line.Slot()):]
+	return selcc.Word(binary.LittleEndian.Uint64(b))
+}
+
+func (s *selccCluster) memData(line protocol.PID) []byte {
+	off := linecache.WordOffset(line.Slot()) + linecache.DataOffset
+	return s.mem[line.Dir()][off : off+linecache.LineSize]
+}
+
+// checkChanged checks every line whose word, memory copy or memos changed
+// since the last step: the word grants at least what the memos believe,
+// single writer, and a shared copy equals memory's (no holder may have
+// changed memory under it).
+func (s *selccCluster) checkChanged() {
+	for _, line := range s.changed {
+		delete(s.isChanged, line)
+		s.checkLine(line, false)
+	}
+	s.changed = s.changed[:0]
+}
+
+func (s *selccCluster) checkLine(line protocol.PID, atRest bool) {
+	w := s.word(line)
+	s.memos = s.memos[:0]
+	for _, c := range s.caches {
+		s.memos = append(s.memos, c.Memo(line))
+	}
+	check := selcc.CheckLine
+	if atRest {
+		check = selcc.CheckLineAtRest
+	}
+	if err := check(w, s.memos); err != nil {
+		s.fail("line %v: %v", line, err)
+		return
+	}
+	for n, c := range s.caches {
+		if data, memo, ok := c.Copy(line); ok && memo == selcc.SharedCopy && !slices.Equal(data, s.memData(line)) {
+			a, _ := checker.PageValue(data)
+			b, _ := checker.PageValue(s.memData(line))
+			s.fail("line %v: node %d's shared copy (value %d) differs from memory's (value %d)", line, n, a, b)
+		}
+	}
+}
+
+// poster binds the world's verbs to one node.
+type poster struct {
+	w    *sim.World
+	node protocol.NodeID
+}
+
+func (p poster) Read(dst []byte, r transport.Region, off uint64, done func(error)) {
+	p.w.Read(p.node, dst, r, off, done)
+}
+func (p poster) Write(r transport.Region, off uint64, src []byte, done func(error)) {
+	p.w.Write(p.node, r, off, src, done)
+}
+func (p poster) CompareAndSwap(r transport.Region, off, old, new uint64, done func(uint64, error)) {
+	p.w.CompareAndSwap(p.node, r, off, old, new, done)
+}
+func (p poster) FetchAndAdd(r transport.Region, off, delta uint64, done func(uint64, error)) {
+	p.w.FetchAndAdd(p.node, r, off, delta, done)
+}
+
+type computeReceiver struct {
+	s *selccCluster
+	c *linecache.Cache
+}
+
+func (r computeReceiver) Deliver(m *protocol.Message, _ []byte) {
+	if err := r.c.Deliver(m); err != nil {
+		r.s.fail("%v", err)
+	}
+}
+
+type memoryReceiver struct{ s *selccCluster }
+
+func (r memoryReceiver) Deliver(m *protocol.Message, _ []byte) {
+	r.s.memCalls++
+	r.s.fail("memory node %d received %v: memory nodes have no CPU in SELCC", m.To, m)
+}
+
+// alignedBytes is n zero bytes starting on an 8-byte boundary (the reply
+// slots' status words are read atomically).
+func alignedBytes(n int) []byte {
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
+}
+
+func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
+	m := cfg.MemoryNodes
+	if m == 0 {
+		m = DefaultMemoryNodes
+	}
+	c := cfg.Nodes
+	switch {
+	case m < 1:
+		return nil, fmt.Errorf("--memory-nodes %d: want at least 1", m)
+	case c > selcc.MaxNodes:
+		return nil, fmt.Errorf("--nodes %d: SELCC's latch word names at most %d compute nodes", c, selcc.MaxNodes)
+	case m+c > protocol.MaxNodes:
+		return nil, fmt.Errorf("--nodes %d and --memory-nodes %d: at most %d nodes in all", c, m, protocol.MaxNodes)
+	}
+	gamma := cfg.Gamma
+	if gamma == 0 {
+		gamma = DefaultGamma
+	}
+	w := sim.New(cfg.Seed, m+c, sim.DefaultLatency, plan)
+	s := &selccCluster{w: w, memNodes: m, regions: map[protocol.NodeID]transport.Region{},
+		isChanged: map[protocol.PID]bool{}, trace: cfg.Trace}
+	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { s.fail("%v", err) }
+	lines := (cfg.Pages + m - 1) / m
+	for i := range m {
+		id := protocol.NodeID(i)
+		s.mem = append(s.mem, alignedBytes(linecache.MemoryBytes(lines)))
+		s.regions[id] = w.Register(id, s.mem[i])
+		w.Attach(id, memoryReceiver{s})
+	}
+	computes := make([]protocol.NodeID, c)
+	replies := make([]transport.Region, c)
+	replyMem := make([][]byte, c)
+	for i := range c {
+		computes[i] = protocol.NodeID(m + i)
+		replyMem[i] = alignedBytes(linecache.ReplyBytes(cfg.Workers))
+		replies[i] = w.Register(computes[i], replyMem[i])
+	}
+	w.SetVerbTrace(func(at int64, v *sim.Verb) {
+		if int(v.Region.Node) < m && v.Kind != sim.VerbRead && v.Err == nil {
+			s.mark(s.lineOf(v.Region.Node, v.Off))
+		}
+		if k := int(v.Region.Node) - m; k >= 0 && k < len(s.caches) && v.Kind == sim.VerbWrite && v.Err == nil {
+			s.caches[k].Landed(v.Off)
+		}
+		if s.trace != nil {
+			fmt.Fprintf(s.trace, "%d %v\n", at, v)
+		}
+	})
+	if cfg.Trace != nil {
+		w.SetTrace(func(at int64, msg *protocol.Message, _ []byte) { fmt.Fprintf(cfg.Trace, "%d %v\n", at, msg) })
+	}
+	fire := func(name string, p float64) func() bool {
+		return mutation.Point(name, func() bool { return w.Chance(p) })
+	}
+	lat := sim.DefaultLatency
+	for i := range c {
+		id := computes[i]
+		lc, err := linecache.New(linecache.Config{
+			Self: selcc.Node(i), ID: id, Computes: computes, Replies: replies, ReplyMem: replyMem[i],
+			Memory: s.regions, Frames: cfg.CachePages, Threads: cfg.Workers, Gamma: gamma, Priority: !cfg.NoPriority,
+			RTT: 2*lat.Verb + lat.Atomic, PollEvery: -1, Inbox: c * cfg.Workers,
+			Post: poster{w, id},
+			Send: func(msg *protocol.Message) error { w.Send(msg, nil); return nil },
+			Now:  w.Now,
+			Mutations: linecache.Mutations{
+				SkipUndo:           fire(mutation.SELCCSkipUndo, 1),
+				HandOverWithoutFAA: fire(mutation.SELCCHandOverWithoutFAA, 0.5),
+				ShareWithoutFlush:  fire(mutation.SELCCShareWithoutFlush, 1),
+				ReleaseKeepsCopy:   fire(mutation.SELCCReleaseKeepsCopy, 0.5),
+				EvictWithoutFlush:  fire(mutation.SELCCEvictWithoutFlush, 0.5),
+			},
+			OnMemo: s.mark,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.caches = append(s.caches, lc)
+		w.Attach(id, computeReceiver{s, lc})
+		s.handlers = append(s.handlers, w.Spawn(id, 0, func(co *sim.Coroutine) {
+			lc.Serve(&linecache.Thread{P: co}, func() bool { return s.stopping })
+		}))
+	}
+	return s, nil
+}
+
+// runSELCC is RunSim for SystemSELCC: the register or rmw workload on
+// SELCC's compute nodes, with the line checks after every step, the word
+// checked exactly at rest, a final read of every line, and porcupine.
+func runSELCC(cfg SimConfig) (SimResult, error) {
+	res := SimResult{Seed: cfg.Seed}
+	if cfg.Workload == "btree" {
+		return res, errors.New("--workload btree: not on --protocol selcc yet (register and rmw are)")
+	}
+	if cfg.Mutate != "" && !mutation.SELCC(cfg.Mutate) {
+		return res, fmt.Errorf("--mutate %s breaks ScaleStore, not SELCC", cfg.Mutate)
+	}
+	if cfg.Mutate != "" {
+		if err := mutation.Enable(cfg.Mutate); err != nil {
+			return res, err
+		}
+		defer mutation.Disable(cfg.Mutate)
+	}
+	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
+	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	if err != nil {
+		return res, err
+	}
+	res.Plan = plan.String()
+	s, err := newSELCCCluster(cfg, plan)
+	if err != nil {
+		return res, err
+	}
+	w := s.w
+	pids := make([]protocol.PID, cfg.Pages)
+	for i := range pids {
+		pids[i] = protocol.MakePID(protocol.NodeID(i%s.memNodes), uint64(i/s.memNodes))
+	}
+	perm := make([]int, cfg.Pages)
+	for i := range perm {
+		perm[i] = i
+	}
+	for i := len(perm) - 1; i > 0; i-- {
+		j := int(w.Intn(int64(i + 1)))
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	r := &selccRun{cfg: cfg, s: s, pids: pids, perm: perm, zipf: newZipf(uint64(cfg.Pages), cfg.Zipf),
+		hist: checker.NewHistory(cfg.Ops + cfg.Pages)}
+	wallStart := time.Now()
+	var cos []*sim.Coroutine
+	for k := range s.caches {
+		for j := range cfg.Workers {
+			client := k*cfg.Workers + j
+			t := &linecache.Thread{Slot: j}
+			cos = append(cos, w.Spawn(protocol.NodeID(s.memNodes+k), w.Intn(1000), func(co *sim.Coroutine) {
+				t.P = co
+				r.worker(co, s.caches[k], t, client)
+			}))
+		}
+	}
+	ok := r.runUntil(cos, "workload")
+	if ok {
+		// At rest: every word is exactly what the memos say. Then one
+		// more read of every line, which a lost write cannot pass.
+		w.StopFaults()
+		r.settle()
+		if s.violCount == 0 {
+			for _, line := range pids {
+				s.checkLine(line, true)
+			}
+			t := &linecache.Thread{Slot: 0}
+			final := w.Spawn(protocol.NodeID(s.memNodes), 0, func(co *sim.Coroutine) {
+				t.P = co
+				for i, pid := range pids {
+					call := w.Now()
+					var v uint64
+					err := s.caches[0].Access(t, pid, selcc.Read, func(data []byte) { v = r.whole(pid, data) })
+					if err != nil {
+						s.fail("final read of %v: %v", pid, err)
+						continue
+					}
+					r.hist.Add(checker.Op{Client: len(cos), Page: uint64(i), Kind: "read", Value: v, Call: call, Return: w.Now()})
+				}
+			})
+			r.runUntil([]*sim.Coroutine{final}, "final read")
+		}
+	}
+	res.SimWall = time.Since(wallStart)
+	s.stopping = true
+	for _, h := range s.handlers {
+		h.Wake()
+	}
+	for range 1_000_000 {
+		if !w.Step() {
+			break
+		}
+	}
+	for _, h := range s.handlers {
+		h.Stop()
+	}
+	r.finish(&res)
+	if !cfg.SkipLinearizability {
+		start := time.Now()
+		lin, info := checker.Check(r.hist.Ops(), cfg.CheckTimeout)
+		res.CheckWall = time.Since(start)
+		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
+	} else {
+		res.Linearizable = true
+	}
+	return res, nil
+}
+
+type selccRun struct {
+	cfg       SimConfig
+	s         *selccCluster
+	pids      []protocol.PID
+	perm      []int
+	zipf      *zipf
+	started   int
+	completed int
+	nextValue uint64
+	lastOp    int64
+	hist      *checker.History
+}
+
+// settle steps the world until every cache is quiet (the handlers parked
+// with empty inboxes, no verb in flight).
+func (r *selccRun) settle() {
+	w := r.s.w
+	for range 50_000_000 {
+		quiet := true
+		for _, c := range r.s.caches {
+			if !c.Quiet() {
+				quiet = false
+				break
+			}
+		}
+		if quiet && w.Pending() == 0 {
+			return
+		}
+		if !w.Step() {
+			return
+		}
+		r.s.checkChanged()
+	}
+	r.s.fail("the cluster did not come to rest after the workload")
+}
+
+func (r *selccRun) runUntil(cos []*sim.Coroutine, phase string) bool {
+	const watchdog = 2_000_000_000
+	s, w := r.s, r.s.w
+	r.lastOp = w.Now()
+	for {
+		if allDone(cos) {
+			return true
+		}
+		if r.cfg.Progress != nil && w.Steps&(1<<16-1) < 1024 {
+			r.cfg.Progress(r.completed, r.cfg.Ops)
+		}
+		for range 1024 {
+			if !w.Step() {
+				if allDone(cos) {
+					return true
+				}
+				s.fail("%s: deadlock: nothing left to run while workers wait", phase)
+				r.stuck(cos)
+				return false
+			}
+			s.checkChanged()
+		}
+		if s.violCount > 0 || w.Now()-r.lastOp > watchdog {
+			if s.violCount == 0 {
+				s.fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
+			}
+			r.stuck(cos)
+			return false
+		}
+	}
+}
+
+func allDone(cos []*sim.Coroutine) bool {
+	for _, co := range cos {
+		if !co.Done() {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *selccRun) stuck(cos []*sim.Coroutine) {
+	for _, c := range r.s.caches {
+		r.s.fail("%s", c.Describe())
+	}
+	for i, co := range cos {
+		if !co.Done() {
+			r.s.fail("coroutine %d not done", i)
+		}
+		co.Stop()
+	}
+}
+
+// worker runs operations until the cluster-wide budget is used up: reads
+// under the local shared latch, writes (blind, or read-modify-write) under
+// the exclusive one.
+func (r *selccRun) worker(co *sim.Coroutine, c *linecache.Cache, t *linecache.Thread, client int) {
+	w := r.s.w
+	for r.started < r.cfg.Ops {
+		r.started++
+		co.Sleep(w.Intn(2_000))
+		i := r.perm[r.zipf.next(w.Rand())]
+		pid := r.pids[i]
+		op := checker.Op{Client: client, Page: uint64(i), Call: w.Now()}
+		var err error
+		switch {
+		case w.Chance(r.cfg.ReadRatio):
+			op.Kind = "read"
+			err = c.Access(t, pid, selcc.Read, func(data []byte) {
+				head := binary.LittleEndian.Uint64(data)
+				co.MaybeYield()
+				op.Value = r.whole(pid, data)
+				if op.Value != head {
+					r.s.fail("line %v: changed under a shared latch", pid)
+				}
+			})
+		default:
+			r.nextValue++
+			v := r.nextValue
+			op.Kind, op.Value = "write", v
+			if r.cfg.Workload == "rmw" {
+				op.Kind = checker.KindRMW
+			}
+			rmw := r.cfg.Workload == "rmw"
+			err = c.Access(t, pid, selcc.Write, func(data []byte) {
+				if rmw {
+					op.Read = r.whole(pid, data)
+				}
+				checker.PutPageValue(data, v, false)
+				co.MaybeYield()
+				checker.PutPageValue(data, v, true)
+			})
+		}
+		op.Return = w.Now()
+		if err != nil {
+			r.s.fail("client %d, line %v: %v", client, pid, err)
+			return
+		}
+		r.hist.Add(op)
+		r.completed++
+		r.lastOp = op.Return
+	}
+}
+
+func (r *selccRun) whole(pid protocol.PID, data []byte) uint64 {
+	v, whole := checker.PageValue(data)
+	if !whole {
+		r.s.fail("line %v: torn under a latch", pid)
+		return checker.TornValue
+	}
+	return v
+}
+
+func (r *selccRun) finish(res *SimResult) {
+	s := r.s
+	res.Ops = r.completed
+	res.Messages, res.PageBytes, res.Steps = s.w.Messages, s.w.PageBytes, s.w.Steps
+	res.Verbs, res.VerbBytes = s.w.VerbStats()
+	res.MemoryHandlerCalls = s.memCalls
+	res.TraceHash = s.w.Hash()
+	res.SimNanos = s.w.Now()
+	res.Violations, res.ViolationCount = s.violations, s.violCount
+	res.History = r.hist
+	for _, c := range s.caches {
+		res.Hits += c.Stats.Hits
+		res.Misses += c.Stats.Misses
+		res.Evictions += c.Stats.Evictions
+		res.RemoteFetches += c.Stats.Misses
+		res.SELCC.add(&c.Stats)
+	}
+}
