@@ -81,7 +81,7 @@ type Config struct {
 	// 8-byte aligned.
 	ReplyMem []byte
 	// Memory maps a memory node (a line's PID.Dir()) to its region.
-	Memory map[protocol.NodeID]transport.Region
+	Memory  map[protocol.NodeID]transport.Region
 	Frames  int // cache frames; more than the node's threads
 	Threads int // application threads (P of the lease, §5.3.1)
 	// Gamma is the local-handover threshold (§5.3.1); 0 turns it off.
