@@ -64,6 +64,10 @@ fuzz:
 swarm: build
 	$(BIN) sim --seeds 300 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --protocol selcc --seeds 300 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --protocol selcc --workload rmw --seeds 300 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 
 # Writers killed with SIGKILL at random moments: every reopen must find all
 # acknowledged writes or refuse the store (about a minute for 300 rounds;
@@ -76,10 +80,12 @@ crashtest: build
 mutants: build
 	@for mw in skip-invalidation:register no-owner-stability:register drop-dirty:register stale-grant:register \
 		skip-version-check:register upgrade-ignores-version:rmw entitle-fewer:register forget-owner-sharer:register \
-		encode-drops-pred:register; do m=$${mw%%:*}; w=$${mw#*:}; \
-		$(BIN) sim --seeds 200 --workload $$w --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		encode-drops-pred:register selcc-skip-undo:selcc selcc-handover-without-faa:selcc \
+		selcc-share-without-flush:selcc selcc-release-keeps-copy:selcc selcc-evict-without-flush:selcc; \
+		do m=$${mw%%:*}; w=$${mw#*:}; p=chaining; if [ $$w = selcc ]; then w=register; p=selcc; fi; \
+		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
-			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$w)" || { echo "MISSED $$m ($$w)"; exit 1; }; \
+			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
 	done
 
 clean:

@@ -144,6 +144,8 @@ type simSummary struct {
 	UnreadableReads   int      `json:"unreadable_reads"`
 	FailedOps         int      `json:"failed_ops"`
 	SimulatedNanos    int64    `json:"simulated_ns"`
+	Verbs             uint64   `json:"sim_verbs"`
+	MemoryHandlers    uint64   `json:"memory_handler_calls"`
 	Linearizable      bool     `json:"linearizable"`
 	UndecidedSeeds    []uint64 `json:"undecided_seeds"`
 	ReplayCommand     string   `json:"replay,omitempty"`
@@ -184,6 +186,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	var hits, lookups uint64
 	var lastRes scenarios.SimResult
+	var sel scenarios.SELCCStats
 	for seed := first; seed <= last; seed++ {
 		cfg := f.cfg
 		cfg.Seed = seed
@@ -206,6 +209,14 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.UnreadableReads += res.UnreadableReads
 		sum.FailedOps += res.FailedOps
 		sum.SimulatedNanos += res.SimNanos
+		sum.Verbs += res.Verbs
+		sum.MemoryHandlers += res.MemoryHandlerCalls
+		sel.Invalidations += res.SELCC.Invalidations
+		sel.HandOvers += res.SELCC.HandOvers
+		sel.Releases += res.SELCC.Releases
+		sel.Dropped += res.SELCC.Dropped
+		sel.UpgradeFallbacks += res.SELCC.UpgradeFallbacks
+		sel.LeaseReleases += res.SELCC.LeaseReleases
 		hits += res.Hits
 		lookups += res.Hits + res.Misses
 		if first == last {
@@ -274,6 +285,11 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
 			sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
+		if f.cfg.System == scenarios.SystemSELCC && sum.Ops > 0 {
+			fmt.Fprintf(w, "  one-sided verbs %d (%.2f per operation), invalidations %d, handovers %d, shared releases %d, dropped %d, upgrade fallbacks %d, lease releases %d, memory-node handler calls %d\n",
+				sum.Verbs, float64(sum.Verbs)/float64(sum.Ops), sel.Invalidations, sel.HandOvers, sel.Releases, sel.Dropped,
+				sel.UpgradeFallbacks, sel.LeaseReleases, sum.MemoryHandlers)
+		}
 		if sum.UnreadableReads > 0 || sum.FailedOps > 0 {
 			fmt.Fprintf(w, "  unreadable page reads %d; operations that failed on an unreadable page %d (not in the history: they did not happen)\n",
 				sum.UnreadableReads, sum.FailedOps)
