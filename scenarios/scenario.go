@@ -99,6 +99,9 @@ func RunScenario(cfg ScenarioConfig) (*ScenarioResult, error) {
 	if info == nil {
 		return nil, fmt.Errorf("unknown scenario %q ('scalestore scenario list' names them)", cfg.Name)
 	}
+	if strings.HasPrefix(info.Name, "selcc-") {
+		return runSELCCScenario(info)
+	}
 	nodes := 4
 	if cfg.Name == "chaining" {
 		if cfg.Requesters < 1 || cfg.Requesters > protocol.MaxNodes-2 {
@@ -366,8 +369,13 @@ func (s *scenario) evictRace(requester, holder int) {
 // WriteChart prints the result as a readable message chart.
 func WriteChart(w io.Writer, r *ScenarioResult) {
 	fmt.Fprintf(w, "scenario %s (%s): %s\n", r.Scenario, r.Protocol, r.About)
-	fmt.Fprintf(w, "page %s; directory is node %s\n\n", r.PID, strings.SplitN(r.PID, ":", 2)[0])
-	fmt.Fprintf(w, "%9s  %-8s  %-58s  %s\n", "time", "from->to", "message", "directory metadata after")
+	if r.Protocol == SystemSELCC {
+		fmt.Fprintf(w, "line %s on memory node %s; compute nodes 0-3 (a latch word names them: (holder,{readers}))\n\n", r.PID, strings.SplitN(r.PID, ":", 2)[0])
+		fmt.Fprintf(w, "%9s  %-8s  %-58s  %s\n", "time", "from->to", "message or one-sided verb", "latch word, memos of nodes 0-3, memory's value after")
+	} else {
+		fmt.Fprintf(w, "page %s; directory is node %s\n\n", r.PID, strings.SplitN(r.PID, ":", 2)[0])
+		fmt.Fprintf(w, "%9s  %-8s  %-58s  %s\n", "time", "from->to", "message", "directory metadata after")
+	}
 	for _, st := range r.Steps {
 		msg := st.Message
 		if st.PageSent {
@@ -377,7 +385,11 @@ func WriteChart(w io.Writer, r *ScenarioResult) {
 	}
 	fmt.Fprintf(w, "%9s  at rest: %s\n", "", r.AtRest)
 	fmt.Fprintf(w, "\nmessages: %d\n", r.Messages)
-	fmt.Fprintf(w, "request order: %v\ngrant order:   %v\n", r.RequestOrder, r.GrantOrder)
+	if r.Protocol == SystemSELCC {
+		fmt.Fprintf(w, "one-sided verbs: %d\naccess order: %v\n", len(r.Steps)-r.Messages, r.GrantOrder)
+	} else {
+		fmt.Fprintf(w, "request order: %v\ngrant order:   %v\n", r.RequestOrder, r.GrantOrder)
+	}
 	if len(r.Violations) > 0 {
 		fmt.Fprintf(w, "VIOLATIONS:\n")
 		for _, v := range r.Violations {

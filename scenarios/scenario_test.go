@@ -90,3 +90,19 @@ func TestUnknownScenario(t *testing.T) {
 		t.Fatal("chaining with no requesters ran")
 	}
 }
+
+// SELCC's figures cost what its paper draws: Fig. 7 one invalidation per
+// case, an ownership handover by FAA and the line forwarded by WRITE;
+// Fig. 8 one invalidation per sharer and a second CAS (the extra round
+// trip the paper accepts against the RPC design).
+func TestSELCCScenarioCosts(t *testing.T) {
+	for name, want := range map[string][2]int{"selcc-modified-conflict": {2, 12}, "selcc-shared-invalidation": {2, 8}} {
+		res, err := RunScenario(ScenarioConfig{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Messages != want[0] || len(res.Steps)-res.Messages != want[1] || len(res.Violations) > 0 {
+			t.Errorf("%s: %d messages, %d verbs (want %v), violations %v", name, res.Messages, len(res.Steps)-res.Messages, want, res.Violations)
+		}
+	}
+}

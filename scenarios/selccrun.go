@@ -32,13 +32,15 @@ const DefaultMemoryNodes = 2
 // is 0 (below 0: no lease).
 const DefaultGamma = 4
 
-// selccCluster is a simulated SELCC cluster: passive memory nodes
-// 0..M-1 (registered memory, no handler), compute nodes M..M+C-1 with a
-// linecache each, and the checks watching them.
+// selccCluster is a simulated SELCC cluster: compute nodes 0..C-1 with a
+// linecache each (so a node's id is its place in the latch words), passive
+// memory nodes C..C+M-1 (registered memory, no handler), and the checks
+// watching them.
 type selccCluster struct {
 	w        *sim.World
 	memNodes int
-	mem      [][]byte // each memory node's lines
+	computes int
+	mem      [][]byte // each memory node's lines, by node id - computes
 	regions  map[protocol.NodeID]transport.Region
 	caches   []*linecache.Cache
 	handlers []*sim.Coroutine
@@ -51,6 +53,13 @@ type selccCluster struct {
 	isChanged  map[protocol.PID]bool
 	trace      io.Writer
 	memos      []selcc.Memo
+	onVerb     func(at int64, v *sim.Verb) // the scenarios' chart
+}
+
+// line is the PID of line i: lines are spread round-robin over the memory
+// nodes.
+func (s *selccCluster) line(i int) protocol.PID {
+	return protocol.MakePID(protocol.NodeID(s.computes+i%s.memNodes), uint64(i/s.memNodes))
 }
 
 func (s *selccCluster) fail(format string, args ...any) {
@@ -74,13 +83,13 @@ func (s *selccCluster) mark(line protocol.PID) {
 }
 
 func (s *selccCluster) word(line protocol.PID) selcc.Word {
-	b := s.mem[line.Dir()][linecache.WordOffset(line.Slot()):]
+	b := s.mem[int(line.Dir())-s.computes][linecache.WordOffset(line.Slot()):]
 	return selcc.Word(binary.LittleEndian.Uint64(b))
 }
 
 func (s *selccCluster) memData(line protocol.PID) []byte {
 	off := linecache.WordOffset(line.Slot()) + linecache.DataOffset
-	return s.mem[line.Dir()][off : off+linecache.LineSize]
+	return s.mem[int(line.Dir())-s.computes][off : off+linecache.LineSize]
 }
 
 // checkChanged checks every line whose word, memory copy or memos changed
@@ -181,12 +190,12 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 		gamma = DefaultGamma
 	}
 	w := sim.New(cfg.Seed, m+c, sim.DefaultLatency, plan)
-	s := &selccCluster{w: w, memNodes: m, regions: map[protocol.NodeID]transport.Region{},
+	s := &selccCluster{w: w, memNodes: m, computes: c, regions: map[protocol.NodeID]transport.Region{},
 		isChanged: map[protocol.PID]bool{}, trace: cfg.Trace}
 	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { s.fail("%v", err) }
 	lines := (cfg.Pages + m - 1) / m
 	for i := range m {
-		id := protocol.NodeID(i)
+		id := protocol.NodeID(c + i)
 		s.mem = append(s.mem, alignedBytes(linecache.MemoryBytes(lines)))
 		s.regions[id] = w.Register(id, s.mem[i])
 		w.Attach(id, memoryReceiver{s})
@@ -195,16 +204,19 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 	replies := make([]transport.Region, c)
 	replyMem := make([][]byte, c)
 	for i := range c {
-		computes[i] = protocol.NodeID(m + i)
+		computes[i] = protocol.NodeID(i)
 		replyMem[i] = alignedBytes(linecache.ReplyBytes(cfg.Workers))
 		replies[i] = w.Register(computes[i], replyMem[i])
 	}
 	w.SetVerbTrace(func(at int64, v *sim.Verb) {
-		if int(v.Region.Node) < m && v.Kind != sim.VerbRead && v.Err == nil {
+		if int(v.Region.Node) >= c && v.Kind != sim.VerbRead && v.Err == nil {
 			s.mark(s.lineOf(v.Region.Node, v.Off))
 		}
-		if k := int(v.Region.Node) - m; k >= 0 && k < len(s.caches) && v.Kind == sim.VerbWrite && v.Err == nil {
+		if k := int(v.Region.Node); k < len(s.caches) && v.Kind == sim.VerbWrite && v.Err == nil {
 			s.caches[k].Landed(v.Off)
+		}
+		if s.onVerb != nil {
+			s.onVerb(at, v)
 		}
 		if s.trace != nil {
 			fmt.Fprintf(s.trace, "%d %v\n", at, v)
@@ -277,7 +289,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 	w := s.w
 	pids := make([]protocol.PID, cfg.Pages)
 	for i := range pids {
-		pids[i] = protocol.MakePID(protocol.NodeID(i%s.memNodes), uint64(i/s.memNodes))
+		pids[i] = s.line(i)
 	}
 	perm := make([]int, cfg.Pages)
 	for i := range perm {
@@ -295,7 +307,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 		for j := range cfg.Workers {
 			client := k*cfg.Workers + j
 			t := &linecache.Thread{Slot: j}
-			cos = append(cos, w.Spawn(protocol.NodeID(s.memNodes+k), w.Intn(1000), func(co *sim.Coroutine) {
+			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
 				t.P = co
 				r.worker(co, s.caches[k], t, client)
 			}))
@@ -312,7 +324,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 				s.checkLine(line, true)
 			}
 			t := &linecache.Thread{Slot: 0}
-			final := w.Spawn(protocol.NodeID(s.memNodes), 0, func(co *sim.Coroutine) {
+			final := w.Spawn(0, 0, func(co *sim.Coroutine) {
 				t.P = co
 				for i, pid := range pids {
 					call := w.Now()

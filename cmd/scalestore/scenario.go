@@ -20,6 +20,11 @@ and prints its message sequence as a chart: time, sender -> receiver, the
 message, and the directory's metadata for the page after the receiver handled
 it. Only the scenario's own messages are shown (its set-up is not).
 
+The selcc-* scenarios run SELCC instead (its paper's Fig. 7 and 8; --protocol
+does not apply): four compute nodes and one passive memory node, and the chart
+has every invalidation message and every one-sided verb (CAS, FAA, READ,
+WRITE) with the line's latch word, each node's memo and memory's copy after.
+
 Flags:
 `
 
@@ -55,7 +60,7 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	}
 	if name == "list" {
 		for _, s := range scenarios.Scenarios {
-			fmt.Fprintf(stdout, "%-20s %-8s %s\n", s.Name, s.Paper, s.About)
+			fmt.Fprintf(stdout, "%-26s %-13s %s\n", s.Name, s.Paper, s.About)
 		}
 		return 0
 	}
