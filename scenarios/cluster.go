@@ -19,6 +19,8 @@ type cluster struct {
 	nodes  []*actors.Node
 	stores []*memfile.Store
 	inv    *checker.Invariants
+	// dirMsgs counts the messages the directories handled.
+	dirMsgs uint64
 }
 
 type clusterConfig struct {
@@ -100,13 +102,21 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 // and pass it on to fn (nil: nobody).
 func (c *cluster) setTrace(fn sim.TraceFunc) {
 	if fn == nil {
-		c.w.SetTrace(func(_ int64, m *protocol.Message, _ []byte) { c.inv.Message(m) })
+		c.w.SetTrace(func(_ int64, m *protocol.Message, _ []byte) { c.inv.Message(m); c.countDir(m) })
 		return
 	}
 	c.w.SetTrace(func(at int64, m *protocol.Message, payload []byte) {
 		c.inv.Message(m)
+		c.countDir(m)
 		fn(at, m, payload)
 	})
+}
+
+func (c *cluster) countDir(m *protocol.Message) {
+	switch m.Type {
+	case protocol.TRequest, protocol.TDone, protocol.TEvict, protocol.TEvictData, protocol.TAlloc:
+		c.dirMsgs++
+	}
 }
 
 // checkCosts checks, at the end of a run, what its messages and accesses

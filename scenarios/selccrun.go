@@ -199,6 +199,9 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 		s.mem = append(s.mem, alignedBytes(linecache.MemoryBytes(lines)))
 		s.regions[id] = w.Register(id, s.mem[i])
 		w.Attach(id, memoryReceiver{s})
+		if cfg.HandleCost > 0 {
+			w.SetHandleCost(id, cfg.HandleCost)
+		}
 	}
 	computes := make([]protocol.NodeID, c)
 	replies := make([]transport.Region, c)
@@ -466,12 +469,19 @@ func (r *selccRun) worker(co *sim.Coroutine, c *linecache.Cache, t *linecache.Th
 		pid := r.pids[i]
 		op := checker.Op{Client: client, Page: uint64(i), Call: w.Now()}
 		var err error
+		read := w.Chance(r.cfg.ReadRatio)
+		if r.cfg.SingleWriter {
+			read = client >= r.cfg.Workers // node 0's workers write
+		}
 		switch {
-		case w.Chance(r.cfg.ReadRatio):
+		case read:
 			op.Kind = "read"
 			err = c.Access(t, pid, selcc.Read, func(data []byte) {
 				head := binary.LittleEndian.Uint64(data)
 				co.MaybeYield()
+				if r.cfg.HoldNanos > 0 {
+					co.Sleep(r.cfg.HoldNanos)
+				}
 				op.Value = r.whole(pid, data)
 				if op.Value != head {
 					r.s.fail("line %v: changed under a shared latch", pid)
@@ -491,6 +501,9 @@ func (r *selccRun) worker(co *sim.Coroutine, c *linecache.Cache, t *linecache.Th
 				}
 				checker.PutPageValue(data, v, false)
 				co.MaybeYield()
+				if r.cfg.HoldNanos > 0 {
+					co.Sleep(r.cfg.HoldNanos)
+				}
 				checker.PutPageValue(data, v, true)
 			})
 		}

@@ -63,6 +63,17 @@ type SimConfig struct {
 	// 0: off); NoPriority turns its starved-writer priority off.
 	Gamma      float64
 	NoPriority bool
+	// HandleCost is the CPU time, in simulated ns, that a node holding the
+	// data spends on each message it handles (ScaleStore: every node, each
+	// a directory; SELCC: the memory nodes, which handle none). 0: free.
+	HandleCost int64
+	// SingleWriter makes node 0's workers only write and every other
+	// node's only read (SELCC Fig. 15: a writer among readers); otherwise
+	// ReadRatio decides.
+	SingleWriter bool
+	// HoldNanos is how long a SELCC worker keeps its local latch in each
+	// access (0: no simulated time), so that local threads queue for it.
+	HoldNanos int64
 }
 
 // DefaultSimConfig is `scalestore sim` without flags.
@@ -109,7 +120,10 @@ type SimResult struct {
 	// (0 by design); SELCC sums the compute nodes' caches' counters.
 	Verbs, VerbBytes   uint64
 	MemoryHandlerCalls uint64
-	SELCC              SELCCStats
+	// DirectoryMessages counts the messages ScaleStore's directories
+	// handled (requests, eviction batches and data, allocations).
+	DirectoryMessages uint64
+	SELCC             SELCCStats
 }
 
 // SELCCStats are the summed counters of a SELCC run's caches.
@@ -285,6 +299,11 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	if watch != nil {
 		watch.now = c.w.Now
 	}
+	if cfg.HandleCost > 0 {
+		for i := range cfg.Nodes {
+			c.w.SetHandleCost(protocol.NodeID(i), cfg.HandleCost)
+		}
+	}
 	if cfg.Trace != nil {
 		c.setTrace(func(at int64, m *protocol.Message, _ []byte) {
 			fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
@@ -367,6 +386,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	res.FailedOps = r.failed
 	res.UnreadableReads = c.inv.UnreadableReads()
 	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
+	res.DirectoryMessages = c.dirMsgs
 	res.TraceHash = c.w.Hash()
 	res.SimNanos = c.w.Now()
 	res.Violations, res.ViolationCount = c.inv.Violations()
@@ -497,8 +517,12 @@ func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 		pid := r.pids[i]
 		call := w.Now()
 		op := checker.Op{Client: client, Page: uint64(i), Call: call}
+		read := w.Chance(r.cfg.ReadRatio)
+		if r.cfg.SingleWriter {
+			read = client >= r.cfg.Workers // node 0's workers write
+		}
 		perr := bufmgr.Catch(func() {
-			if w.Chance(r.cfg.ReadRatio) {
+			if read {
 				op.Kind, op.Value = "read", r.read(co, bw, c, pid)
 			} else if r.cfg.Workload == "rmw" {
 				r.nextValue++

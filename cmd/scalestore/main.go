@@ -20,6 +20,11 @@ Commands:
              linearizability check of the history
   scenario   run one of the paper's scenarios and print its message chart
              ('scalestore scenario list' names them)
+  compare    ScaleStore and SELCC side by side on the same simulated workload
+             and seeds: throughput, messages and verbs per operation, latency,
+             memory-side handler calls, fairness
+  figure     SELCC's evaluation figures as named comparisons ('scalestore
+             figure list' names them)
   kv         a single-node store in a directory: put, get, delete, scan
   crashtest  kill writers of a store at random moments and check that the
              next open finds every acknowledged write or refuses the store
@@ -49,6 +54,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSim(args[1:], stdout, stderr)
 	case "scenario":
 		return runScenario(args[1:], stdout, stderr)
+	case "compare":
+		return runCompare(args[1:], stdout, stderr)
+	case "figure":
+		return runFigure(args[1:], stdout, stderr)
 	case "ycsb":
 		return runYCSB(args[1:], stdout, stderr)
 	case "kv":

@@ -111,6 +111,8 @@ type World struct {
 	msg       protocol.Message // the message being delivered, decoded from its frame
 	failed    error            // the first fault
 
+	handleCost []int64 // CPU time a node spends on each message it handles (SetHandleCost)
+
 	regions   []memRegion // registered memory of every node, for one-sided verbs
 	verbs     uint64
 	verbBytes uint64
@@ -321,6 +323,11 @@ func (w *World) run(e *event) {
 		w.Messages++
 		w.PageBytes += uint64(len(e.payload))
 		w.nodes[m.To].Deliver(m, e.payload)
+		if w.handleCost != nil && w.handleCost[e.node] > 0 && !w.stopFault {
+			// The handler kept the node's CPU busy: its next events wait
+			// (verbs do not: the NIC serves them).
+			w.stalled[e.node] = max(w.stalled[e.node], w.now) + w.handleCost[e.node]
+		}
 		if w.trace != nil {
 			w.trace(w.now, m, e.payload)
 		}
@@ -333,6 +340,17 @@ func (w *World) run(e *event) {
 	case evVerbDone:
 		e.verb.done(e.verb.Prev, e.verb.Err)
 	}
+}
+
+// SetHandleCost makes node spend ns of CPU on every message it handles:
+// its timers, coroutines and later messages wait meanwhile, as on a node
+// with fewer cores for message handling (one-sided verbs to its memory do
+// not wait: its NIC serves them). 0, the default, costs nothing.
+func (w *World) SetHandleCost(node protocol.NodeID, ns int64) {
+	if w.handleCost == nil {
+		w.handleCost = make([]int64, w.n)
+	}
+	w.handleCost[node] = ns
 }
 
 // Failed is the first fault of the world (see OnFault), nil while there was

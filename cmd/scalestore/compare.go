@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/scalestore-go/scalestore/scenarios"
+)
+
+const compareUsage = `Usage:
+  scalestore compare [--protocols scalestore,selcc] [--seeds N] [workload flags] [--json]
+
+Runs the same simulated workload on the same seeds with each protocol and
+prints one row per protocol: operations per simulated second, network
+messages and one-sided verbs per operation, the median operation's latency in
+message round trips, the messages handled where the data lives (ScaleStore:
+its directories; SELCC: its memory nodes, which have no handler), p50 and p99
+simulated latency, and fairness (each compute node's share of the operations,
+and the least share over the largest). ScaleStore's nodes are each compute
+node and directory; SELCC adds --memory-nodes passive memory nodes. Every run
+is checked as sim checks it; violations are counted in the row.
+
+Flags:
+`
+
+func runCompare(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, compareUsage); fs.PrintDefaults() }
+	cfg := scenarios.DefaultSimConfig()
+	cfg.Nodes, cfg.Workers, cfg.Pages, cfg.CachePages, cfg.Faults = 4, 3, 48, 48, "none"
+	protocols := fs.String("protocols", "scalestore,selcc", "protocols to run, comma-separated: scalestore, selcc")
+	seeds := fs.Int("seeds", 5, "seeds 1..N per protocol")
+	asJSON := fs.Bool("json", false, "print the rows as one JSON array")
+	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "compute nodes (ScaleStore: nodes, each also a directory)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "worker coroutines per compute node")
+	fs.IntVar(&cfg.Pages, "pages", cfg.Pages, "pages (lines) of the register workload")
+	fs.IntVar(&cfg.CachePages, "cache-pages", cfg.CachePages, "cache frames per compute node")
+	fs.IntVar(&cfg.Ops, "ops", cfg.Ops, "operations across the cluster, per seed")
+	fs.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "share of reads (0..1)")
+	fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "zipfian skew, 0 = uniform, up to 0.99")
+	fs.StringVar(&cfg.Faults, "faults", cfg.Faults, "fault plan (none measures; heavy checks)")
+	fs.IntVar(&cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "SELCC's passive memory nodes")
+	fs.Float64Var(&cfg.Gamma, "gamma", scenarios.DefaultGamma, "SELCC's lease threshold (0 or below: off)")
+	fs.BoolVar(&cfg.NoPriority, "no-priority", false, "turn SELCC's starved-writer priority off")
+	fs.BoolVar(&cfg.SingleWriter, "single-writer", false, "node 0 only writes, the other nodes only read")
+	fs.Int64Var(&cfg.HandleCost, "handle-cost", 0, "simulated ns of CPU each message costs the node holding the data")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "compare: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *seeds < 1 {
+		fmt.Fprintln(stderr, "compare: --seeds: want at least 1")
+		return 2
+	}
+	if cfg.Gamma <= 0 {
+		cfg.Gamma = -1
+	}
+	rows, err := scenarios.Compare(cfg, strings.Split(*protocols, ","), *seeds, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 2
+	}
+	return printRows(rows, *asJSON, stdout)
+}
+
+func printRows(rows []scenarios.CompareRow, asJSON bool, stdout io.Writer) int {
+	if asJSON {
+		b, _ := json.Marshal(rows)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		writeCompareTable(stdout, rows)
+	}
+	for _, r := range rows {
+		if r.Violations > 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+// writeCompareTable prints rows as a markdown table (docs/ takes it as is).
+func writeCompareTable(w io.Writer, rows []scenarios.CompareRow) {
+	label := rows[0].Label != ""
+	if label {
+		fmt.Fprint(w, "| point ")
+	}
+	fmt.Fprintln(w, "| protocol | ops/sim-s | msgs/op | verbs/op | RTTs p50 | data-side handler calls | p50 us | p99 us | fairness | node 0 p99 us | violations |")
+	if label {
+		fmt.Fprint(w, "|---")
+	}
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		if label {
+			fmt.Fprintf(w, "| %s ", r.Label)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.1f | %d | %.1f | %.1f | %.2f | %.1f | %d |\n",
+			r.Protocol, r.OpsPerSimSec, r.MessagesPerOp, r.VerbsPerOp, r.RoundTripsP50, r.MemoryHandlerCalls,
+			r.P50us, r.P99us, r.Fairness, r.WriterP99us, r.Violations)
+	}
+}
+
+const figureUsage = `Usage:
+  scalestore figure list
+  scalestore figure NAME [--seeds N] [--json]
+
+Runs one of SELCC's evaluation figures in the simulator: its configurations,
+each on the protocols it compares (as 'scalestore compare' runs them), and
+prints one table. The simulator reproduces trends, not the paper's hardware:
+docs/selcc.md has every figure's table and what it shows.
+
+Flags:
+`
+
+func runFigure(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("figure", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, figureUsage); fs.PrintDefaults() }
+	seeds := fs.Int("seeds", 3, "seeds 1..N per point and protocol")
+	asJSON := fs.Bool("json", false, "print the rows as one JSON array")
+	var name string
+	rest := args
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	}
+	switch name {
+	case "":
+		fs.Usage()
+		return 2
+	case "list":
+		for _, f := range scenarios.Figures {
+			fmt.Fprintf(stdout, "%-12s %-14s %s\n", f.Name, f.Paper, f.About)
+		}
+		return 0
+	}
+	f, err := scenarios.FigureByName(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "figure: %v\n", err)
+		return 2
+	}
+	if *seeds < 1 {
+		fmt.Fprintln(stderr, "figure: --seeds: want at least 1")
+		return 2
+	}
+	rows, err := scenarios.RunFigure(f, *seeds, func(label string) {
+		if isTerminal(stderr) {
+			fmt.Fprintf(stderr, "\r%s: %-40s", f.Name, label)
+		}
+	})
+	if isTerminal(stderr) {
+		fmt.Fprintln(stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "figure: %v\n", err)
+		return 2
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%s (%s): %s; %d seeds each\n\n", f.Name, f.Paper, f.About, *seeds)
+	}
+	return printRows(rows, *asJSON, stdout)
+}

@@ -1,0 +1,246 @@
+package scenarios
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// CompareRow is what one system did on one configuration, summed over the
+// seeds.
+type CompareRow struct {
+	Protocol string `json:"protocol"`
+	Label    string `json:"label,omitempty"` // the figure's parameter, e.g. "nodes=4"
+	Seeds    int    `json:"seeds"`
+	Ops      int    `json:"ops"`
+	// OpsPerSimSec is operations per simulated second of the workload
+	// (from its first call to its last return).
+	OpsPerSimSec  float64 `json:"ops_per_sim_sec"`
+	MessagesPerOp float64 `json:"messages_per_op"`
+	VerbsPerOp    float64 `json:"verbs_per_op"`
+	// RoundTripsP50 is the median operation's latency in message round
+	// trips of the latency model (2 x 2.3 us): the critical path's length.
+	RoundTripsP50 float64 `json:"round_trips_p50"`
+	// MemoryHandlerCalls counts the messages the nodes that hold the data
+	// handled: ScaleStore's directory requests, SELCC's memory nodes'
+	// (always 0).
+	MemoryHandlerCalls uint64  `json:"memory_handler_calls"`
+	P50us              float64 `json:"p50_us"`
+	P99us              float64 `json:"p99_us"`
+	// Shares is each compute node's share of the operations; Fairness
+	// the least share over the largest (1: even).
+	Shares   []float64 `json:"node_shares"`
+	Fairness float64   `json:"fairness"`
+	// WriterP50us and WriterP99us are node 0's latencies (the writer of a
+	// SingleWriter run).
+	WriterP50us float64 `json:"writer_p50_us"`
+	WriterP99us float64 `json:"writer_p99_us"`
+	Violations  int     `json:"violations"`
+}
+
+// messageRTT is one message round trip of the default latency model.
+var messageRTT = 2 * sim.DefaultLatency.Message
+
+// Compare runs cfg with each system on seeds 1..seeds and sums what they
+// did. The runs check as the swarm does; a violation is counted in the
+// row, not an error.
+func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
+	var rows []CompareRow
+	for _, sys := range systems {
+		if sys != SystemScaleStore && sys != SystemSELCC {
+			return nil, fmt.Errorf("--protocols: %q is neither %s nor %s", sys, SystemScaleStore, SystemSELCC)
+		}
+		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, cfg.Nodes)}
+		var lat, wlat []int64
+		var simNanos int64
+		var msgs, verbs uint64
+		perNode := make([]int, cfg.Nodes)
+		for seed := uint64(1); seed <= uint64(seeds); seed++ {
+			c := cfg
+			c.Seed, c.System = seed, sys
+			if sys == SystemScaleStore {
+				c.System = ""
+			}
+			res, err := RunSim(c)
+			if err != nil {
+				return nil, err
+			}
+			if res.Failed() {
+				row.Violations++
+			}
+			row.Ops += res.Ops
+			msgs += res.Messages
+			verbs += res.Verbs
+			if sys == SystemSELCC {
+				row.MemoryHandlerCalls += res.MemoryHandlerCalls
+			} else {
+				row.MemoryHandlerCalls += res.DirectoryMessages
+			}
+			first, last := int64(-1), int64(0)
+			for _, op := range res.History.Ops() {
+				node := op.Client / cfg.Workers
+				if node >= cfg.Nodes {
+					continue // the final reads
+				}
+				if first < 0 || op.Call < first {
+					first = op.Call
+				}
+				last = max(last, op.Return)
+				perNode[node]++
+				lat = append(lat, op.Return-op.Call)
+				if node == 0 {
+					wlat = append(wlat, op.Return-op.Call)
+				}
+			}
+			if first >= 0 {
+				simNanos += last - first // the workload's span: set-up and final checks left out
+			}
+		}
+		if row.Ops > 0 {
+			row.MessagesPerOp = float64(msgs) / float64(row.Ops)
+			row.VerbsPerOp = float64(verbs) / float64(row.Ops)
+		}
+		if simNanos > 0 {
+			row.OpsPerSimSec = float64(row.Ops) / (float64(simNanos) / 1e9)
+		}
+		row.P50us, row.P99us = pct(lat, 0.5)/1e3, pct(lat, 0.99)/1e3
+		row.WriterP50us, row.WriterP99us = pct(wlat, 0.5)/1e3, pct(wlat, 0.99)/1e3
+		row.RoundTripsP50 = pct(lat, 0.5) / float64(messageRTT)
+		total := 0
+		for _, n := range perNode {
+			total += n
+		}
+		if total > 0 {
+			for i, n := range perNode {
+				row.Shares[i] = float64(n) / float64(total)
+			}
+			if m := slices.Max(row.Shares); m > 0 {
+				row.Fairness = slices.Min(row.Shares) / m
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func pct(xs []int64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+	return float64(xs[int(p*float64(len(xs)-1))])
+}
+
+// Figure is a named run of SELCC's evaluation: configurations side by
+// side, one table.
+type Figure struct {
+	Name  string
+	Paper string
+	About string
+	// Points are the configurations, each with its label; Systems the
+	// systems each runs.
+	Points  func(base SimConfig) []FigurePoint
+	Systems []string
+}
+
+// FigurePoint is one configuration of a figure.
+type FigurePoint struct {
+	Label string
+	Cfg   SimConfig
+}
+
+// figureBase is the shape every figure starts from: 4 compute nodes of 3
+// workers, 48 lines cached in 12 frames a node, 2,000 operations, no
+// faults (a figure measures; the swarm checks).
+func figureBase() SimConfig {
+	c := DefaultSimConfig()
+	c.Nodes, c.Workers, c.Pages, c.CachePages, c.Ops, c.ReadRatio, c.Zipf, c.Faults = 4, 3, 48, 48, 2000, 0.5, 0, "none"
+	return c
+}
+
+// Figures are SELCC's figures this simulator reproduces (trends, not its
+// hardware's absolute figures).
+var Figures = []Figure{
+	{Name: "selcc-fig12", Paper: "SELCC Fig. 12", About: "scalability: compute nodes 1, 2, 4, 8 at 50% and 95% reads, uniform",
+		Systems: []string{SystemScaleStore, SystemSELCC},
+		Points: func(b SimConfig) []FigurePoint {
+			var ps []FigurePoint
+			for _, rr := range []float64{0.5, 0.95} {
+				for _, n := range []int{1, 2, 4, 8} {
+					c := b
+					c.Nodes, c.ReadRatio = n, rr
+					ps = append(ps, FigurePoint{fmt.Sprintf("reads=%.0f%% nodes=%d", rr*100, n), c})
+				}
+			}
+			return ps
+		}},
+	{Name: "selcc-fig14", Paper: "SELCC Fig. 14", About: "skew: zipf 0, 0.5, 0.9, 0.99 on 4 compute nodes, 50% reads",
+		Systems: []string{SystemScaleStore, SystemSELCC},
+		Points: func(b SimConfig) []FigurePoint {
+			var ps []FigurePoint
+			for _, z := range []float64{0, 0.5, 0.9, 0.99} {
+				c := b
+				c.Zipf = z
+				ps = append(ps, FigurePoint{fmt.Sprintf("zipf=%.2f", z), c})
+			}
+			return ps
+		}},
+	{Name: "selcc-fig15", Paper: "SELCC Fig. 15", About: "fairness: node 0 only writes, nodes 1-3 only read 4 hot lines (6 workers a node, 1 us in each access); the lease (gamma) and the priority on and off",
+		Systems: []string{SystemSELCC},
+		Points: func(b SimConfig) []FigurePoint {
+			var ps []FigurePoint
+			for _, v := range []struct {
+				gamma float64
+				prio  bool
+			}{{-1, false}, {-1, true}, {DefaultGamma, false}, {DefaultGamma, true}} {
+				c := b
+				c.Pages, c.SingleWriter, c.Gamma, c.NoPriority = 4, true, v.gamma, !v.prio
+				c.Workers, c.HoldNanos = 6, 1_000 // local threads queue for the latch: the lease has work
+				g := "off"
+				if v.gamma > 0 {
+					g = fmt.Sprint(v.gamma)
+				}
+				ps = append(ps, FigurePoint{fmt.Sprintf("gamma=%s priority=%v", g, v.prio), c})
+			}
+			return ps
+		}},
+	{Name: "selcc-fig16", Paper: "SELCC Fig. 16", About: "less CPU where the data lives: each handled message costs the data's node 0, 2, 10, 50 us of CPU (SELCC's memory nodes handle none)",
+		Systems: []string{SystemScaleStore, SystemSELCC},
+		Points: func(b SimConfig) []FigurePoint {
+			var ps []FigurePoint
+			for _, us := range []int64{0, 2, 10, 50} {
+				c := b
+				c.HandleCost = us * 1000
+				ps = append(ps, FigurePoint{fmt.Sprintf("cpu/msg=%dus", us), c})
+			}
+			return ps
+		}},
+}
+
+// FigureByName finds a figure.
+func FigureByName(name string) (*Figure, error) {
+	for i := range Figures {
+		if Figures[i].Name == name {
+			return &Figures[i], nil
+		}
+	}
+	return nil, fmt.Errorf("unknown figure %q ('scalestore figure list' names them)", name)
+}
+
+// RunFigure runs every point of f on its systems over seeds seeds.
+func RunFigure(f *Figure, seeds int, progress func(label string)) ([]CompareRow, error) {
+	var rows []CompareRow
+	for _, p := range f.Points(figureBase()) {
+		if progress != nil {
+			progress(p.Label)
+		}
+		rs, err := Compare(p.Cfg, f.Systems, seeds, p.Label)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, nil
+}

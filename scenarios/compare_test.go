@@ -1,0 +1,78 @@
+package scenarios
+
+import "testing"
+
+// compare runs both protocols on the same seeds; SELCC's memory nodes never
+// run a handler while ScaleStore's directories do.
+func TestCompareBothProtocols(t *testing.T) {
+	cfg := figureBase()
+	rows, err := Compare(cfg, []string{SystemScaleStore, SystemSELCC}, 2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Protocol != SystemScaleStore || rows[1].Protocol != SystemSELCC {
+		t.Fatalf("rows %+v", rows)
+	}
+	ss, sel := rows[0], rows[1]
+	if sel.MemoryHandlerCalls != 0 || ss.MemoryHandlerCalls == 0 {
+		t.Fatalf("data-side handler calls: scalestore %d, selcc %d", ss.MemoryHandlerCalls, sel.MemoryHandlerCalls)
+	}
+	if sel.VerbsPerOp == 0 || ss.VerbsPerOp != 0 || ss.Violations+sel.Violations != 0 {
+		t.Fatalf("verbs/op: scalestore %v, selcc %v; violations %d %d", ss.VerbsPerOp, sel.VerbsPerOp, ss.Violations, sel.Violations)
+	}
+	for _, r := range rows {
+		if r.Ops != 2*cfg.Ops || r.OpsPerSimSec <= 0 || r.P99us < r.P50us || r.Fairness <= 0 || r.Fairness > 1 {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if _, err := Compare(cfg, []string{"raft"}, 1, ""); err == nil {
+		t.Fatal("an unknown protocol must be an error")
+	}
+}
+
+// SELCC Fig. 16's trend: CPU time per message where the data lives slows
+// ScaleStore (its directories handle every miss) and leaves SELCC as it
+// was (its memory nodes handle nothing).
+func TestFigure16Trend(t *testing.T) {
+	f, err := FigureByName("selcc-fig16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RunFigure(f, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss, sel []float64
+	for _, r := range rows {
+		if r.Protocol == SystemSELCC {
+			sel = append(sel, r.OpsPerSimSec)
+		} else {
+			ss = append(ss, r.OpsPerSimSec)
+		}
+	}
+	if ss[len(ss)-1] > ss[0]/4 {
+		t.Errorf("scalestore: %v ops/sim-s from no CPU cost to the most: want it to fall by 4x at least", ss)
+	}
+	for _, v := range sel {
+		if v != sel[0] {
+			t.Errorf("selcc changed with the memory side's CPU: %v", sel)
+		}
+	}
+}
+
+// SELCC Fig. 15's point: with the priority a single writer among readers
+// gets its share; without it the readers starve it.
+func TestFigure15WriterNotStarved(t *testing.T) {
+	f, err := FigureByName("selcc-fig15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RunFigure(f, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, on := rows[0], rows[1] // gamma off; priority off, on
+	if on.Shares[0] < 2*off.Shares[0] || on.WriterP99us >= off.WriterP99us {
+		t.Errorf("priority off: writer share %.3f p99 %.0f us; on: %.3f, %.0f us", off.Shares[0], off.WriterP99us, on.Shares[0], on.WriterP99us)
+	}
+}
