@@ -2,6 +2,7 @@ package linecache
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocol/selcc"
@@ -14,9 +15,11 @@ func (c *Cache) acquire(t *Thread, f *frame, step selcc.Step) error {
 	r, off := c.cfg.Memory[line.Dir()], WordOffset(line.Slot())
 	me := c.cfg.Self
 	for n := 1; ; n++ {
-		c.Stats.Acquires++
-		if uint64(n) > c.Stats.MaxWaitRetries {
-			c.Stats.MaxWaitRetries = uint64(n)
+		atomic.AddUint64(&c.Stats.Acquires, 1)
+		for m := atomic.LoadUint64(&c.Stats.MaxWaitRetries); uint64(n) > m; m = atomic.LoadUint64(&c.Stats.MaxWaitRetries) {
+			if atomic.CompareAndSwapUint64(&c.Stats.MaxWaitRetries, m, uint64(n)) {
+				break
+			}
 		}
 		var out selcc.Outcome
 		var want selcc.Access
@@ -35,7 +38,7 @@ func (c *Cache) acquire(t *Thread, f *frame, step selcc.Step) error {
 			}
 			out = selcc.AfterShared(me, selcc.Word(*prev))
 			if out.Granted {
-				c.Stats.BytesFromMemory += LineSize
+				atomic.AddUint64(&c.Stats.BytesFromMemory, LineSize)
 				c.setMemo(f, selcc.SharedCopy, false)
 				return nil
 			}
@@ -58,13 +61,13 @@ func (c *Cache) acquire(t *Thread, f *frame, step selcc.Step) error {
 			}
 			out = selcc.AfterCAS(me, expect, selcc.Word(*prev))
 			if out.Granted {
-				c.Stats.BytesFromMemory += LineSize
+				atomic.AddUint64(&c.Stats.BytesFromMemory, LineSize)
 				c.setMemo(f, selcc.Modified, false)
 				return nil
 			}
 		case selcc.UpgradeStep:
 			want = selcc.Write
-			c.Stats.Upgrades++
+			atomic.AddUint64(&c.Stats.Upgrades, 1)
 			expect, install := selcc.Upgrade(me)
 			prev := c.cas(t, r, off, uint64(expect), uint64(install))
 			if _, err := c.await(t); err != nil {
@@ -82,7 +85,7 @@ func (c *Cache) acquire(t *Thread, f *frame, step selcc.Step) error {
 			if n >= c.cfg.UpgradeTries {
 				// Two upgraders drop each other's invalidations: give the
 				// copy up and acquire from scratch (the fallback of §4.3.2).
-				c.Stats.UpgradeFallbacks++
+				atomic.AddUint64(&c.Stats.UpgradeFallbacks, 1)
 				c.setMemo(f, selcc.Invalid, false)
 				c.faa(t, r, off, selcc.ReleaseShared(me))
 				if _, err := c.await(t); err != nil {
@@ -136,7 +139,7 @@ func (c *Cache) holdOff(f *frame) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d := f.holdOff - c.cfg.Now(); d > 0 {
-		c.Stats.HoldOffs++
+		atomic.AddUint64(&c.Stats.HoldOffs, 1)
 		return d
 	}
 	return 0
@@ -165,7 +168,7 @@ func (c *Cache) invalidate(t *Thread, f *frame, out selcc.Outcome, want selcc.Ac
 		if err := c.cfg.Send(&m); err != nil {
 			return 0, fmt.Errorf("linecache: invalidating %v on node %d: %w", f.line, n, err)
 		}
-		c.Stats.Invalidations++
+		atomic.AddUint64(&c.Stats.Invalidations, 1)
 	}
 	best := selcc.Released
 	for _, n := range targets {
@@ -190,7 +193,7 @@ func (c *Cache) invalidate(t *Thread, f *frame, out selcc.Outcome, want selcc.Ac
 			best = r
 			copy(f.data, c.cfg.ReplyMem[t.Slot*SlotSize:t.Slot*SlotSize+LineSize])
 		case r == selcc.Dropped:
-			c.Stats.Dropped++
+			atomic.AddUint64(&c.Stats.Dropped, 1)
 			if best == selcc.Released {
 				best = selcc.Dropped
 			}

@@ -108,7 +108,8 @@ type Config struct {
 	OnMemo func(line protocol.PID)
 }
 
-// Stats counts what a cache did.
+// Stats counts what a cache did. Its threads update it atomically; read
+// it once they stopped, or field by field with sync/atomic.
 type Stats struct {
 	Hits, Misses      uint64
 	Acquires          uint64 // remote acquire attempts (verb rounds)
@@ -279,7 +280,7 @@ func (c *Cache) Access(t *Thread, line protocol.PID, a selcc.Access, fn func(dat
 		if f == nil {
 			var err error
 			if f, err = c.claim(t, line); err != nil {
-				c.Stats.Failed++
+				atomic.AddUint64(&c.Stats.Failed, 1)
 				c.mu.Unlock()
 				return err
 			}
@@ -306,7 +307,7 @@ func (c *Cache) Access(t *Thread, line protocol.PID, a selcc.Access, fn func(dat
 			if !waited {
 				f.contended, f.rc, f.wc = false, 0, 0
 			}
-			c.Stats.Hits++
+			atomic.AddUint64(&c.Stats.Hits, 1)
 			f.ref = true
 			if a == selcc.Write {
 				f.writer, f.dirty = true, true
@@ -326,7 +327,7 @@ func (c *Cache) Access(t *Thread, line protocol.PID, a selcc.Access, fn func(dat
 			c.mu.Unlock()
 			return err
 		}
-		c.Stats.Misses++
+		atomic.AddUint64(&c.Stats.Misses, 1)
 		f.remote = true
 		c.mu.Unlock()
 		err := c.acquire(t, f, step)
@@ -334,7 +335,7 @@ func (c *Cache) Access(t *Thread, line protocol.PID, a selcc.Access, fn func(dat
 		f.remote = false
 		c.wakeAll(&f.waiters)
 		if err != nil {
-			c.Stats.Failed++
+			atomic.AddUint64(&c.Stats.Failed, 1)
 			c.mu.Unlock()
 			return err
 		}
@@ -396,7 +397,7 @@ func (c *Cache) claim(t *Thread, line protocol.PID) (*frame, error) {
 	}
 	// The old line's memo is gone with it (Invalid before the release
 	// lands: the word may grant more than the nodes believe, never less).
-	c.Stats.Evictions++
+	atomic.AddUint64(&c.Stats.Evictions, 1)
 	victim.remote = true
 	c.mu.Unlock()
 	err := c.release(t, old, memo, dirty, victim.data)
@@ -418,7 +419,7 @@ func (c *Cache) release(t *Thread, line protocol.PID, memo selcc.Memo, dirty boo
 	if memo == selcc.Modified {
 		if dirty && !fire(c.cfg.Mutations.EvictWithoutFlush) {
 			c.write(t, r, off+DataOffset, data)
-			c.Stats.BytesToMemory += LineSize
+			atomic.AddUint64(&c.Stats.BytesToMemory, LineSize)
 		}
 		c.faa(t, r, off, selcc.ReleaseExclusive(me))
 	} else {
@@ -435,7 +436,7 @@ func (c *Cache) afterAccess(t *Thread, f *frame) error {
 		!selcc.Lease(f.rc, f.wc, c.cfg.Threads, c.cfg.Gamma) {
 		return nil
 	}
-	c.Stats.LeaseReleases++
+	atomic.AddUint64(&c.Stats.LeaseReleases, 1)
 	memo, dirty := f.memo, f.dirty
 	f.memo, f.dirty, f.contended, f.rc, f.wc = selcc.Invalid, false, false, 0, 0
 	c.noteMemo(f.line)
@@ -472,14 +473,14 @@ func (c *Cache) done(t *Thread) func(uint64, error) {
 
 func (c *Cache) read(t *Thread, dst []byte, r transport.Region, off uint64) {
 	t.pending++
-	c.Stats.Reads++
+	atomic.AddUint64(&c.Stats.Reads, 1)
 	d := c.done(t)
 	c.cfg.Post.Read(dst, r, off, func(err error) { d(0, err) })
 }
 
 func (c *Cache) write(t *Thread, r transport.Region, off uint64, src []byte) {
 	t.pending++
-	c.Stats.Writes++
+	atomic.AddUint64(&c.Stats.Writes, 1)
 	d := c.done(t)
 	c.cfg.Post.Write(r, off, src, func(err error) { d(0, err) })
 }
@@ -487,7 +488,7 @@ func (c *Cache) write(t *Thread, r transport.Region, off uint64, src []byte) {
 // atomic posts an atomic whose previous word lands in *prev.
 func (c *Cache) atomicDone(t *Thread, prev *uint64) func(uint64, error) {
 	t.pending++
-	c.Stats.Atomics++
+	atomic.AddUint64(&c.Stats.Atomics, 1)
 	d := c.done(t)
 	return func(p uint64, err error) {
 		*prev = p

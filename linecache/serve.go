@@ -3,6 +3,7 @@ package linecache
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocol/selcc"
@@ -23,7 +24,7 @@ func (c *Cache) Deliver(m *protocol.Message) error {
 	}
 	c.inbox[(c.head+c.n)%len(c.inbox)] = *m
 	c.n++
-	c.Stats.InvalidationsRecv++
+	atomic.AddUint64(&c.Stats.InvalidationsRecv, 1)
 	if c.idle {
 		c.idle = false
 		c.handler.P.Wake()
@@ -60,6 +61,17 @@ func (c *Cache) Serve(t *Thread, stop func() bool) {
 	}
 }
 
+// WakeHandler wakes the handler thread so that it asks its stop
+// function again.
+func (c *Cache) WakeHandler() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.handler != nil {
+		c.idle = false
+		c.handler.P.Wake()
+	}
+}
+
 // handle answers one invalidation (§4.4, §5.1): drop it, release a shared
 // copy, or hand the Modified line over, and write the reply into the
 // sender's slot after the FAA completed, so the sender's next verb sees
@@ -79,7 +91,7 @@ func (c *Cache) handle(t *Thread, m *protocol.Message) error {
 		return fmt.Errorf("linecache: node %d: reply slot %d beyond node %d's reply region", me, slot, from)
 	}
 	c.mu.Lock()
-	c.Stats.HandlerCalls++
+	atomic.AddUint64(&c.Stats.HandlerCalls, 1)
 	f := c.table[m.PID]
 	memo, busy := selcc.Invalid, false
 	if f != nil {
@@ -113,7 +125,7 @@ func (c *Cache) handle(t *Thread, m *protocol.Message) error {
 	r, off := c.cfg.Memory[m.PID.Dir()], WordOffset(m.PID.Slot())
 	if resp.Flush && dirty && !fire(c.cfg.Mutations.ShareWithoutFlush) {
 		c.write(t, r, off+DataOffset, f.data)
-		c.Stats.BytesToMemory += LineSize
+		atomic.AddUint64(&c.Stats.BytesToMemory, LineSize)
 	}
 	if !(resp.Reply == selcc.HandedOverExclusive && fire(c.cfg.Mutations.HandOverWithoutFAA)) {
 		c.faa(t, r, off, resp.Delta)
@@ -123,10 +135,10 @@ func (c *Cache) handle(t *Thread, m *protocol.Message) error {
 		var data []byte
 		if resp.Reply.Forwards() {
 			data = f.data
-			c.Stats.HandOvers++
-			c.Stats.BytesForwarded += LineSize
+			atomic.AddUint64(&c.Stats.HandOvers, 1)
+			atomic.AddUint64(&c.Stats.BytesForwarded, LineSize)
 		} else {
-			c.Stats.Releases++
+			atomic.AddUint64(&c.Stats.Releases, 1)
 		}
 		c.reply(t, from, slot, round, resp.Reply, data) // copied when posted
 	}

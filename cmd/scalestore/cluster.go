@@ -47,6 +47,9 @@ type clusterFlags struct {
 	trace                   bool
 	partitioned, check      bool
 	asJSON, quiet, reformat bool
+	protocol                string
+	memoryNodes             int
+	cacheBytes              int64
 }
 
 type clusterResult struct {
@@ -75,6 +78,11 @@ type clusterResult struct {
 	Partitioned       bool    `json:"partitioned"`
 	// Trace breaks the remote fetches into hops (--trace-remote).
 	Trace *traceResult `json:"trace,omitempty"`
+	// SELCC: its memory nodes, and the messages they received (0 by
+	// design: they have no handler).
+	Protocol       string `json:"protocol"`
+	MemoryNodes    int    `json:"memory_nodes,omitempty"`
+	MemoryMessages uint64 `json:"memory_messages"`
 }
 
 // traceResult is --trace-remote's breakdown over all nodes, in µs.
@@ -146,6 +154,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.keyOrder, "key-order", "ordered", "ordered (record i is key i) or hashed (YCSB's default: keys scattered by a bijective hash of i)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "break the remote page fetches into hops (outbox queueing, the peer's handler, the worker's wake-up; frames consumed by polling workers) and print them")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
+	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore (the B-tree under YCSB), or selcc: SELCC's compute nodes cache --records lines of passive memory nodes (the register workload: each operation reads or writes one line)")
+	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -167,7 +177,31 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if f.historyOut != "" {
 		f.check = true
 	}
-	res, err := clusterRun(f, stderr)
+	run := clusterRun
+	switch f.protocol {
+	case "scalestore":
+	case "selcc":
+		if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
+			fmt.Fprintln(stderr, "cluster: --memory-nodes: want at least 1, and at most 64 processes in all")
+			return 2
+		}
+		recordsSet := false
+		fs.Visit(func(fl *flag.Flag) { recordsSet = recordsSet || fl.Name == "records" })
+		if !recordsSet {
+			f.records = 4096 // lines of 4 KiB: the default 100,000 would map 400 MiB
+		}
+		b, err := ycsb.ParseSize(f.cache)
+		if err != nil {
+			fmt.Fprintf(stderr, "cluster: --cache: %v\n", err)
+			return 2
+		}
+		f.cacheBytes = int64(b)
+		run = clusterRunSELCC
+	default:
+		fmt.Fprintf(stderr, "cluster: --protocol %q: want scalestore or selcc\n", f.protocol)
+		return 2
+	}
+	res, err := run(f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cluster: %v\n", err)
 		return 1
@@ -178,6 +212,9 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		if res.Undecided {
 			check += " (porcupine ran out of time on some keys)"
 		}
+	}
+	if res.Protocol == "selcc" {
+		fmt.Fprintf(stdout, "selcc: %d memory nodes, %d messages to them; ", res.MemoryNodes, res.MemoryMessages)
 	}
 	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d (p50 %.1fus p99 %.1fus)  %s\n",
 		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, res.FetchP50us, res.FetchP99us, check)
@@ -214,23 +251,30 @@ type child struct {
 }
 
 func (c *child) call(cmd cluster.Command) (cluster.Reply, error) {
+	var rep cluster.Reply
+	err := c.exchange(cmd.Op, cmd, &rep, func() string { return rep.Error })
+	return rep, err
+}
+
+// exchange sends one command and reads its reply into rep; errOf reads the
+// reply's error.
+func (c *child) exchange(op string, cmd, rep any, errOf func() string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var rep cluster.Reply
 	b, _ := json.Marshal(cmd)
 	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		return rep, fmt.Errorf("node %d: %w", c.id, err)
+		return fmt.Errorf("node %d: %w", c.id, err)
 	}
 	if !c.out.Scan() {
-		return rep, fmt.Errorf("node %d exited during %q", c.id, cmd.Op)
+		return fmt.Errorf("node %d exited during %q", c.id, op)
 	}
-	if err := json.Unmarshal(c.out.Bytes(), &rep); err != nil {
-		return rep, fmt.Errorf("node %d: bad reply %q: %w", c.id, c.out.Text(), err)
+	if err := json.Unmarshal(c.out.Bytes(), rep); err != nil {
+		return fmt.Errorf("node %d: bad reply %q: %w", c.id, c.out.Text(), err)
 	}
-	if rep.Error != "" {
-		return rep, fmt.Errorf("node %d: %s: %s", c.id, cmd.Op, rep.Error)
+	if e := errOf(); e != "" {
+		return fmt.Errorf("node %d: %s: %s", c.id, op, e)
 	}
-	return rep, nil
+	return nil
 }
 
 // freeAddrs finds n free loopback ports (the kernel picks them; a port
@@ -286,22 +330,7 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 			fmt.Fprintf(stderr, "\r"+format, a...)
 		}
 	}
-	children := make([]*child, f.nodes)
-	defer func() {
-		for _, c := range children {
-			if c == nil {
-				continue
-			}
-			c.in.Close() // the node exits when its stdin closes
-			select {
-			case <-c.alive:
-			case <-time.After(5 * time.Second):
-				c.cmd.Process.Kill()
-				<-c.alive
-			}
-		}
-	}()
-	for i := range f.nodes {
+	children, stop, err := spawnChildren(exe, f.nodes, stderr, func(i int) []string {
 		args := []string{"node", "--control", "--id", fmt.Sprint(i), "--listen", addrs[i], "--peers", strings.Join(peers, ","),
 			"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
 		if f.data != "" {
@@ -319,25 +348,11 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		if f.shmSpin != 0 {
 			args = append(args, "--shm-spin", f.shmSpin.String())
 		}
-		cmd := exec.Command(exe, args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		cmd.Stderr = stderr
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			return res, err
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return res, err
-		}
-		if err := cmd.Start(); err != nil {
-			return res, fmt.Errorf("starting node %d: %w", i, err)
-		}
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		c := &child{id: i, cmd: cmd, in: in, out: sc, alive: make(chan struct{})}
-		go func() { cmd.Wait(); close(c.alive) }()
-		children[i] = c
+		return args
+	})
+	defer stop()
+	if err != nil {
+		return res, err
 	}
 	rep, err := children[0].call(cluster.Command{Op: "create"})
 	if err != nil {
@@ -421,6 +436,49 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
 	}
 	return res, nil
+}
+
+// spawnChildren starts n node processes with the arguments argsFor gives
+// each; stop closes their stdin (a node exits when it closes) and kills
+// those still alive after 5 s. stop must be called even after an error.
+func spawnChildren(exe string, n int, stderr io.Writer, argsFor func(i int) []string) ([]*child, func(), error) {
+	children := make([]*child, n)
+	stop := func() {
+		for _, c := range children {
+			if c == nil {
+				continue
+			}
+			c.in.Close()
+			select {
+			case <-c.alive:
+			case <-time.After(5 * time.Second):
+				c.cmd.Process.Kill()
+				<-c.alive
+			}
+		}
+	}
+	for i := range n {
+		cmd := exec.Command(exe, argsFor(i)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.Stderr = stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return children, stop, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return children, stop, err
+		}
+		if err := cmd.Start(); err != nil {
+			return children, stop, fmt.Errorf("starting node %d: %w", i, err)
+		}
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		c := &child{id: i, cmd: cmd, in: in, out: sc, alive: make(chan struct{})}
+		go func() { cmd.Wait(); close(c.alive) }()
+		children[i] = c
+	}
+	return children, stop, nil
 }
 
 // each runs fn on every child at once and returns the first error.

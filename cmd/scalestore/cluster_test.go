@@ -86,6 +86,28 @@ func TestClusterProcesses(t *testing.T) {
 	}
 }
 
+// TestClusterSELCC: SELCC on processes, two compute nodes and a memory
+// node over shm and tcp: a checked register mix with no violation, lines
+// moved between the compute nodes, and no message to the memory node.
+func TestClusterSELCC(t *testing.T) {
+	bin := scalestoreBinary(t)
+	for _, kind := range []string{"shm", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			out, err := exec.Command(bin, "cluster", "--protocol", "selcc", "--nodes", "2", "--transport", kind, "--records", "64",
+				"--threads", "2", "--read-ratio", "0.7", "--duration", "700ms", "--check", "--json", "--quiet").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var res clusterResult
+			lastJSON(t, out, &res)
+			if res.Violations != 0 || !res.Checked || res.Ops == 0 || res.Invalidations == 0 || res.MemoryMessages != 0 || res.Protocol != "selcc" {
+				t.Fatalf("violations %d checked %v ops %d invalidations %d memory messages %d\n%s",
+					res.Violations, res.Checked, res.Ops, res.Invalidations, res.MemoryMessages, out)
+			}
+		})
+	}
+}
+
 // TestClusterGarbageOnPort: while a cluster runs, random bytes, an HTTP
 // request and a node of another cluster connect to a node's port; each is
 // refused with a logged error and the run ends with no violations.

@@ -55,6 +55,9 @@ type nodeFlags struct {
 	clusterID              uint64
 	tlsCert, tlsKey, tlsCA string
 	control                bool
+	protocol, role         string
+	lines, frames, threads int
+	gamma                  float64
 	timeout, shmSpin       time.Duration
 	rdma                   cluster.RDMAConfig
 	actorDelivery          bool
@@ -90,6 +93,12 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.actorDelivery, "actor-delivery", false, "route incoming frames through the handler actor's inbox (a goroutine hand-off per message) instead of the transport's goroutine")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
+	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, or selcc (with --control: a node of 'scalestore cluster --protocol selcc')")
+	fs.StringVar(&f.role, "role", "compute", "selcc: memory (registers --lines lines, runs no handler) or compute (caches lines in --frames frames, runs --threads workers)")
+	fs.IntVar(&f.lines, "lines", 1024, "selcc memory node: the lines it holds")
+	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
+	fs.IntVar(&f.threads, "threads", 2, "selcc compute node: workload threads")
+	fs.Float64Var(&f.gamma, "gamma", 4, "selcc compute node: the lease threshold (0: off)")
 	fs.DurationVar(&f.pollSpin, "poll-spin", 50*time.Microsecond, "shm: how long a worker waiting for a peer polls the rings itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
@@ -144,6 +153,12 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		if tc.TLS, err = tcp.LoadTLS(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
 			return err
 		}
+	}
+	if f.protocol == "selcc" {
+		return serveSELCC(f, tc, log, stdin, stdout)
+	}
+	if f.protocol != "scalestore" {
+		return fmt.Errorf("--protocol %q: want scalestore or selcc", f.protocol)
 	}
 	if tc.Resolve() == "shm" {
 		// A shm reader with nothing to read parks in a futex call, which
@@ -293,4 +308,22 @@ func reserveIOProc() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+1))
 	}
+}
+
+// serveSELCC runs a SELCC node under 'scalestore cluster --protocol selcc'.
+func serveSELCC(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	if !f.control {
+		return errors.New("--protocol selcc: a SELCC node runs under 'scalestore cluster --protocol selcc' (--control)")
+	}
+	if f.role != "memory" && f.role != "compute" {
+		return fmt.Errorf("--role %q: want memory or compute", f.role)
+	}
+	n, err := cluster.NewSELCCNode(cluster.SELCCConfig{ID: tc.Self, Memory: f.role == "memory", Lines: f.lines,
+		Frames: f.frames, Threads: f.threads, Gamma: f.gamma, NewTransport: tc.New, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	log.Info("selcc node started", "node", f.id, "role", f.role, "transport", tc.Resolve())
+	return cluster.ServeSELCC(n, stdin, stdout)
 }

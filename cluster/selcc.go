@@ -1,0 +1,328 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/linecache"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocol/selcc"
+	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/ycsb"
+)
+
+// SELCC on real processes: a memory node registers its lines and does
+// nothing else (no handler: a message to it is logged as an error and
+// dropped); a compute node runs a linecache over the transport's one-sided
+// verbs and answers invalidations on a handler goroutine. The control
+// protocol is the same as ScaleStore's (one JSON command per line):
+// "setup" registers the node's memory and returns its region, "peers"
+// gives a compute node every region, "run" runs the register workload.
+
+// SELCCConfig configures one SELCC node process.
+type SELCCConfig struct {
+	ID      protocol.NodeID
+	Memory  bool // a memory node; else a compute node
+	Lines   int  // memory: the lines it holds
+	Frames  int  // compute: cache frames
+	Threads int  // compute: workload threads
+	// Gamma is the lease threshold (0: off).
+	Gamma        float64
+	NewTransport func(transport.Handler) (transport.Transport, error)
+	Logger       *slog.Logger
+}
+
+// SELCCNode is one SELCC node process.
+type SELCCNode struct {
+	cfg    SELCCConfig
+	tr     transport.Transport
+	mem    []byte // mmap'd: registered memory must not move
+	region transport.Region
+	cache  *linecache.Cache
+	stop   atomic.Bool
+	served chan struct{}
+	// MemoryMessages counts messages that reached a memory node (0 by
+	// design).
+	MemoryMessages atomic.Uint64
+	deliver        atomic.Pointer[linecache.Cache]
+}
+
+// NewSELCCNode starts the node's transport and registers its memory: the
+// lines of a memory node, the reply slots of a compute node.
+func NewSELCCNode(cfg SELCCConfig) (*SELCCNode, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	n := &SELCCNode{cfg: cfg, served: make(chan struct{})}
+	size := linecache.ReplyBytes(cfg.Threads)
+	if cfg.Memory {
+		size = linecache.MemoryBytes(cfg.Lines)
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("cluster: selcc node %d: nothing to register (lines %d, threads %d)", cfg.ID, cfg.Lines, cfg.Threads)
+	}
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: selcc node %d: mapping %d bytes: %w", cfg.ID, size, err)
+	}
+	n.mem = mem
+	tr, err := cfg.NewTransport(n.handle)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("cluster: selcc node %d: %w", cfg.ID, err)
+	}
+	n.tr = tr
+	if n.region, err = tr.Register(mem); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster: selcc node %d: registering memory: %w", cfg.ID, err)
+	}
+	return n, nil
+}
+
+// handle receives a message: an invalidation for a compute node's cache.
+func (n *SELCCNode) handle(from protocol.NodeID, frame, _ []byte) {
+	if n.cfg.Memory {
+		n.MemoryMessages.Add(1)
+		n.cfg.Logger.Error("selcc: a memory node received a message; memory nodes have no handler", "from", from)
+		return
+	}
+	m, err := protocol.Decode(frame)
+	if err == nil && m.From != from {
+		err = fmt.Errorf("frame claims to come from node %d", m.From)
+	}
+	c := n.deliver.Load()
+	if err == nil && c == nil {
+		err = errors.New("an invalidation before the cache was set up")
+	}
+	if err == nil {
+		err = c.Deliver(&m)
+	}
+	if err != nil {
+		n.cfg.Logger.Error("selcc: dropped a message", "from", from, "err", err)
+	}
+}
+
+// Peers sets up a compute node's cache once every node registered.
+func (n *SELCCNode) Peers(computes []protocol.NodeID, replies []transport.Region, memory []transport.Region) error {
+	if n.cfg.Memory {
+		return nil
+	}
+	self := -1
+	for i, id := range computes {
+		if id == n.cfg.ID {
+			self = i
+		}
+	}
+	if self < 0 || len(replies) != len(computes) {
+		return fmt.Errorf("cluster: selcc node %d: not among the compute nodes %v", n.cfg.ID, computes)
+	}
+	mem := map[protocol.NodeID]transport.Region{}
+	for _, r := range memory {
+		mem[r.Node] = r
+	}
+	c, err := linecache.New(linecache.Config{
+		Self: selcc.Node(self), ID: n.cfg.ID, Computes: computes, Replies: replies, ReplyMem: n.mem,
+		Memory: mem, Frames: n.cfg.Frames, Threads: n.cfg.Threads, Gamma: n.cfg.Gamma, Priority: true,
+		RTT: 20_000, PollEvery: 1_000, Inbox: len(computes) * n.cfg.Threads * 2,
+		Post: linecache.Sequential{V: n.tr},
+		Send: func(m *protocol.Message) error {
+			var f [protocol.FrameSize]byte
+			protocol.Encode(f[:], m)
+			return n.tr.Send(m.To, f[:], nil)
+		},
+		Now: func() int64 { return time.Now().UnixNano() },
+	})
+	if err != nil {
+		return err
+	}
+	n.cache = c
+	n.deliver.Store(c)
+	go func() {
+		defer close(n.served)
+		c.Serve(&linecache.Thread{P: linecache.NewGoroutineWaiter()}, n.stop.Load)
+	}()
+	return nil
+}
+
+// Region is the node's registered memory.
+func (n *SELCCNode) Region() transport.Region { return n.region }
+
+// lineOf is line i of a cluster with memory nodes memory (round-robin).
+func lineOf(memory []protocol.NodeID, i int) protocol.PID {
+	return protocol.MakePID(memory[i%len(memory)], uint64(i/len(memory)))
+}
+
+// RunSELCC runs the register workload for wl.Duration on wl.Threads
+// goroutines: each operation reads or writes one of wl.Records lines
+// (zipfian), a write putting a unique id at both ends of the line.
+func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, []checker.Op) {
+	var res RunResult
+	if n.cache == nil || len(memory) == 0 {
+		res.Errors = append(res.Errors, "run before peers")
+		return res, nil
+	}
+	var stop atomic.Bool
+	var mu sync.Mutex
+	lat := hdrhistogram.New(1, 60_000_000_000, 3)
+	var ops []checker.Op
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := range wl.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
+			pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
+			choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
+			th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: t}
+			client := int(n.cfg.ID)<<8 | t
+			var local []checker.Op
+			var seq uint64
+			h := hdrhistogram.New(1, 60_000_000_000, 3)
+			var errs []string
+			for !stop.Load() {
+				i := int(choose(pick))
+				line := lineOf(memory, i)
+				op := checker.Op{Client: client, Page: uint64(i), Call: time.Now().UnixNano()}
+				var err error
+				if r.Float64() < wl.ReadRatio {
+					op.Kind = checker.KindRead
+					err = n.cache.Access(th, line, selcc.Read, func(data []byte) {
+						v, whole := checker.PageValue(data)
+						if !whole {
+							v = checker.TornValue
+						}
+						op.Value = v
+					})
+				} else {
+					seq++
+					v := writeID(n.cfg.ID, t, seq)
+					op.Kind, op.Value = checker.KindWrite, v
+					err = n.cache.Access(th, line, selcc.Write, func(data []byte) {
+						checker.PutPageValue(data, v, false)
+						checker.PutPageValue(data, v, true)
+					})
+				}
+				op.Return = time.Now().UnixNano()
+				if err != nil {
+					errs = append(errs, err.Error())
+					break
+				}
+				_ = h.RecordValue(op.Return - op.Call)
+				if wl.History {
+					local = append(local, op)
+				}
+			}
+			mu.Lock()
+			lat.Merge(h)
+			ops = append(ops, local...)
+			res.Ops += h.TotalCount()
+			res.Errors = append(res.Errors, errs...)
+			mu.Unlock()
+		}()
+	}
+	time.Sleep(wl.Duration)
+	stop.Store(true)
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Latencies = lat.Export()
+	s := &n.cache.Stats
+	res.Stats = Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
+		RemoteFetches: atomic.LoadUint64(&s.Misses), Invalidations: atomic.LoadUint64(&s.Invalidations), Evictions: atomic.LoadUint64(&s.Evictions)}
+	return res, ops
+}
+
+// Close stops the node.
+func (n *SELCCNode) Close() error {
+	n.stop.Store(true)
+	if c := n.deliver.Load(); c != nil {
+		c.WakeHandler()
+		<-n.served
+	}
+	var err error
+	if n.tr != nil {
+		err = n.tr.Close()
+	}
+	if n.mem != nil {
+		unix.Munmap(n.mem)
+	}
+	return err
+}
+
+// SELCCCommand extends Command for SELCC's set-up.
+type SELCCCommand struct {
+	Command
+	Computes []protocol.NodeID  `json:"computes,omitempty"`
+	Replies  []transport.Region `json:"replies,omitempty"`
+	Memory   []transport.Region `json:"memory,omitempty"`
+}
+
+// SELCCReply extends Reply with the node's region.
+type SELCCReply struct {
+	Reply
+	Region         transport.Region `json:"region"`
+	MemoryMessages uint64           `json:"memory_messages"`
+}
+
+// ServeSELCC answers control commands for a SELCC node.
+func ServeSELCC(n *SELCCNode, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxCommand)
+	enc := json.NewEncoder(out)
+	var memory []protocol.NodeID
+	for sc.Scan() {
+		var cmd SELCCCommand
+		var rep SELCCReply
+		err := json.Unmarshal(sc.Bytes(), &cmd)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("bad command: %v", err)
+		case cmd.Op == "quit":
+			return enc.Encode(rep)
+		case cmd.Op == "setup":
+			rep.Region = n.Region()
+		case cmd.Op == "peers":
+			memory = memory[:0]
+			for _, r := range cmd.Memory {
+				memory = append(memory, r.Node)
+			}
+			err = n.Peers(cmd.Computes, cmd.Replies, cmd.Memory)
+		case cmd.Op == "run" && cmd.Workload != nil:
+			wl := *cmd.Workload
+			wl.History = cmd.HistoryFile != ""
+			res, ops := n.RunSELCC(wl, memory)
+			rep.Result = &res
+			if wl.History {
+				h := checker.NewHistory(len(ops))
+				for _, op := range ops {
+					h.Add(op)
+				}
+				err = writeHistory(cmd.HistoryFile, h)
+			}
+		case cmd.Op == "stats":
+			rep.MemoryMessages = n.MemoryMessages.Load()
+		default:
+			err = fmt.Errorf("unknown command %q", cmd.Op)
+		}
+		if err != nil {
+			rep.Error = err.Error()
+		}
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("cluster: control reply: %w", err)
+		}
+	}
+	return sc.Err()
+}
