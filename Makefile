@@ -68,6 +68,8 @@ swarm: build
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 	$(BIN) sim --protocol selcc --workload rmw --seeds 300 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --protocol selcc --workload btree --seeds 300 --nodes 4 --workers 3 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 
 # Writers killed with SIGKILL at random moments: every reopen must find all
 # acknowledged writes or refuse the store (about a minute for 300 rounds;

@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/linecache"
+	"github.com/scalestore-go/scalestore/linetree"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocol/selcc"
@@ -267,8 +267,10 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 // checked exactly at rest, a final read of every line, and porcupine.
 func runSELCC(cfg SimConfig) (SimResult, error) {
 	res := SimResult{Seed: cfg.Seed}
-	if cfg.Workload == "btree" {
-		return res, errors.New("--workload btree: not on --protocol selcc yet (register and rmw are)")
+	btreeMode := cfg.Workload == "btree"
+	if btreeMode {
+		// The catalog, the first root, and room for every split.
+		cfg.Pages = 2 + cfg.Keys + 64
 	}
 	if cfg.Mutate != "" && !mutation.SELCC(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks ScaleStore, not SELCC", cfg.Mutate)
@@ -294,7 +296,23 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 	for i := range pids {
 		pids[i] = s.line(i)
 	}
-	perm := make([]int, cfg.Pages)
+	items := cfg.Pages
+	var trees []*linetree.Tree
+	if btreeMode {
+		items = cfg.Keys
+		linetree.Format(s.memData(pids[0]), s.memData(pids[1]))
+		for k, c := range s.caches {
+			next := uint64(2 + k)
+			trees = append(trees, &linetree.Tree{Cache: c, Fanout: treeFanout,
+				Line: func(i uint64) protocol.PID { return s.line(int(i)) },
+				Alloc: func() (uint64, bool) {
+					l := next
+					next += uint64(len(s.caches))
+					return l, l < uint64(cfg.Pages)
+				}})
+		}
+	}
+	perm := make([]int, items)
 	for i := range perm {
 		perm[i] = i
 	}
@@ -302,8 +320,8 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 		j := int(w.Intn(int64(i + 1)))
 		perm[i], perm[j] = perm[j], perm[i]
 	}
-	r := &selccRun{cfg: cfg, s: s, pids: pids, perm: perm, zipf: newZipf(uint64(cfg.Pages), cfg.Zipf),
-		hist: checker.NewHistory(cfg.Ops + cfg.Pages)}
+	r := &selccRun{cfg: cfg, s: s, pids: pids, perm: perm, zipf: newZipf(uint64(items), cfg.Zipf),
+		hist: checker.NewHistory(cfg.Ops + items), trees: trees}
 	wallStart := time.Now()
 	var cos []*sim.Coroutine
 	for k := range s.caches {
@@ -312,6 +330,10 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 			t := &linecache.Thread{Slot: j}
 			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
 				t.P = co
+				if btreeMode {
+					r.treeWorker(co, trees[k], t, client)
+					return
+				}
 				r.worker(co, s.caches[k], t, client)
 			}))
 		}
@@ -329,6 +351,18 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 			t := &linecache.Thread{Slot: 0}
 			final := w.Spawn(0, 0, func(co *sim.Coroutine) {
 				t.P = co
+				if btreeMode {
+					for key := range cfg.Keys {
+						call := w.Now()
+						v, _, err := trees[0].Get(t, uint64(key))
+						if err != nil {
+							s.fail("final get of key %d: %v", key, err)
+							continue
+						}
+						r.hist.Add(checker.Op{Client: len(cos), Page: uint64(key), Kind: "read", Value: v, Call: call, Return: w.Now()})
+					}
+					return
+				}
 				for i, pid := range pids {
 					call := w.Now()
 					var v uint64
@@ -379,6 +413,40 @@ type selccRun struct {
 	nextValue uint64
 	lastOp    int64
 	hist      *checker.History
+	trees     []*linetree.Tree // btree: each compute node's handle
+}
+
+// treeFanout is the B-link tree's entries per node in the simulator: small,
+// so that a run of a thousand keys splits often.
+const treeFanout = 6
+
+// treeWorker runs gets and puts on the B-link tree until the budget is
+// used up; a put writes a unique value, the history is per key.
+func (r *selccRun) treeWorker(co *sim.Coroutine, t *linetree.Tree, th *linecache.Thread, client int) {
+	w := r.s.w
+	for r.started < r.cfg.Ops {
+		r.started++
+		co.Sleep(w.Intn(2_000))
+		key := uint64(r.perm[r.zipf.next(w.Rand())])
+		op := checker.Op{Client: client, Page: key, Call: w.Now()}
+		var err error
+		if w.Chance(r.cfg.ReadRatio) {
+			op.Kind = "read"
+			op.Value, _, err = t.Get(th, key)
+		} else {
+			r.nextValue++
+			op.Kind, op.Value = "write", r.nextValue
+			err = t.Put(th, key, op.Value)
+		}
+		op.Return = w.Now()
+		if err != nil {
+			r.s.fail("client %d, key %d: %v", client, key, err)
+			return
+		}
+		r.hist.Add(op)
+		r.completed++
+		r.lastOp = op.Return
+	}
 }
 
 // settle steps the world until every cache is quiet (the handlers parked
