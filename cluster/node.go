@@ -99,7 +99,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if p, ok := tr.(interface{ Poll() int }); ok && !cfg.ActorDelivery && cfg.PollSpin > 0 {
 		// Workers serve incoming frames themselves (run to completion):
 		// the reader goroutines remain for when no worker runs.
-		rt.SetPoller(p.Poll, cfg.PollSpin)
+		var every time.Duration
+		if pi, ok := tr.(interface{ PollInterval() time.Duration }); ok {
+			every = pi.PollInterval()
+		}
+		rt.SetPoller(p.Poll, cfg.PollSpin, every)
 	}
 	n.Tr, n.Host = tr, host
 	n.fetches = hdrhistogram.New(1, 60_000_000, 3)

@@ -99,7 +99,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
 	fs.IntVar(&f.threads, "threads", 2, "selcc compute node: workload threads")
 	fs.Float64Var(&f.gamma, "gamma", 4, "selcc compute node: the lease threshold (0: off)")
-	fs.DurationVar(&f.pollSpin, "poll-spin", 50*time.Microsecond, "shm: how long a worker waiting for a peer polls the rings itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything)")
+	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "shm and plain tcp: the longest a worker waiting for a peer polls the transport itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything; negative: 50us over shm, 150us over tcp, a few of each transport's round trips)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
 	if err := fs.Parse(args); err != nil {
@@ -166,6 +166,12 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		// milliseconds later: give the workers enough Ps besides one per
 		// link.
 		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+2*len(peers)))
+	}
+	if f.pollSpin < 0 {
+		f.pollSpin = 50 * time.Microsecond
+		if tc.Resolve() == "tcp" {
+			f.pollSpin = 150 * time.Microsecond
+		}
 	}
 	if f.data != "" {
 		reserveIOProc()

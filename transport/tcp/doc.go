@@ -27,6 +27,11 @@
 // connection is re-established. A verb that timed out may still be applied
 // by the peer later, as with a lost RDMA completion.
 //
+// Run to completion (poll.go): on plain TCP, TrySend writes a message on
+// the caller's goroutine when nothing is queued to that peer, and Poll lets
+// any goroutine consume the inbound connections in turns with their
+// receive goroutines, so a waiting worker handles its own reply.
+//
 // One-sided verbs are emulated: the receive loop of the node that owns a
 // region serves Read, Write, CompareAndSwap and FetchAndAdd requests
 // against it (bounds, key and alignment checked; atomics with sync/atomic

@@ -122,8 +122,14 @@ func TestGarbageRejected(t *testing.T) {
 
 // TestMalformedFrame: a frame longer than the maximum, after a valid
 // handshake, closes that connection with a logged error; the sender
-// reconnects and the nodes go on.
+// reconnects and the nodes go on. The same with goroutines polling both
+// nodes (Poll), which may be the ones that find the bad frame.
 func TestMalformedFrame(t *testing.T) {
+	t.Run("readers", func(t *testing.T) { testMalformedFrame(t, false) })
+	t.Run("pollers", func(t *testing.T) { testMalformedFrame(t, true) })
+}
+
+func testMalformedFrame(t *testing.T, poll bool) {
 	var logs0, logs1 logBuffer
 	cols := []*collector{newCollector(), newCollector()}
 	ts := startCluster(t, []transport.Handler{cols[0].handler, cols[1].handler}, func(c *Config) {
@@ -134,6 +140,9 @@ func TestMalformedFrame(t *testing.T) {
 			c.Logger = logs1.logger()
 		}
 	})
+	if poll {
+		startPollers(t, ts...)
+	}
 	exchange(t, ts, cols, 1)
 
 	// Inject a frame claiming 1 GiB into node 0's own connection to 1.

@@ -15,8 +15,9 @@ import (
 
 // inConn is the live connection a peer dialed to us.
 type inConn struct {
-	raw  net.Conn
-	done chan struct{} // closed when its receive loop has exited
+	raw    net.Conn
+	done   chan struct{} // closed when its receive loop has exited
+	polled *polledConn   // plain TCP: consumed by pollers too
 }
 
 // serveInbound runs one accepted connection: handshake, then the receive
@@ -50,7 +51,17 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	_, err := conn.Write(encodeAnswer(reasonOK, t.self))
 	if err == nil {
 		raw.SetDeadline(time.Time{})
-		err = t.receive(conn, from)
+		if pc := t.pollable(conn, from); pc != nil {
+			t.inMu.Lock()
+			if t.inbound[from] == ic {
+				ic.polled = pc
+				t.setPolledLocked()
+			}
+			t.inMu.Unlock()
+			err = t.receivePolled(pc)
+		} else {
+			err = t.receive(conn, from)
+		}
 	} else if !t.closed.Load() {
 		t.log.Warn("tcp: could not accept a peer's connection: its previous one was busy in the handler",
 			"peer", int(from), "remote", remote, "err", err)
@@ -59,6 +70,7 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	t.inMu.Lock()
 	if t.inbound[from] == ic {
 		delete(t.inbound, from)
+		t.setPolledLocked()
 	}
 	t.inMu.Unlock()
 	close(ic.done)
@@ -160,41 +172,80 @@ func (t *Transport) admit(h hello) reason {
 // receive reads frames from a peer until the connection fails: messages go
 // to the handler in order, verbs are served against the registered regions
 // and answered on the same connection, flushed once no further frame is
-// buffered (so a burst of verbs gets one write).
+// buffered (so a burst of verbs gets one write). This is the TLS path; plain
+// TCP connections are received by receivePolled, which workers can share.
 func (t *Transport) receive(conn net.Conn, from protocol.NodeID) error {
-	fr := frameReader{br: bufio.NewReaderSize(conn, readerSize), allowed: acceptorKinds}
-	bw := bufio.NewWriterSize(&timedWriter{conn: conn, timeout: t.cfg.PeerTimeout}, writerSize)
-	scratch := make([]byte, 0, hdrSize+verbHdrSize)
+	in := t.newInStream(conn, conn, from)
 	for {
-		k, body, err := fr.next()
+		k, body, err := in.fr.next()
 		if err != nil {
 			return err
 		}
-		if k == kindMsg {
-			if t.closed.Load() {
-				return net.ErrClosed
-			}
-			var payload []byte
-			if len(body) > protocol.FrameSize {
-				payload = body[protocol.FrameSize:len(body):len(body)] // an append must not reach the next frame
-			}
-			t.cfg.Handler(from, body[:protocol.FrameSize:protocol.FrameSize], payload)
-		} else {
-			v, err := decodeVerb(k, body)
-			if err != nil {
-				return err
-			}
-			if err := t.serveVerb(bw, scratch, v); err != nil {
-				return fmt.Errorf("tcp: answering node %d: %w", from, err)
-			}
+		if err := in.dispatch(k, body); err != nil {
+			return err
 		}
-		fr.release()
-		if bw.Buffered() > 0 && !fr.ready() {
-			if err := bw.Flush(); err != nil {
-				return fmt.Errorf("tcp: answering node %d: %w", from, err)
+		in.fr.release()
+		if in.bw.Buffered() > 0 && !in.fr.ready() {
+			if err := in.flush(); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// inStream is the receiving state of one inbound connection: the frame
+// reader over src, and the writer of verb replies.
+type inStream struct {
+	t       *Transport
+	from    protocol.NodeID
+	fr      frameReader
+	bw      *bufio.Writer
+	scratch []byte
+}
+
+func (t *Transport) newInStream(src io.Reader, conn net.Conn, from protocol.NodeID) *inStream {
+	return &inStream{
+		t: t, from: from,
+		fr:      frameReader{br: bufio.NewReaderSize(src, readerSize), allowed: acceptorKinds},
+		bw:      bufio.NewWriterSize(&timedWriter{conn: conn, timeout: t.cfg.PeerTimeout}, writerSize),
+		scratch: make([]byte, 0, hdrSize+verbHdrSize),
+	}
+}
+
+// dispatch hands a message to the handler or serves a verb (its reply is
+// buffered until flush).
+func (in *inStream) dispatch(k kind, body []byte) error {
+	t := in.t
+	if k == kindMsg {
+		if t.closed.Load() {
+			return net.ErrClosed
+		}
+		var payload []byte
+		if len(body) > protocol.FrameSize {
+			payload = body[protocol.FrameSize:len(body):len(body)] // an append must not reach the next frame
+		}
+		t.cfg.Handler(in.from, body[:protocol.FrameSize:protocol.FrameSize], payload)
+		return nil
+	}
+	v, err := decodeVerb(k, body)
+	if err != nil {
+		return err
+	}
+	if err := t.serveVerb(in.bw, in.scratch, v); err != nil {
+		return fmt.Errorf("tcp: answering node %d: %w", in.from, err)
+	}
+	return nil
+}
+
+// flush writes the buffered verb replies.
+func (in *inStream) flush() error {
+	if in.bw.Buffered() == 0 {
+		return nil
+	}
+	if err := in.bw.Flush(); err != nil {
+		return fmt.Errorf("tcp: answering node %d: %w", in.from, err)
+	}
+	return nil
 }
 
 // serveVerb runs a verb request against this node's regions and writes the

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -61,6 +62,18 @@ type peer struct {
 	nextID  uint64
 
 	gen uint64 // connection generation, owned by run
+
+	// queued counts the items in queue and the one the writer holds: a
+	// direct write (TrySend) may go only when it is zero, or it would
+	// overtake them.
+	queued atomic.Int64
+	// wmu is held by whoever writes to the connection: the writer
+	// goroutine for a batch (flushed before it lets go), TrySend for one
+	// message.
+	wmu     sync.Mutex
+	direct  syscall.RawConn // under wmu: the live plain TCP connection, for TrySend
+	scratch []byte          // under wmu: TrySend's encoding buffer
+	rest    []byte          // under wmu: what TrySend could not write; the writer writes it first
 }
 
 func newPeer(t *Transport, id protocol.NodeID, addr string) *peer {
@@ -93,6 +106,7 @@ func (p *peer) address() string {
 // enqueue puts it in the queue, waiting while it is full until timeout
 // (PeerTimeout if nil) or Close.
 func (p *peer) enqueue(it item, timeout <-chan time.Time) error {
+	p.queued.Add(1)
 	select {
 	case p.queue <- it:
 		return nil
@@ -108,9 +122,11 @@ func (p *peer) enqueue(it item, timeout <-chan time.Time) error {
 		return nil
 	case <-p.t.done:
 		it.release()
+		p.queued.Add(-1)
 		return transport.ErrClosed
 	case <-timeout:
 		it.release()
+		p.queued.Add(-1)
 		return fmt.Errorf("queue full for %v: %w", p.t.cfg.PeerTimeout, transport.ErrPeerDown)
 	}
 }
@@ -170,6 +186,7 @@ func (p *peer) take(id uint64, c *call) bool {
 // drop discards a queued item that will never be written.
 func (p *peer) drop(it item, err error) {
 	it.release()
+	p.queued.Add(-1)
 	if it.call != nil && p.take(it.call.id, it.call) {
 		it.call.done <- err
 	}
@@ -399,6 +416,18 @@ func (p *peer) serve(conn, raw net.Conn, gen uint64) (err error) {
 		p.failSent(gen, fmt.Errorf("connection to node %d lost: %w", p.id, transport.ErrPeerDown))
 	}()
 	bw := bufio.NewWriterSize(&timedWriter{conn: conn, timeout: t.cfg.PeerTimeout}, writerSize)
+	if sc, ok := conn.(syscall.Conn); ok && t.cfg.TLS == nil {
+		if rc, err := sc.SyscallConn(); err == nil {
+			p.wmu.Lock()
+			p.direct = rc
+			p.wmu.Unlock()
+			defer func() {
+				p.wmu.Lock()
+				p.direct, p.rest = nil, p.rest[:0]
+				p.wmu.Unlock()
+			}()
+		}
+	}
 	for {
 		var it item
 		select {
@@ -409,20 +438,36 @@ func (p *peer) serve(conn, raw net.Conn, gen uint64) (err error) {
 		case <-t.done:
 			return transport.ErrClosed
 		}
-		for more := true; more; {
-			if err := p.write(bw, it, gen); err != nil {
-				return err
-			}
-			select {
-			case it = <-p.queue:
-			default:
-				more = false
-			}
-		}
-		if err := bw.Flush(); err != nil {
+		if err := p.writeBatch(bw, it, gen); err != nil {
 			return err
 		}
 	}
+}
+
+// writeBatch writes it and whatever else is queued, then flushes, holding
+// wmu throughout; a direct write's remainder goes first.
+func (p *peer) writeBatch(bw *bufio.Writer, it item, gen uint64) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if len(p.rest) > 0 {
+		if _, err := bw.Write(p.rest); err != nil {
+			return err
+		}
+		p.rest = p.rest[:0]
+	}
+	for more := true; more; {
+		err := p.write(bw, it, gen)
+		p.queued.Add(-1)
+		if err != nil {
+			return err
+		}
+		select {
+		case it = <-p.queue:
+		default:
+			more = false
+		}
+	}
+	return bw.Flush()
 }
 
 func (p *peer) write(bw *bufio.Writer, it item, gen uint64) error {

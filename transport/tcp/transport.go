@@ -30,7 +30,8 @@ type Transport struct {
 	regions regionTable
 
 	inMu    sync.Mutex
-	inbound map[protocol.NodeID]*inConn // the live connection each peer dialed
+	inbound map[protocol.NodeID]*inConn   // the live connection each peer dialed
+	polled  atomic.Pointer[[]*polledConn] // the inbound connections Poll consumes
 
 	ctx    context.Context // cancelled by Close: aborts dials and TLS handshakes
 	cancel context.CancelFunc
