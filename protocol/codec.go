@@ -108,6 +108,10 @@ func (m *Message) Validate() error {
 		if m.PID != 0 {
 			return bad("batch carries a pid")
 		}
+	} else if m.Type == TIndexCall || m.Type == TIndexReply {
+		if m.Count == 0 || m.Count > PageSize {
+			return bad(fmt.Sprintf("index call of %d bytes (1..%d)", m.Count, PageSize))
+		}
 	} else if m.Count != 0 {
 		return bad("count on a non-batch message")
 	}

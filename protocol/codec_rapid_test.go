@@ -25,6 +25,9 @@ func genMessage() *rapid.Generator[Message] {
 		switch m.Type {
 		case TEvict, TEvictReply:
 			m.Count = uint16(rapid.IntRange(1, MaxEvictBatch).Draw(t, "count"))
+		case TIndexCall, TIndexReply:
+			m.Count = uint16(rapid.IntRange(1, PageSize).Draw(t, "count"))
+			m.PID = PID(rapid.Uint64().Draw(t, "pid"))
 		default:
 			m.PID = PID(rapid.Uint64().Draw(t, "pid"))
 		}

@@ -81,12 +81,19 @@ const (
 	// WRITE into the sender's reply slot K, tagged with the sender's round
 	// Pred. Epoch is the sender's priority, its retries so far (§5.3.2).
 	TLineInvalidate
+	// TIndexCall: NAM-tree, compute node -> memory server (index/nam). A
+	// remote procedure call of Count bytes of payload, the index's own
+	// encoding (index/nam checks it); PID is the call's id, echoed back.
+	TIndexCall
+	// TIndexReply: memory server -> compute node, the answer to the call
+	// PID, Count bytes of payload.
+	TIndexReply
 	typeCount
 )
 
 var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
 	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply",
-	"LineInvalidate"}
+	"LineInvalidate", "IndexCall", "IndexReply"}
 
 func (t Type) String() string {
 	if t < typeCount {
@@ -156,6 +163,8 @@ func (m *Message) PayloadLen() int {
 		return PageSize
 	case TEvict, TEvictReply:
 		return int(m.Count) * EvictEntrySize
+	case TIndexCall, TIndexReply:
+		return int(m.Count)
 	case TAllocReply:
 		if m.Flags&FlagFull != 0 {
 			return 0
