@@ -151,7 +151,7 @@ func TestBadInput(t *testing.T) {
 	for _, req := range [][]byte{nil, make([]byte, 31), append([]byte{99}, make([]byte, 31)...),
 		(&request{op: opScan, key: 5, a: 5, b: 1}).encode(nil),
 		(&request{op: opRegister, key: 1, a: 0}).encode(nil),
-		(&request{op: opGet, key: 1}).encode(nil), // a hybrid server keeps no values
+		(&request{op: opGet, key: 1}).encode(nil),     // a hybrid server keeps no values
 		(&request{op: opLocate, key: 99}).encode(nil), // server 1's key
 	} {
 		if err := decodeReply(s.Handle(req, nil), &r); err != nil || r.status == statusOK {
