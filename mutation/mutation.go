@@ -59,7 +59,32 @@ const (
 	// SELCCEvictWithoutFlush: evicting a dirty Modified line releases the
 	// latch without writing the line back.
 	SELCCEvictWithoutFlush = "selcc-evict-without-flush"
+	// The NAM-tree's mutation points (index/nam's Mutations and
+	// ServerMutations).
+	// NAMUnlockedWrite: a compute node writes a leaf back without its lock.
+	NAMUnlockedWrite = "nam-unlocked-write"
+	// NAMNoMoveRight: a traversal trusts a node for a key beyond its high key.
+	NAMNoMoveRight = "nam-no-move-right"
+	// NAMReplyBeforeApply: a CG server acknowledges a put before applying it.
+	NAMReplyBeforeApply = "nam-reply-before-apply"
+	// NAMScanSkipsNext: a CG scan that stops at its limit resumes a key late.
+	NAMScanSkipsNext = "nam-scan-skips-next"
+	// NAMLocateNextLeaf: a hybrid server locates the leaf after the right one.
+	NAMLocateNextLeaf = "nam-locate-next-leaf"
 )
+
+// NAMNames lists the NAM-tree's mutation points, with the workloads whose
+// checks must catch each.
+var NAMNames = map[string][]string{
+	NAMUnlockedWrite:    {"nam-fg", "nam-hybrid"},
+	NAMNoMoveRight:      {"nam-fg", "nam-hybrid"},
+	NAMReplyBeforeApply: {"nam-cg"},
+	NAMScanSkipsNext:    {"nam-cg"},
+	NAMLocateNextLeaf:   {"nam-hybrid"},
+}
+
+// NAM reports whether the named mutation breaks the NAM-tree.
+func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 
 // Names lists every mutation point.
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
@@ -74,7 +99,7 @@ func path(name string) string { return "github.com/scalestore-go/scalestore/muta
 
 // Enable turns the named mutation on for the process.
 func Enable(name string) error {
-	if !slices.Contains(Names, name) {
+	if !slices.Contains(Names, name) && !NAM(name) {
 		return fmt.Errorf("unknown mutation %q (want one of %v)", name, Names)
 	}
 	return failpoint.Enable(path(name), "return(true)")

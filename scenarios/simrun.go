@@ -168,8 +168,10 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--cache-pages %d: want more frames than workers per node (%d)", c.CachePages, c.Workers)
 	case c.System != "" && c.System != SystemScaleStore && c.System != SystemSELCC:
 		return fmt.Errorf("--protocol %q: want chaining, fifo, polling or selcc", c.System)
-	case c.Workload != "" && c.Workload != "register" && c.Workload != "rmw" && c.Workload != "btree":
-		return fmt.Errorf("--workload %q: want register, rmw or btree", c.Workload)
+	case c.Workload != "" && c.Workload != "register" && c.Workload != "rmw" && c.Workload != "btree" && !IsNAMWorkload(c.Workload):
+		return fmt.Errorf("--workload %q: want register, rmw, btree or one of %s", c.Workload, namWorkloads)
+	case IsNAMWorkload(c.Workload) && c.Keys < 1:
+		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
 	case c.Workload == "btree" && c.Keys < 1:
 		return fmt.Errorf("--keys %d: want at least 1", c.Keys)
 	case c.Ops < 0:
@@ -261,6 +263,12 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	if cfg.System == SystemSELCC {
 		return runSELCC(cfg)
+	}
+	if IsNAMWorkload(cfg.Workload) {
+		return runNAM(cfg)
+	}
+	if cfg.Mutate != "" && mutation.NAM(cfg.Mutate) {
+		return res, fmt.Errorf("--mutate %s breaks the NAM-tree: use it with --workload %s", cfg.Mutate, mutation.NAMNames[cfg.Mutate][0])
 	}
 	if cfg.Mutate != "" && mutation.SELCC(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks SELCC: use it with --protocol selcc", cfg.Mutate)

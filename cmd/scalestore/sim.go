@@ -71,7 +71,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.seeds, "seeds", 0, "run seeds 1..N and stop at the first violation (overrides --seed)")
 	fs.IntVar(&f.cfg.Nodes, "nodes", d.Nodes, "nodes in the cluster (1..256)")
 	fs.IntVar(&f.cfg.Workers, "workers", d.Workers, "worker coroutines per node")
-	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) or btree (the paper's B-tree; history per key)")
+	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) btree (the paper's B-tree; history per key), or the NAM-tree's designs nam-cg, nam-fg, nam-hybrid (gets, puts, deletes and scans of --keys keys on --nodes compute nodes and --memory-nodes memory servers; history per key, a scan a read of every key it covers; see docs/indexes.md)")
 	fs.IntVar(&f.cfg.Keys, "keys", d.Keys, "keys of the btree workload")
 	fs.IntVar(&f.cfg.Pages, "pages", d.Pages, "pages of the register workload, spread over all directories")
 	fs.IntVar(&f.cfg.CachePages, "cache-pages", d.CachePages, "cache frames per node")

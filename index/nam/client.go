@@ -29,6 +29,9 @@ type Layout struct {
 	Slots   uint64   // node slots per server, the header's included
 	Bounds  []uint64 // Bounds[i] is server i's lowest key; Bounds[0] is 0
 	Fanout  int      // entries per node before it splits (at most MaxFanout)
+	// ScanBatch is the most entries a CG scan call asks for (default, and
+	// at most, what one reply holds).
+	ScanBatch int
 }
 
 // Owner is the server whose range holds key.
@@ -440,7 +443,11 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 				return nil
 			}
 			for {
-				if err := c.call(s, request{op: opScan, key: start, a: to, b: maxScanEntries}); err != nil {
+				batch := uint64(maxScanEntries)
+				if c.L.ScanBatch > 0 && c.L.ScanBatch < maxScanEntries {
+					batch = uint64(c.L.ScanBatch)
+				}
+				if err := c.call(s, request{op: opScan, key: start, a: to, b: batch}); err != nil {
 					return err
 				}
 				for i, k := range c.r.keys {

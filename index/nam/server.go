@@ -37,7 +37,7 @@ type Server struct {
 // ServerMutations are the deliberate bugs of the servers.
 type ServerMutations struct {
 	// ReplyBeforeApply acknowledges a put and applies it only at the next
-	// request.
+	// put or delete.
 	ReplyBeforeApply func() bool
 	// LocateNextLeaf answers a locate with the leaf after the right one.
 	LocateNextLeaf func() bool
@@ -70,7 +70,7 @@ func (s *Server) Handle(req []byte, out []byte) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Calls++
-	if len(s.late) > 0 {
+	if len(s.late) > 0 && (r.op == opPut || r.op == opDelete) {
 		for _, p := range s.late {
 			s.data.Set(p.key, p.a)
 		}

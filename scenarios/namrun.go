@@ -1,0 +1,383 @@
+package scenarios
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/index/nam"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// NAM-tree workloads: the index/nam designs under random gets, puts,
+// deletes and scans of Keys keys, compute nodes 0..Nodes-1 and memory
+// servers after them. Checked by: every node body written back while its
+// lock bit is set (or written whole, fresh), every written node decodable;
+// at rest the tree walk (nam.CheckTree); a final get of every key; and
+// porcupine per key, a scan counting as a read of every key it covers.
+var namDesigns = map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}
+
+// IsNAMWorkload reports whether w is one of the NAM-tree workloads.
+func IsNAMWorkload(w string) bool { _, ok := namDesigns[w]; return ok }
+
+type namRun struct {
+	cfg       SimConfig
+	w         *sim.World
+	layout    *nam.Layout
+	mem       [][]byte
+	servers   []*nam.Server
+	computes  int
+	hist      *checker.History
+	viol      []string
+	violCount int
+	started   int
+	completed int
+	lastOp    int64
+	nextValue uint64
+	nextCall  uint64
+	waiting   map[uint64]*namCall
+	clients   []*nam.Client
+}
+
+type namCall struct {
+	co    *sim.Coroutine
+	reply []byte
+	done  bool
+}
+
+func (r *namRun) fail(format string, args ...any) {
+	r.violCount++
+	if len(r.viol) < 20 {
+		r.viol = append(r.viol, fmt.Sprintf("t=%dns ", r.w.Now())+fmt.Sprintf(format, args...))
+	}
+}
+
+// simFabric is one compute coroutine's nam.Fabric over the world.
+type simFabric struct {
+	r    *namRun
+	node protocol.NodeID
+	co   *sim.Coroutine
+}
+
+func (f *simFabric) wait(done *bool) {
+	for !*done {
+		f.co.Park()
+	}
+}
+
+func (f *simFabric) Read(dst []byte, rg transport.Region, off uint64) error {
+	var err error
+	done := false
+	f.r.w.Read(f.node, dst, rg, off, func(e error) { err, done = e, true; f.co.Wake() })
+	f.wait(&done)
+	return err
+}
+
+func (f *simFabric) Write(rg transport.Region, off uint64, src []byte) error {
+	var err error
+	done := false
+	f.r.w.Write(f.node, rg, off, src, func(e error) { err, done = e, true; f.co.Wake() })
+	f.wait(&done)
+	return err
+}
+
+func (f *simFabric) CompareAndSwap(rg transport.Region, off, old, new uint64) (uint64, error) {
+	var prev uint64
+	var err error
+	done := false
+	f.r.w.CompareAndSwap(f.node, rg, off, old, new, func(p uint64, e error) { prev, err, done = p, e, true; f.co.Wake() })
+	f.wait(&done)
+	return prev, err
+}
+
+func (f *simFabric) FetchAndAdd(rg transport.Region, off, delta uint64) (uint64, error) {
+	var prev uint64
+	var err error
+	done := false
+	f.r.w.FetchAndAdd(f.node, rg, off, delta, func(p uint64, e error) { prev, err, done = p, e, true; f.co.Wake() })
+	f.wait(&done)
+	return prev, err
+}
+
+func (f *simFabric) Call(server int, req, out []byte) ([]byte, error) {
+	f.r.nextCall++
+	id := f.r.nextCall
+	c := &namCall{co: f.co}
+	f.r.waiting[id] = c
+	to := protocol.NodeID(f.r.computes + server)
+	f.r.w.Send(&protocol.Message{Type: protocol.TIndexCall, From: f.node, To: to, PID: protocol.PID(id), Count: uint16(len(req))}, req)
+	f.wait(&c.done)
+	return append(out, c.reply...), nil
+}
+
+type namServerReceiver struct {
+	r  *namRun
+	s  *nam.Server
+	id protocol.NodeID
+}
+
+func (n namServerReceiver) Deliver(m *protocol.Message, payload []byte) {
+	if m.Type != protocol.TIndexCall {
+		n.r.fail("memory server %d received %v", n.id, m)
+		return
+	}
+	rep := n.s.Handle(payload, nil)
+	n.r.w.Send(&protocol.Message{Type: protocol.TIndexReply, From: n.id, To: m.From, PID: m.PID, Count: uint16(len(rep))}, rep)
+}
+
+type namComputeReceiver struct{ r *namRun }
+
+func (n namComputeReceiver) Deliver(m *protocol.Message, payload []byte) {
+	c := n.r.waiting[uint64(m.PID)]
+	if m.Type != protocol.TIndexReply || c == nil {
+		n.r.fail("compute node %d received %v, which nobody waits for", m.To, m)
+		return
+	}
+	delete(n.r.waiting, uint64(m.PID))
+	c.reply, c.done = append([]byte(nil), payload...), true
+	c.co.Wake()
+}
+
+// runNAM is RunSim for the NAM-tree workloads.
+func runNAM(cfg SimConfig) (SimResult, error) {
+	res := SimResult{Seed: cfg.Seed}
+	design := namDesigns[cfg.Workload]
+	if cfg.Faults == "lossy" {
+		return res, fmt.Errorf("--faults lossy: the NAM-tree's calls assume a reliable transport, as RDMA RC gives")
+	}
+	if cfg.Mutate != "" {
+		if !mutation.NAM(cfg.Mutate) {
+			return res, fmt.Errorf("--mutate %s does not break the NAM-tree (its points: nam-*)", cfg.Mutate)
+		}
+		if err := mutation.Enable(cfg.Mutate); err != nil {
+			return res, err
+		}
+		defer mutation.Disable(cfg.Mutate)
+	}
+	m := cfg.MemoryNodes
+	if m == 0 {
+		m = DefaultMemoryNodes
+	}
+	if m < 1 || cfg.Nodes+m > protocol.MaxNodes {
+		return res, fmt.Errorf("--nodes %d and --memory-nodes %d: want 1 or more servers and at most %d nodes in all", cfg.Nodes, m, protocol.MaxNodes)
+	}
+	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
+	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	if err != nil {
+		return res, err
+	}
+	res.Plan = plan.String()
+	w := sim.New(cfg.Seed, cfg.Nodes+m, sim.DefaultLatency, plan)
+	keys := uint64(cfg.Keys)
+	// Enough slots for every key in leaves a third full, and the inner levels.
+	slots := 16 + 4*keys/uint64(m)
+	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{},
+		layout: &nam.Layout{Design: design, Slots: slots, Bounds: nam.Bounds(m, keys, false), Fanout: 4, ScanBatch: 3}}
+	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
+	for i := range m {
+		id := protocol.NodeID(cfg.Nodes + i)
+		mem := alignedBytes(int(slots) * nam.NodeSize)
+		r.mem = append(r.mem, mem)
+		r.layout.Regions = append(r.layout.Regions, w.Register(id, mem))
+		s := &nam.Server{Mutations: nam.ServerMutations{
+			ReplyBeforeApply: mutation.Point(mutation.NAMReplyBeforeApply, func() bool { return w.Chance(0.5) }),
+			ScanSkipsNext:    mutation.Point(mutation.NAMScanSkipsNext, func() bool { return true }),
+			LocateNextLeaf:   mutation.Point(mutation.NAMLocateNextLeaf, func() bool { return w.Chance(0.2) }),
+		}}
+		r.servers = append(r.servers, s)
+		w.Attach(id, namServerReceiver{r, s, id})
+		if cfg.HandleCost > 0 {
+			w.SetHandleCost(id, cfg.HandleCost)
+		}
+	}
+	if err := nam.Format(r.layout, r.mem, r.servers); err != nil {
+		return res, err
+	}
+	for i := range cfg.Nodes {
+		w.Attach(protocol.NodeID(i), namComputeReceiver{r})
+	}
+	w.SetVerbTrace(func(at int64, v *sim.Verb) {
+		if v.Kind != sim.VerbWrite || v.Err != nil || int(v.Region.Node) < cfg.Nodes {
+			return
+		}
+		mem := r.mem[int(v.Region.Node)-cfg.Nodes]
+		slot := v.Off / nam.NodeSize
+		base := slot * nam.NodeSize
+		var n nam.Node
+		if err := nam.Decode(mem[base:base+nam.NodeSize], &n); err != nil {
+			r.fail("node %d:%d after a write by node %d: %v", int(v.Region.Node)-cfg.Nodes, slot, v.From, err)
+		}
+		if v.Off != base && binary.LittleEndian.Uint64(mem[base:])&1 == 0 {
+			r.fail("node %d:%d written back by node %d without its lock", int(v.Region.Node)-cfg.Nodes, slot, v.From)
+		}
+	})
+	ops := cfg.Ops
+	var cos []*sim.Coroutine
+	for k := range cfg.Nodes {
+		for j := range cfg.Workers {
+			client := k*cfg.Workers + j
+			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
+				c := r.client(co, protocol.NodeID(k), client)
+				for r.started < ops {
+					r.started++
+					co.Sleep(w.Intn(2_000))
+					if !r.op(c, client) {
+						return
+					}
+				}
+			}))
+		}
+	}
+	wallStart := time.Now()
+	ok := r.runUntil(cos, "workload")
+	if ok {
+		w.StopFaults()
+		for range 10_000_000 {
+			if !w.Step() {
+				break
+			}
+		}
+		if design != nam.CoarseGrained {
+			if _, _, err := nam.CheckTree(r.layout, r.mem); err != nil {
+				r.fail("the tree at rest: %v", err)
+			}
+		}
+		final := w.Spawn(0, 0, func(co *sim.Coroutine) {
+			c := r.client(co, 0, len(cos))
+			for key := range keys {
+				call := w.Now()
+				v, _, err := c.Get(key)
+				if err != nil {
+					r.fail("final get of key %d: %v", key, err)
+					continue
+				}
+				r.hist.Add(checker.Op{Client: len(cos), Page: key, Kind: "read", Value: v, Call: call, Return: w.Now()})
+			}
+		})
+		r.runUntil([]*sim.Coroutine{final}, "final read")
+	}
+	res.SimWall = time.Since(wallStart)
+	res.Ops = r.completed
+	res.Messages, res.PageBytes, res.Steps = w.Messages, w.PageBytes, w.Steps
+	res.Verbs, res.VerbBytes = w.VerbStats()
+	for _, s := range r.servers {
+		res.MemoryHandlerCalls += s.Calls
+	}
+	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
+	res.Violations, res.ViolationCount = r.viol, r.violCount
+	res.History = r.hist
+	if !cfg.SkipLinearizability {
+		start := time.Now()
+		lin, info := checker.Check(r.hist.Ops(), cfg.CheckTimeout)
+		res.CheckWall = time.Since(start)
+		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
+	} else {
+		res.Linearizable = true
+	}
+	return res, nil
+}
+
+func (r *namRun) client(co *sim.Coroutine, node protocol.NodeID, client int) *nam.Client {
+	w := r.w
+	return &nam.Client{L: r.layout, F: &simFabric{r: r, node: node, co: co}, Alloc: client,
+		Mut: nam.Mutations{
+			UnlockedWrite: mutation.Point(mutation.NAMUnlockedWrite, func() bool { return w.Chance(0.5) }),
+			NoMoveRight:   mutation.Point(mutation.NAMNoMoveRight, func() bool { return true }),
+		}}
+}
+
+// op runs one random operation and records it: a get or a scan (a read of
+// every key it covers), a put of a unique value, or a delete (a write of
+// 0, the value of an absent key).
+func (r *namRun) op(c *nam.Client, client int) bool {
+	w := r.w
+	keys := uint64(r.cfg.Keys)
+	key := uint64(w.Intn(int64(keys)))
+	call := w.Now()
+	var err error
+	add := func(k uint64, kind string, v uint64) {
+		r.hist.Add(checker.Op{Client: client, Page: k, Kind: kind, Value: v, Call: call, Return: w.Now()})
+	}
+	switch {
+	case w.Chance(r.cfg.ReadRatio):
+		if w.Chance(0.8) {
+			var v uint64
+			var found bool
+			v, found, err = c.Get(key)
+			if err == nil {
+				if !found {
+					v = 0
+				}
+				add(key, "read", v)
+			}
+			break
+		}
+		to := min(keys, key+1+uint64(w.Intn(12)))
+		seen := map[uint64]uint64{}
+		err = c.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true })
+		if err == nil {
+			for k := key; k < to; k++ {
+				add(k, "read", seen[k])
+			}
+		}
+	case w.Chance(0.8):
+		r.nextValue++
+		v := r.nextValue
+		if err = c.Put(key, v); err == nil {
+			add(key, "write", v)
+		}
+	default:
+		if _, err = c.Delete(key); err == nil {
+			add(key, "write", 0)
+		}
+	}
+	if err != nil {
+		r.fail("client %d, key %d: %v", client, key, err)
+		return false
+	}
+	r.completed++
+	r.lastOp = w.Now()
+	return true
+}
+
+func (r *namRun) runUntil(cos []*sim.Coroutine, phase string) bool {
+	const watchdog = 2_000_000_000
+	w := r.w
+	r.lastOp = w.Now()
+	for !allDone(cos) {
+		if r.cfg.Progress != nil && w.Steps&(1<<16-1) < 1024 {
+			r.cfg.Progress(r.completed, r.cfg.Ops)
+		}
+		for range 1024 {
+			if !w.Step() {
+				if allDone(cos) {
+					return true
+				}
+				r.fail("%s: deadlock: nothing left to run while clients wait", phase)
+				return r.stop(cos)
+			}
+		}
+		if r.violCount > 0 || w.Now()-r.lastOp > watchdog {
+			if r.violCount == 0 {
+				r.fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
+			}
+			return r.stop(cos)
+		}
+	}
+	return true
+}
+
+func (r *namRun) stop(cos []*sim.Coroutine) bool {
+	for _, co := range cos {
+		co.Stop()
+	}
+	return false
+}
+
+// namWorkloads is the list for help texts.
+var namWorkloads = strings.Join([]string{"nam-cg", "nam-fg", "nam-hybrid"}, ", ")

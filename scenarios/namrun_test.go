@@ -1,0 +1,58 @@
+package scenarios
+
+import (
+	"testing"
+
+	"github.com/scalestore-go/scalestore/mutation"
+)
+
+func namConfig(workload string, seed uint64) SimConfig {
+	cfg := DefaultSimConfig()
+	cfg.Workload, cfg.Seed, cfg.Keys, cfg.Ops, cfg.Faults = workload, seed, 200, 2000, "heavy"
+	return cfg
+}
+
+// TestNAMWorkloads: each design, a few seeds under heavy faults, no
+// violation and a linearizable history; the same seed twice is the same
+// run.
+func TestNAMWorkloads(t *testing.T) {
+	for _, wl := range []string{"nam-cg", "nam-fg", "nam-hybrid"} {
+		for seed := uint64(1); seed <= 10; seed++ {
+			res, err := RunSim(namConfig(wl, seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ViolationCount > 0 || !res.Linearizable || res.Ops != 2000 {
+				t.Fatalf("%s seed %d: %d ops, violations %v, linearizable %v", wl, seed, res.Ops, res.Violations, res.Linearizable)
+			}
+			if seed == 1 {
+				again, _ := RunSim(namConfig(wl, seed))
+				if again.TraceHash != res.TraceHash {
+					t.Fatalf("%s seed 1 ran twice with trace hashes %x and %x", wl, res.TraceHash, again.TraceHash)
+				}
+			}
+		}
+	}
+}
+
+// TestNAMMutantsCaught: every NAM-tree mutation is caught, under each
+// workload it breaks, within 20 seeds (the acceptance is 200).
+func TestNAMMutantsCaught(t *testing.T) {
+	for name, workloads := range mutation.NAMNames {
+		for _, wl := range workloads {
+			caught := false
+			for seed := uint64(1); seed <= 20 && !caught; seed++ {
+				cfg := namConfig(wl, seed)
+				cfg.Mutate = name
+				res, err := RunSim(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				caught = res.ViolationCount > 0 || !res.Linearizable
+			}
+			if !caught {
+				t.Errorf("mutation %s under %s: 20 seeds without a violation", name, wl)
+			}
+		}
+	}
+}
