@@ -41,7 +41,6 @@ type namRun struct {
 	nextValue uint64
 	nextCall  uint64
 	waiting   map[uint64]*namCall
-	clients   []*nam.Client
 }
 
 type namCall struct {

@@ -463,8 +463,7 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 		}
 		return nil
 	}
-	p, err := c.leaf(from)
-	if err != nil {
+	if _, err := c.leaf(from); err != nil {
 		return err
 	}
 	for {
@@ -477,8 +476,7 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 			return nil
 		}
 		from = c.node.High // keys below it were covered by this leaf
-		p = c.node.Sibling
-		if err := c.read(p, &c.node); err != nil {
+		if err := c.read(c.node.Sibling, &c.node); err != nil {
 			return err
 		}
 	}
