@@ -199,3 +199,7 @@ func (n *Node) Split(right *Node) uint64 {
 	n.HasHigh, n.High = true, sep
 	return sep
 }
+
+// IsTorn reports whether err is a checksum mismatch of Decode: a READ that
+// raced a write and should be retried.
+func IsTorn(err error) bool { return errors.Is(err, errTorn) }

@@ -1,0 +1,224 @@
+package cell
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/scalestore-go/scalestore/index/nam"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport"
+)
+
+// localFabric reaches the servers' memory and handlers directly. A READ
+// copies without a lock, as a NIC does: it may see a server's write half
+// done, which the checksum and the lock bit must catch.
+type localFabric struct {
+	mem     [][]byte
+	servers []*Server
+	mu      *sync.Mutex // guards mem for a READ under the race detector
+}
+
+func (f localFabric) Read(dst []byte, r transport.Region, off uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	copy(dst, f.mem[r.Node][off:])
+	return nil
+}
+func (f localFabric) Write(transport.Region, uint64, []byte) error {
+	return errors.New("a Cell client never writes")
+}
+func (f localFabric) CompareAndSwap(transport.Region, uint64, uint64, uint64) (uint64, error) {
+	return 0, errors.New("a Cell client never takes a lock")
+}
+func (f localFabric) FetchAndAdd(transport.Region, uint64, uint64) (uint64, error) {
+	return 0, errors.New("a Cell client never takes a lock")
+}
+func (f localFabric) Call(server int, req, out []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.servers[server].Handle(req, out), nil
+}
+
+func newLocal(t *testing.T, servers, megas int, keys uint64, slots uint64) (*Layout, localFabric) {
+	t.Helper()
+	l := &Layout{Slots: slots, ScanBatch: 3}
+	f := localFabric{mu: &sync.Mutex{}}
+	for i := range servers {
+		f.mem = append(f.mem, make([]byte, slots*nam.NodeSize))
+		f.servers = append(f.servers, &Server{})
+		l.Regions = append(l.Regions, transport.Region{Node: protocol.NodeID(i), Len: slots * nam.NodeSize})
+	}
+	if err := Format(l, f.mem, f.servers, Lows(megas, keys), 4); err != nil {
+		t.Fatal(err)
+	}
+	return l, f
+}
+
+// TestAgainstAMap: every search method, with and without caching, gives
+// what a map gives, through many splits of nodes and meganode roots.
+func TestAgainstAMap(t *testing.T) {
+	for _, how := range []Search{ServerSide, ClientSide, Selector} {
+		for _, cache := range []int{0, 1} {
+			t.Run(how.String()+map[int]string{0: "", 1: "-cached"}[cache], func(t *testing.T) {
+				const keys = 3000
+				l, f := newLocal(t, 3, 7, keys, 4096)
+				l.CacheLevel = cache
+				rng := rand.New(rand.NewPCG(1, uint64(how)))
+				clock := int64(0)
+				c := &Client{L: l, F: f, Search: how, Now: func() int64 { clock += 100; return clock }, Rand: rng.Uint64}
+				model := map[uint64]uint64{}
+				for i := range 20_000 {
+					k := rng.Uint64N(keys)
+					switch x := rng.IntN(10); {
+					case x < 5:
+						v := uint64(i + 1)
+						if err := c.Put(k, v); err != nil {
+							t.Fatal(err)
+						}
+						model[k] = v
+					case x < 6:
+						ok, err := c.Delete(k)
+						_, want := model[k]
+						if err != nil || ok != want {
+							t.Fatalf("delete %d: %v %v, want %v", k, ok, err, want)
+						}
+						delete(model, k)
+					case x < 9:
+						v, ok, err := c.Get(k)
+						w, want := model[k]
+						if err != nil || ok != want || v != w {
+							t.Fatalf("op %d: get %d: %d %v %v, want %d %v", i, k, v, ok, err, w, want)
+						}
+					default:
+						to := k + 1 + rng.Uint64N(40)
+						var got, want []uint64
+						if err := c.Scan(k, to, func(k, _ uint64) bool { got = append(got, k); return true }); err != nil {
+							t.Fatal(err)
+						}
+						for j := k; j < to; j++ {
+							if _, ok := model[j]; ok {
+								want = append(want, j)
+							}
+						}
+						if !slices.Equal(got, want) {
+							t.Fatalf("scan [%d, %d): %v, want %v", k, to, got, want)
+						}
+					}
+				}
+				ks, vs, err := CheckTree(l, f.mem)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ks) != len(model) {
+					t.Fatalf("the tree holds %d keys, the map %d", len(ks), len(model))
+				}
+				for i, k := range ks {
+					if model[k] != vs[i] {
+						t.Fatalf("key %d holds %d, want %d", k, vs[i], model[k])
+					}
+				}
+				var splits uint64
+				for _, s := range f.servers {
+					splits += s.Splits
+				}
+				if splits < 100 {
+					t.Fatalf("only %d splits: the test does not reach the split paths", splits)
+				}
+				if how == Selector && (c.Stats.ServerSearches == 0 || c.Stats.ClientSearches == 0) {
+					t.Fatalf("the selector used one method only: %+v", c.Stats)
+				}
+			})
+		}
+	}
+}
+
+// TestConcurrentReadsSeeNoTornNode: client-side searches run against a
+// server splitting nodes under them; every get finds what was put before
+// it began.
+func TestConcurrentReadsSeeNoTornNode(t *testing.T) {
+	const keys = 4000
+	l, f := newLocal(t, 2, 3, keys, 8192)
+	l.CacheLevel = 1
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &Client{L: l, F: f, Search: ClientSide}
+			for k := uint64(w); k < keys; k += 4 {
+				if err := c.Put(k, k+1); err != nil {
+					t.Error(err)
+					return
+				}
+				if v, ok, err := c.Get(k); err != nil || !ok || v != k+1 {
+					t.Errorf("get %d after its put: %d %v %v", k, v, ok, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ks, _, err := CheckTree(l, f.mem); err != nil || len(ks) != keys {
+		t.Fatalf("%d keys, %v", len(ks), err)
+	}
+}
+
+// TestBadInput: requests that are malformed or name what is not a node of
+// the server are refused; pointers out of range are refused by the
+// client; a full server refuses a put that needs a node and loses nothing.
+func TestBadInput(t *testing.T) {
+	l, f := newLocal(t, 2, 2, 100, 16)
+	s := f.servers[0]
+	var rep reply
+	req := func(r request) []byte { return r.encode(nil) }
+	bad := map[string][]byte{
+		"short":          {1, 2, 3},
+		"unknown op":     req(request{op: 9}),
+		"reserved bytes": append([]byte{1, 1}, make([]byte, requestSize-2)...),
+		"empty scan":     req(request{op: opScan, key: 5, a: 5, b: 1}),
+		"huge scan":      req(request{op: opScan, key: 5, a: 9, b: maxScanEntries + 1}),
+		"foreign node":   req(request{op: opSearch, key: 1, a: uint64(nam.MakePtr(1, 1))}),
+		"header slot":    req(request{op: opSearch, key: 1, a: uint64(nam.MakePtr(0, 0))}),
+		"unused slot":    req(request{op: opPut, key: 1, b: uint64(nam.MakePtr(0, 15))}),
+		"nil pointer":    req(request{op: opDelete, key: 1}),
+	}
+	for name, b := range bad {
+		if err := decodeReply(s.Handle(b, nil), &rep); err != nil || rep.status != StatusBad {
+			t.Errorf("%s: status %d, %v; want StatusBad", name, rep.status, err)
+		}
+	}
+	c := &Client{L: l, F: f, Search: ClientSide}
+	if _, err := c.region(nam.MakePtr(7, 1)); err == nil {
+		t.Error("a pointer to server 7 of 2 was taken")
+	}
+	if _, err := c.region(nam.MakePtr(0, 1<<40)); err == nil {
+		t.Error("a slot past the region was taken")
+	}
+	// Fill the small servers until they refuse.
+	var full error
+	n := uint64(0)
+	for ; n < 100 && full == nil; n++ {
+		full = c.Put(n, n+10)
+	}
+	if !errors.Is(full, errFull) {
+		t.Fatalf("after %d puts into 16-slot servers: %v, want errFull", n, full)
+	}
+	for k := range n - 1 {
+		if v, ok, err := c.Get(k); err != nil || !ok || v != k+10 {
+			t.Fatalf("key %d after the refusal: %d %v %v", k, v, ok, err)
+		}
+	}
+	if _, _, err := CheckTree(l, f.mem); err != nil {
+		t.Fatal(err)
+	}
+	// A torn node is retried, then refused, never trusted.
+	binary.LittleEndian.PutUint32(f.mem[0][nam.NodeSize+8:], 0xdead)
+	c2 := &Client{L: l, F: f, Search: ClientSide}
+	if _, _, err := c2.Get(0); !errors.Is(err, errRetries) {
+		t.Fatalf("a get through a corrupt node: %v", err)
+	}
+}
