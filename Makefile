@@ -70,6 +70,8 @@ swarm: build
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 	$(BIN) sim --protocol selcc --workload btree --seeds 300 --nodes 4 --workers 3 --cache-pages 12 --ops 2000 \
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	@for w in nam-cg nam-fg nam-hybrid cell; do \
+		$(BIN) sim --workload $$w --seeds 300 --keys 200 --ops 2000 --faults heavy --json || exit 1; done
 
 # Writers killed with SIGKILL at random moments: every reopen must find all
 # acknowledged writes or refuse the store (about a minute for 300 rounds;
@@ -88,6 +90,13 @@ mutants: build
 		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
+	done
+	@for mw in nam-unlocked-write:nam-fg nam-unlocked-write:nam-hybrid nam-no-move-right:nam-fg nam-no-move-right:nam-hybrid \
+		nam-reply-before-apply:nam-cg nam-scan-skips-next:nam-cg nam-locate-next-leaf:nam-hybrid \
+		cell-no-move-right:cell cell-cache-leaves:cell cell-stale-hint:cell; \
+		do m=$${mw%%:*}; w=$${mw#*:}; \
+		$(BIN) sim --seeds 200 --workload $$w --keys 200 --ops 2000 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
+			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$w)" || { echo "MISSED $$m ($$w)"; exit 1; }; \
 	done
 
 clean:

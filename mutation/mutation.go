@@ -71,19 +71,32 @@ const (
 	NAMScanSkipsNext = "nam-scan-skips-next"
 	// NAMLocateNextLeaf: a hybrid server locates the leaf after the right one.
 	NAMLocateNextLeaf = "nam-locate-next-leaf"
+	// Cell's mutation points (index/cell's Mutations and ServerMutations).
+	// CellNoMoveRight: a client-side search trusts a node reached through
+	// a cached parent for a key beyond its high key.
+	CellNoMoveRight = "cell-no-move-right"
+	// CellCacheLeaves: a client caches leaves and answers gets from them.
+	CellCacheLeaves = "cell-cache-leaves"
+	// CellStaleHint: a server writes into the leaf the client named though
+	// a split moved the key to the right.
+	CellStaleHint = "cell-stale-hint"
 )
 
-// NAMNames lists the NAM-tree's mutation points, with the workloads whose
-// checks must catch each.
+// NAMNames lists the index workloads' mutation points (the NAM-tree's and
+// Cell's), with the workloads whose checks must catch each.
 var NAMNames = map[string][]string{
 	NAMUnlockedWrite:    {"nam-fg", "nam-hybrid"},
 	NAMNoMoveRight:      {"nam-fg", "nam-hybrid"},
 	NAMReplyBeforeApply: {"nam-cg"},
 	NAMScanSkipsNext:    {"nam-cg"},
 	NAMLocateNextLeaf:   {"nam-hybrid"},
+	CellNoMoveRight:     {"cell"},
+	CellCacheLeaves:     {"cell"},
+	CellStaleHint:       {"cell"},
 }
 
-// NAM reports whether the named mutation breaks the NAM-tree.
+// NAM reports whether the named mutation breaks an index workload (the
+// NAM-tree or Cell).
 func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 
 // Names lists every mutation point.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/index/cell"
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -20,17 +21,40 @@ import (
 // lock bit is set (or written whole, fresh), every written node decodable;
 // at rest the tree walk (nam.CheckTree); a final get of every key; and
 // porcupine per key, a scan counting as a read of every key it covers.
+//
+// The cell workload runs index/cell the same way: its servers do every
+// write, so the check after every verb is that no client writes at all;
+// at rest, cell.CheckTree.
 var namDesigns = map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}
 
-// IsNAMWorkload reports whether w is one of the NAM-tree workloads.
-func IsNAMWorkload(w string) bool { _, ok := namDesigns[w]; return ok }
+// IsNAMWorkload reports whether w is one of the index workloads: the
+// NAM-tree's designs or Cell.
+func IsNAMWorkload(w string) bool { _, ok := namDesigns[w]; return ok || w == "cell" }
+
+// indexClient is one compute thread of an index.
+type indexClient interface {
+	Get(key uint64) (uint64, bool, error)
+	Put(key, val uint64) error
+	Delete(key uint64) (bool, error)
+	Scan(from, to uint64, fn func(k, v uint64) bool) error
+}
+
+// indexServer is a memory server's state machine.
+type indexServer interface {
+	Handle(req, out []byte) []byte
+}
 
 type namRun struct {
 	cfg       SimConfig
 	w         *sim.World
 	layout    *nam.Layout
 	mem       [][]byte
-	servers   []*nam.Server
+	servers   []indexServer
+	calls     func() uint64
+	atRest    func() error
+	newClient func(co *sim.Coroutine, node protocol.NodeID, client int) indexClient
+	// cellClients are the cell workload's clients, for their counters.
+	cellClients []*cell.Client
 	computes  int
 	hist      *checker.History
 	viol      []string
@@ -116,7 +140,7 @@ func (f *simFabric) Call(server int, req, out []byte) ([]byte, error) {
 
 type namServerReceiver struct {
 	r  *namRun
-	s  *nam.Server
+	s  indexServer
 	id protocol.NodeID
 }
 
@@ -145,13 +169,12 @@ func (n namComputeReceiver) Deliver(m *protocol.Message, payload []byte) {
 // runNAM is RunSim for the NAM-tree workloads.
 func runNAM(cfg SimConfig) (SimResult, error) {
 	res := SimResult{Seed: cfg.Seed}
-	design := namDesigns[cfg.Workload]
 	if cfg.Faults == "lossy" {
-		return res, fmt.Errorf("--faults lossy: the NAM-tree's calls assume a reliable transport, as RDMA RC gives")
+		return res, fmt.Errorf("--faults lossy: the index's calls assume a reliable transport, as RDMA RC gives")
 	}
 	if cfg.Mutate != "" {
 		if !mutation.NAM(cfg.Mutate) {
-			return res, fmt.Errorf("--mutate %s does not break the NAM-tree (its points: nam-*)", cfg.Mutate)
+			return res, fmt.Errorf("--mutate %s does not break an index (their points: nam-*, cell-*)", cfg.Mutate)
 		}
 		if err := mutation.Enable(cfg.Mutate); err != nil {
 			return res, err
@@ -172,56 +195,27 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	}
 	res.Plan = plan.String()
 	w := sim.New(cfg.Seed, cfg.Nodes+m, sim.DefaultLatency, plan)
-	keys := uint64(cfg.Keys)
-	// Enough slots for every key in leaves a third full, and the inner levels.
-	slots := 16 + 4*keys/uint64(m)
-	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{},
-		layout: &nam.Layout{Design: design, Slots: slots, Bounds: nam.Bounds(m, keys, false), Fanout: 4, ScanBatch: 3}}
+	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{}}
 	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
-	for i := range m {
-		id := protocol.NodeID(cfg.Nodes + i)
-		mem := alignedBytes(int(slots) * nam.NodeSize)
-		r.mem = append(r.mem, mem)
-		r.layout.Regions = append(r.layout.Regions, w.Register(id, mem))
-		s := &nam.Server{Mutations: nam.ServerMutations{
-			ReplyBeforeApply: mutation.Point(mutation.NAMReplyBeforeApply, func() bool { return w.Chance(0.5) }),
-			ScanSkipsNext:    mutation.Point(mutation.NAMScanSkipsNext, func() bool { return true }),
-			LocateNextLeaf:   mutation.Point(mutation.NAMLocateNextLeaf, func() bool { return w.Chance(0.2) }),
-		}}
-		r.servers = append(r.servers, s)
-		w.Attach(id, namServerReceiver{r, s, id})
-		if cfg.HandleCost > 0 {
-			w.SetHandleCost(id, cfg.HandleCost)
-		}
+	if cfg.Workload == "cell" {
+		err = r.setupCell(m)
+	} else {
+		err = r.setupNAM(m)
 	}
-	if err := nam.Format(r.layout, r.mem, r.servers); err != nil {
+	if err != nil {
 		return res, err
 	}
 	for i := range cfg.Nodes {
 		w.Attach(protocol.NodeID(i), namComputeReceiver{r})
 	}
-	w.SetVerbTrace(func(at int64, v *sim.Verb) {
-		if v.Kind != sim.VerbWrite || v.Err != nil || int(v.Region.Node) < cfg.Nodes {
-			return
-		}
-		mem := r.mem[int(v.Region.Node)-cfg.Nodes]
-		slot := v.Off / nam.NodeSize
-		base := slot * nam.NodeSize
-		var n nam.Node
-		if err := nam.Decode(mem[base:base+nam.NodeSize], &n); err != nil {
-			r.fail("node %d:%d after a write by node %d: %v", int(v.Region.Node)-cfg.Nodes, slot, v.From, err)
-		}
-		if v.Off != base && binary.LittleEndian.Uint64(mem[base:])&1 == 0 {
-			r.fail("node %d:%d written back by node %d without its lock", int(v.Region.Node)-cfg.Nodes, slot, v.From)
-		}
-	})
+	keys := uint64(cfg.Keys)
 	ops := cfg.Ops
 	var cos []*sim.Coroutine
 	for k := range cfg.Nodes {
 		for j := range cfg.Workers {
 			client := k*cfg.Workers + j
 			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
-				c := r.client(co, protocol.NodeID(k), client)
+				c := r.newClient(co, protocol.NodeID(k), client)
 				for r.started < ops {
 					r.started++
 					co.Sleep(w.Intn(2_000))
@@ -241,13 +235,11 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 				break
 			}
 		}
-		if design != nam.CoarseGrained {
-			if _, _, err := nam.CheckTree(r.layout, r.mem); err != nil {
-				r.fail("the tree at rest: %v", err)
-			}
+		if err := r.atRest(); err != nil {
+			r.fail("the tree at rest: %v", err)
 		}
 		final := w.Spawn(0, 0, func(co *sim.Coroutine) {
-			c := r.client(co, 0, len(cos))
+			c := r.newClient(co, 0, len(cos))
 			for key := range keys {
 				call := w.Now()
 				v, _, err := c.Get(key)
@@ -264,9 +256,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.Ops = r.completed
 	res.Messages, res.PageBytes, res.Steps = w.Messages, w.PageBytes, w.Steps
 	res.Verbs, res.VerbBytes = w.VerbStats()
-	for _, s := range r.servers {
-		res.MemoryHandlerCalls += s.Calls
-	}
+	res.MemoryHandlerCalls = r.calls()
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol, r.violCount
 	res.History = r.hist
@@ -281,19 +271,77 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	return res, nil
 }
 
-func (r *namRun) client(co *sim.Coroutine, node protocol.NodeID, client int) *nam.Client {
-	w := r.w
-	return &nam.Client{L: r.layout, F: &simFabric{r: r, node: node, co: co}, Alloc: client,
-		Mut: nam.Mutations{
-			UnlockedWrite: mutation.Point(mutation.NAMUnlockedWrite, func() bool { return w.Chance(0.5) }),
-			NoMoveRight:   mutation.Point(mutation.NAMNoMoveRight, func() bool { return true }),
+// setupNAM lays out m memory servers of a NAM-tree design.
+func (r *namRun) setupNAM(m int) error {
+	cfg, w := r.cfg, r.w
+	design := namDesigns[cfg.Workload]
+	keys := uint64(cfg.Keys)
+	// Enough slots for every key in leaves a third full, and the inner levels.
+	slots := 16 + 4*keys/uint64(m)
+	r.layout = &nam.Layout{Design: design, Slots: slots, Bounds: nam.Bounds(m, keys, false), Fanout: 4, ScanBatch: 3}
+	var servers []*nam.Server
+	for i := range m {
+		id := protocol.NodeID(cfg.Nodes + i)
+		mem := alignedBytes(int(slots) * nam.NodeSize)
+		r.mem = append(r.mem, mem)
+		r.layout.Regions = append(r.layout.Regions, w.Register(id, mem))
+		s := &nam.Server{Mutations: nam.ServerMutations{
+			ReplyBeforeApply: mutation.Point(mutation.NAMReplyBeforeApply, func() bool { return w.Chance(0.5) }),
+			ScanSkipsNext:    mutation.Point(mutation.NAMScanSkipsNext, func() bool { return true }),
+			LocateNextLeaf:   mutation.Point(mutation.NAMLocateNextLeaf, func() bool { return w.Chance(0.2) }),
 		}}
+		servers = append(servers, s)
+		r.servers = append(r.servers, s)
+		w.Attach(id, namServerReceiver{r, s, id})
+		if cfg.HandleCost > 0 {
+			w.SetHandleCost(id, cfg.HandleCost)
+		}
+	}
+	if err := nam.Format(r.layout, r.mem, servers); err != nil {
+		return err
+	}
+	r.calls = func() (n uint64) {
+		for _, s := range servers {
+			n += s.Calls
+		}
+		return n
+	}
+	r.atRest = func() error {
+		if design == nam.CoarseGrained {
+			return nil
+		}
+		_, _, err := nam.CheckTree(r.layout, r.mem)
+		return err
+	}
+	w.SetVerbTrace(func(at int64, v *sim.Verb) {
+		if v.Kind != sim.VerbWrite || v.Err != nil || int(v.Region.Node) < cfg.Nodes {
+			return
+		}
+		mem := r.mem[int(v.Region.Node)-cfg.Nodes]
+		slot := v.Off / nam.NodeSize
+		base := slot * nam.NodeSize
+		var n nam.Node
+		if err := nam.Decode(mem[base:base+nam.NodeSize], &n); err != nil {
+			r.fail("node %d:%d after a write by node %d: %v", int(v.Region.Node)-cfg.Nodes, slot, v.From, err)
+		}
+		if v.Off != base && binary.LittleEndian.Uint64(mem[base:])&1 == 0 {
+			r.fail("node %d:%d written back by node %d without its lock", int(v.Region.Node)-cfg.Nodes, slot, v.From)
+		}
+	})
+	r.newClient = func(co *sim.Coroutine, node protocol.NodeID, client int) indexClient {
+		return &nam.Client{L: r.layout, F: &simFabric{r: r, node: node, co: co}, Alloc: client,
+			Mut: nam.Mutations{
+				UnlockedWrite: mutation.Point(mutation.NAMUnlockedWrite, func() bool { return w.Chance(0.5) }),
+				NoMoveRight:   mutation.Point(mutation.NAMNoMoveRight, func() bool { return true }),
+			}}
+	}
+	return nil
 }
 
 // op runs one random operation and records it: a get or a scan (a read of
 // every key it covers), a put of a unique value, or a delete (a write of
 // 0, the value of an absent key).
-func (r *namRun) op(c *nam.Client, client int) bool {
+func (r *namRun) op(c indexClient, client int) bool {
 	w := r.w
 	keys := uint64(r.cfg.Keys)
 	key := uint64(w.Intn(int64(keys)))
@@ -379,4 +427,4 @@ func (r *namRun) stop(cos []*sim.Coroutine) bool {
 }
 
 // namWorkloads is the list for help texts.
-var namWorkloads = strings.Join([]string{"nam-cg", "nam-fg", "nam-hybrid"}, ", ")
+var namWorkloads = strings.Join([]string{"nam-cg", "nam-fg", "nam-hybrid", "cell"}, ", ")

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/mutation"
@@ -12,13 +13,16 @@ func namConfig(workload string, seed uint64) SimConfig {
 	return cfg
 }
 
-// TestNAMWorkloads: each design, a few seeds under heavy faults, no
-// violation and a linearizable history; the same seed twice is the same
-// run.
+// TestNAMWorkloads: each NAM-tree design and Cell with each search
+// method, a few seeds under heavy faults, no violation and a
+// linearizable history; the same seed twice is the same run.
 func TestNAMWorkloads(t *testing.T) {
-	for _, wl := range []string{"nam-cg", "nam-fg", "nam-hybrid"} {
+	for _, wl := range []string{"nam-cg", "nam-fg", "nam-hybrid", "cell", "cell/server", "cell/client"} {
+		wl, search, _ := strings.Cut(wl, "/")
 		for seed := uint64(1); seed <= 10; seed++ {
-			res, err := RunSim(namConfig(wl, seed))
+			cfg := namConfig(wl, seed)
+			cfg.CellSearch = search
+			res, err := RunSim(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -26,7 +30,7 @@ func TestNAMWorkloads(t *testing.T) {
 				t.Fatalf("%s seed %d: %d ops, violations %v, linearizable %v", wl, seed, res.Ops, res.Violations, res.Linearizable)
 			}
 			if seed == 1 {
-				again, _ := RunSim(namConfig(wl, seed))
+				again, _ := RunSim(cfg)
 				if again.TraceHash != res.TraceHash {
 					t.Fatalf("%s seed 1 ran twice with trace hashes %x and %x", wl, res.TraceHash, again.TraceHash)
 				}
@@ -35,7 +39,7 @@ func TestNAMWorkloads(t *testing.T) {
 	}
 }
 
-// TestNAMMutantsCaught: every NAM-tree mutation is caught, under each
+// TestNAMMutantsCaught: every NAM-tree and Cell mutation is caught, under each
 // workload it breaks, within 20 seeds (the acceptance is 200).
 func TestNAMMutantsCaught(t *testing.T) {
 	for name, workloads := range mutation.NAMNames {

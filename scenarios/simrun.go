@@ -67,6 +67,11 @@ type SimConfig struct {
 	// data spends on each message it handles (ScaleStore: every node, each
 	// a directory; SELCC: the memory nodes, which handle none). 0: free.
 	HandleCost int64
+	// CellSearch is how the cell workload's clients search leaf
+	// meganodes: selector (default), server or client; CellCacheLevel the
+	// lowest level of their nodes they cache (0: none).
+	CellSearch     string
+	CellCacheLevel int
 	// SingleWriter makes node 0's workers only write and every other
 	// node's only read (SELCC Fig. 15: a writer among readers); otherwise
 	// ReadRatio decides.
@@ -80,7 +85,7 @@ type SimConfig struct {
 func DefaultSimConfig() SimConfig {
 	return SimConfig{Seed: 1, Nodes: 3, Workers: 2, Pages: 64, CachePages: 16, Ops: 2000, ReadRatio: 0.5,
 		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute, WatchPage: -1,
-		Workload: "register", Keys: 1000}
+		Workload: "register", Keys: 1000, CellCacheLevel: 1}
 }
 
 // SimResult is what one run found.

@@ -363,3 +363,6 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 		}
 	}
 }
+
+// NodeSize is the size of a small node (the NAM-tree's format).
+const NodeSize = nam.NodeSize
