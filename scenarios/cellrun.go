@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"github.com/scalestore-go/scalestore/index/cell"
+	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport/sim"
@@ -22,7 +23,7 @@ func (r *namRun) setupCell(m int) error {
 	}
 	keys := uint64(cfg.Keys)
 	slots := 32 + 4*keys/uint64(m)
-	layout := &cell.Layout{Slots: slots, CacheLevel: cfg.CellCacheLevel, ScanBatch: 3}
+	layout := &cell.Layout{Slots: slots, CacheLevel: cfg.CellCacheLevel, ScanBatch: r.scanBatch}
 	servers := make([]*cell.Server, m)
 	for i := range m {
 		id := protocol.NodeID(cfg.Nodes + i)
@@ -33,7 +34,7 @@ func (r *namRun) setupCell(m int) error {
 			StaleHint: mutation.Point(mutation.CellStaleHint, func() bool { return true }),
 		}}
 	}
-	if err := cell.Format(layout, r.mem, servers, cell.Lows(CellMeganodesPerServer*m, keys), 4); err != nil {
+	if err := cell.Format(layout, r.mem, servers, cell.Lows(CellMeganodesPerServer*m, keys), r.fanout); err != nil {
 		return err
 	}
 	for i, s := range servers {
@@ -50,6 +51,7 @@ func (r *namRun) setupCell(m int) error {
 		}
 		return n
 	}
+	r.cellLayout, r.cellServers = layout, servers
 	r.atRest = func() error {
 		_, _, err := cell.CheckTree(layout, r.mem)
 		return err
@@ -59,8 +61,8 @@ func (r *namRun) setupCell(m int) error {
 			r.fail("client node %d issued a %v to server %d: Cell's servers do every write", v.From, v.Kind, int(v.Region.Node)-cfg.Nodes)
 		}
 	})
-	r.newClient = func(co *sim.Coroutine, node protocol.NodeID, client int) indexClient {
-		c := &cell.Client{L: layout, F: &simFabric{r: r, node: node, co: co}, Search: how, Now: w.Now, Rand: w.Rand,
+	r.newClient = func(f nam.Fabric, client int) indexClient {
+		c := &cell.Client{L: layout, F: f, Search: how, Now: w.Now, Rand: w.Rand,
 			Mut: cell.Mutations{
 				NoMoveRight: mutation.Point(mutation.CellNoMoveRight, func() bool { return true }),
 				CacheLeaves: mutation.Point(mutation.CellCacheLeaves, func() bool { return true }),

@@ -52,19 +52,25 @@ type namRun struct {
 	servers   []indexServer
 	calls     func() uint64
 	atRest    func() error
-	newClient func(co *sim.Coroutine, node protocol.NodeID, client int) indexClient
+	newClient func(f nam.Fabric, client int) indexClient
 	// cellClients are the cell workload's clients, for their counters.
 	cellClients []*cell.Client
-	computes  int
-	hist      *checker.History
-	viol      []string
-	violCount int
-	started   int
-	completed int
-	lastOp    int64
-	nextValue uint64
-	nextCall  uint64
-	waiting   map[uint64]*namCall
+	cellLayout  *cell.Layout
+	cellServers []*cell.Server
+	// shape: node fanout, the most entries of a scan call, skewed
+	// partitions (index experiments; the workloads use 4, 3, even).
+	fanout, scanBatch int
+	skewed            bool
+	computes          int
+	hist              *checker.History
+	viol              []string
+	violCount         int
+	started           int
+	completed         int
+	lastOp            int64
+	nextValue         uint64
+	nextCall          uint64
+	waiting           map[uint64]*namCall
 }
 
 type namCall struct {
@@ -150,7 +156,16 @@ func (n namServerReceiver) Deliver(m *protocol.Message, payload []byte) {
 		return
 	}
 	rep := n.s.Handle(payload, nil)
-	n.r.w.Send(&protocol.Message{Type: protocol.TIndexReply, From: n.id, To: m.From, PID: m.PID, Count: uint16(len(rep))}, rep)
+	reply := protocol.Message{Type: protocol.TIndexReply, From: n.id, To: m.From, PID: m.PID, Count: uint16(len(rep))}
+	if cost := n.r.cfg.HandleCost; cost > 0 {
+		// The reply leaves once the server's CPU has done the work (the
+		// world charges the cost to the server after this delivery). The
+		// event is the client's: the server's own events wait out its
+		// stall, and requests queued behind it would go first.
+		n.r.w.At(m.From, n.r.w.Now()+cost, func() { n.r.w.Send(&reply, rep) })
+		return
+	}
+	n.r.w.Send(&reply, rep)
 }
 
 type namComputeReceiver struct{ r *namRun }
@@ -185,29 +200,17 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	if m == 0 {
 		m = DefaultMemoryNodes
 	}
-	if m < 1 || cfg.Nodes+m > protocol.MaxNodes {
-		return res, fmt.Errorf("--nodes %d and --memory-nodes %d: want 1 or more servers and at most %d nodes in all", cfg.Nodes, m, protocol.MaxNodes)
-	}
 	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
 	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
 	if err != nil {
 		return res, err
 	}
 	res.Plan = plan.String()
-	w := sim.New(cfg.Seed, cfg.Nodes+m, sim.DefaultLatency, plan)
-	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{}}
-	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
-	if cfg.Workload == "cell" {
-		err = r.setupCell(m)
-	} else {
-		err = r.setupNAM(m)
-	}
+	r, err := newNAMRun(cfg, m, plan, 4, 3, false)
 	if err != nil {
 		return res, err
 	}
-	for i := range cfg.Nodes {
-		w.Attach(protocol.NodeID(i), namComputeReceiver{r})
-	}
+	w := r.w
 	keys := uint64(cfg.Keys)
 	ops := cfg.Ops
 	var cos []*sim.Coroutine
@@ -215,7 +218,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 		for j := range cfg.Workers {
 			client := k*cfg.Workers + j
 			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
-				c := r.newClient(co, protocol.NodeID(k), client)
+				c := r.newClient(&simFabric{r: r, node: protocol.NodeID(k), co: co}, client)
 				for r.started < ops {
 					r.started++
 					co.Sleep(w.Intn(2_000))
@@ -239,7 +242,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 			r.fail("the tree at rest: %v", err)
 		}
 		final := w.Spawn(0, 0, func(co *sim.Coroutine) {
-			c := r.newClient(co, 0, len(cos))
+			c := r.newClient(&simFabric{r: r, node: 0, co: co}, len(cos))
 			for key := range keys {
 				call := w.Now()
 				v, _, err := c.Get(key)
@@ -271,6 +274,32 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	return res, nil
 }
 
+// newNAMRun sets up a world of cfg.Nodes compute nodes and m memory
+// servers of cfg.Workload's index, with nodes of fanout entries, scan
+// calls of at most scanBatch entries, and (NAM-tree) skewed partitions.
+func newNAMRun(cfg SimConfig, m int, plan sim.FaultPlan, fanout, scanBatch int, skewed bool) (*namRun, error) {
+	if m < 1 || cfg.Nodes+m > protocol.MaxNodes {
+		return nil, fmt.Errorf("--nodes %d and --memory-nodes %d: want 1 or more servers and at most %d nodes in all", cfg.Nodes, m, protocol.MaxNodes)
+	}
+	w := sim.New(cfg.Seed, cfg.Nodes+m, sim.DefaultLatency, plan)
+	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{},
+		fanout: fanout, scanBatch: scanBatch, skewed: skewed}
+	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
+	var err error
+	if cfg.Workload == "cell" {
+		err = r.setupCell(m)
+	} else {
+		err = r.setupNAM(m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Nodes {
+		w.Attach(protocol.NodeID(i), namComputeReceiver{r})
+	}
+	return r, nil
+}
+
 // setupNAM lays out m memory servers of a NAM-tree design.
 func (r *namRun) setupNAM(m int) error {
 	cfg, w := r.cfg, r.w
@@ -278,7 +307,7 @@ func (r *namRun) setupNAM(m int) error {
 	keys := uint64(cfg.Keys)
 	// Enough slots for every key in leaves a third full, and the inner levels.
 	slots := 16 + 4*keys/uint64(m)
-	r.layout = &nam.Layout{Design: design, Slots: slots, Bounds: nam.Bounds(m, keys, false), Fanout: 4, ScanBatch: 3}
+	r.layout = &nam.Layout{Design: design, Slots: slots, Bounds: nam.Bounds(m, keys, r.skewed), Fanout: r.fanout, ScanBatch: r.scanBatch}
 	var servers []*nam.Server
 	for i := range m {
 		id := protocol.NodeID(cfg.Nodes + i)
@@ -328,8 +357,8 @@ func (r *namRun) setupNAM(m int) error {
 			r.fail("node %d:%d written back by node %d without its lock", int(v.Region.Node)-cfg.Nodes, slot, v.From)
 		}
 	})
-	r.newClient = func(co *sim.Coroutine, node protocol.NodeID, client int) indexClient {
-		return &nam.Client{L: r.layout, F: &simFabric{r: r, node: node, co: co}, Alloc: client,
+	r.newClient = func(f nam.Fabric, client int) indexClient {
+		return &nam.Client{L: r.layout, F: f, Alloc: client,
 			Mut: nam.Mutations{
 				UnlockedWrite: mutation.Point(mutation.NAMUnlockedWrite, func() bool { return w.Chance(0.5) }),
 				NoMoveRight:   mutation.Point(mutation.NAMNoMoveRight, func() bool { return true }),

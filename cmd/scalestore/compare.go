@@ -114,10 +114,13 @@ const figureUsage = `Usage:
   scalestore figure list
   scalestore figure NAME [--seeds N] [--json]
 
-Runs one of SELCC's evaluation figures in the simulator: its configurations,
-each on the protocols it compares (as 'scalestore compare' runs them), and
-prints one table. The simulator reproduces trends, not the paper's hardware:
-docs/selcc.md has every figure's table and what it shows.
+Runs one of the seed papers' evaluation figures in the simulator and prints
+one table. SELCC's (selcc-*): their configurations, each on the protocols it
+compares (as 'scalestore compare' runs them), --seeds seeds each. The
+NAM-tree's and Cell's (nam-*, cell-*): a loaded tree, closed-loop clients
+for a span of simulated time, one seed. The simulator reproduces trends,
+not the papers' hardware: docs/selcc.md and docs/indexes.md have every
+figure's table and what it shows.
 
 Flags:
 `
@@ -148,9 +151,15 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case "list":
 		for _, f := range scenarios.Figures {
-			fmt.Fprintf(stdout, "%-12s %-14s %s\n", f.Name, f.Paper, f.About)
+			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
+		}
+		for _, f := range scenarios.IndexFigures {
+			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
 		}
 		return 0
+	}
+	if f, ok := scenarios.IndexFigureByName(name); ok {
+		return runIndexFigure(f, *asJSON, stdout, stderr)
 	}
 	f, err := scenarios.FigureByName(name)
 	if err != nil {
@@ -177,4 +186,34 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s (%s): %s; %d seeds each\n\n", f.Name, f.Paper, f.About, *seeds)
 	}
 	return printRows(rows, *asJSON, stdout)
+}
+
+// runIndexFigure runs and prints a NAM-tree or Cell figure.
+func runIndexFigure(f scenarios.IndexFigure, asJSON bool, stdout, stderr io.Writer) int {
+	rows, err := scenarios.RunIndexFigure(f, func(label string) {
+		if isTerminal(stderr) {
+			fmt.Fprintf(stderr, "\r%s: %-50s", f.Name, label)
+		}
+	})
+	if isTerminal(stderr) {
+		fmt.Fprintln(stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "figure: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(rows); err != nil {
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s (%s): %s\n\n", f.Name, f.Paper, f.About)
+	fmt.Fprintln(stdout, "| run | ops/s (simulated) | p50 us | p99 us | round trips/op | calls/op | verbs/op | bytes/op | busiest server CPU | server-side share |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.0f | %.0f%% | %.2f |\n", r.Label, r.OpsPerSec, r.P50us, r.P99us,
+			r.RoundTrips, r.CallsPerOp, r.VerbsPerOp, r.BytesPerOp, 100*r.ServerLoad, r.ServerShare)
+	}
+	return 0
 }

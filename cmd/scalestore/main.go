@@ -23,8 +23,9 @@ Commands:
   compare    ScaleStore and SELCC side by side on the same simulated workload
              and seeds: throughput, messages and verbs per operation, latency,
              memory-side handler calls, fairness
-  figure     SELCC's evaluation figures as named comparisons ('scalestore
-             figure list' names them)
+  figure     the seed papers' evaluation figures, simulated (SELCC's, the
+             NAM-tree's, Cell's; 'scalestore figure list' names them)
+  model      the NAM-tree paper's analytic model beside the simulated costs
   kv         a single-node store in a directory: put, get, delete, scan
   crashtest  kill writers of a store at random moments and check that the
              next open finds every acknowledged write or refuses the store
@@ -58,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCompare(args[1:], stdout, stderr)
 	case "figure":
 		return runFigure(args[1:], stdout, stderr)
+	case "model":
+		return runModel(args[1:], stdout, stderr)
 	case "ycsb":
 		return runYCSB(args[1:], stdout, stderr)
 	case "kv":

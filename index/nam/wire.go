@@ -125,3 +125,6 @@ func decodeReply(b []byte, r *reply) error {
 	}
 	return nil
 }
+
+// MaxScanEntries is the most entries one scan reply holds.
+const MaxScanEntries = maxScanEntries
