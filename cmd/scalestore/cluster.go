@@ -49,6 +49,7 @@ type clusterFlags struct {
 	asJSON, quiet, reformat bool
 	protocol                string
 	memoryNodes             int
+	workload, search        string
 	cacheBytes              int64
 }
 
@@ -155,7 +156,9 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.trace, "trace-remote", false, "break the remote page fetches into hops (outbox queueing, the peer's handler, the worker's wake-up; frames consumed by polling workers) and print them")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
 	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore (the B-tree under YCSB), or selcc: SELCC's compute nodes cache --records lines of passive memory nodes (the register workload: each operation reads or writes one line)")
-	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler)")
+	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler); with an index --workload: memory servers")
+	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of up to 12 keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
+	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -178,7 +181,26 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		f.check = true
 	}
 	run := clusterRun
+	switch {
+	case f.workload == "ycsb":
+	case f.workload == "nam-cg" || f.workload == "nam-fg" || f.workload == "nam-hybrid" || f.workload == "cell":
+		if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
+			fmt.Fprintln(stderr, "cluster: --memory-nodes: want at least 1, and at most 64 processes in all")
+			return 2
+		}
+		recordsSet := false
+		fs.Visit(func(fl *flag.Flag) { recordsSet = recordsSet || fl.Name == "records" })
+		if !recordsSet {
+			f.records = 10_000 // a history per key porcupine checks in seconds
+		}
+		f.protocol = "index"
+		run = clusterRunIndex
+	default:
+		fmt.Fprintf(stderr, "cluster: --workload %q: want ycsb, nam-cg, nam-fg, nam-hybrid or cell\n", f.workload)
+		return 2
+	}
 	switch f.protocol {
+	case "index":
 	case "scalestore":
 	case "selcc":
 		if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
@@ -215,6 +237,18 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	if res.Protocol == "selcc" {
 		fmt.Fprintf(stdout, "selcc: %d memory nodes, %d messages to them; ", res.MemoryNodes, res.MemoryMessages)
+	}
+	if f.protocol == "index" {
+		fmt.Fprintf(stdout, "%s: %d memory servers; %d compute nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  %s\n",
+			f.workload, res.MemoryNodes, res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, check)
+		if f.asJSON {
+			b, _ := json.Marshal(res)
+			fmt.Fprintln(stdout, string(b))
+		}
+		if res.Violations > 0 {
+			return 1
+		}
+		return 0
 	}
 	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d (p50 %.1fus p99 %.1fus)  %s\n",
 		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, res.FetchP50us, res.FetchP99us, check)

@@ -108,6 +108,29 @@ func TestClusterSELCC(t *testing.T) {
 	}
 }
 
+// TestClusterIndexes: the NAM-tree's hybrid and Cell on processes (two
+// compute nodes, two memory servers) over shm and tcp: a checked mix of
+// gets, scans, puts and deletes with no violation and no refused message.
+func TestClusterIndexes(t *testing.T) {
+	bin := scalestoreBinary(t)
+	for _, wl := range []string{"nam-hybrid", "cell"} {
+		for _, kind := range []string{"shm", "tcp"} {
+			t.Run(wl+"/"+kind, func(t *testing.T) {
+				out, err := exec.Command(bin, "cluster", "--workload", wl, "--nodes", "2", "--memory-nodes", "2", "--transport", kind,
+					"--records", "2000", "--threads", "2", "--read-ratio", "0.7", "--duration", "700ms", "--check", "--json", "--quiet").CombinedOutput()
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				var res clusterResult
+				lastJSON(t, out, &res)
+				if res.Violations != 0 || !res.Checked || res.Ops == 0 || res.HistoryOps == 0 || res.Protocol != wl || res.MemoryNodes != 2 {
+					t.Fatalf("violations %d checked %v ops %d history %d protocol %q\n%s", res.Violations, res.Checked, res.Ops, res.HistoryOps, res.Protocol, out)
+				}
+			})
+		}
+	}
+}
+
 // TestClusterGarbageOnPort: while a cluster runs, random bytes, an HTTP
 // request and a node of another cluster connect to a node's port; each is
 // refused with a logged error and the run ends with no violations.

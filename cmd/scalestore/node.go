@@ -64,6 +64,9 @@ type nodeFlags struct {
 	reformat               bool
 	pollSpin               time.Duration
 	trace                  bool
+	indexWorkload, search  string
+	keys                   uint64
+	computes, servers      int
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -93,7 +96,12 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.actorDelivery, "actor-delivery", false, "route incoming frames through the handler actor's inbox (a goroutine hand-off per message) instead of the transport's goroutine")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
-	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, or selcc (with --control: a node of 'scalestore cluster --protocol selcc')")
+	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, selcc (with --control: a node of 'scalestore cluster --protocol selcc'), or index (with --control: a node of 'scalestore cluster --workload nam-*|cell')")
+	fs.StringVar(&f.indexWorkload, "index-workload", "nam-hybrid", "--protocol index: nam-cg, nam-fg, nam-hybrid or cell")
+	fs.Uint64Var(&f.keys, "keys", 10_000, "--protocol index: the key space")
+	fs.IntVar(&f.computes, "computes", 1, "--protocol index: compute nodes (ids 0..computes-1; memory servers follow)")
+	fs.IntVar(&f.servers, "servers", 1, "--protocol index: memory servers")
+	fs.StringVar(&f.search, "search", "selector", "--protocol index, cell: selector, server or client")
 	fs.StringVar(&f.role, "role", "compute", "selcc: memory (registers --lines lines, runs no handler) or compute (caches lines in --frames frames, runs --threads workers)")
 	fs.IntVar(&f.lines, "lines", 1024, "selcc memory node: the lines it holds")
 	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
@@ -157,8 +165,11 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.protocol == "selcc" {
 		return serveSELCC(f, tc, log, stdin, stdout)
 	}
+	if f.protocol == "index" {
+		return serveIndex(f, tc, log, stdin, stdout)
+	}
 	if f.protocol != "scalestore" {
-		return fmt.Errorf("--protocol %q: want scalestore or selcc", f.protocol)
+		return fmt.Errorf("--protocol %q: want scalestore, selcc or index", f.protocol)
 	}
 	if tc.Resolve() == "shm" {
 		// A shm reader with nothing to read parks in a futex call, which
@@ -332,4 +343,23 @@ func serveSELCC(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin
 	defer n.Close()
 	log.Info("selcc node started", "node", f.id, "role", f.role, "transport", tc.Resolve())
 	return cluster.ServeSELCC(n, stdin, stdout)
+}
+
+// serveIndex runs a NAM-tree or Cell node under 'scalestore cluster
+// --workload nam-*|cell'.
+func serveIndex(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	if !f.control {
+		return errors.New("--protocol index: an index node runs under 'scalestore cluster --workload nam-*|cell' (--control)")
+	}
+	if f.role != "memory" && f.role != "compute" {
+		return fmt.Errorf("--role %q: want memory or compute", f.role)
+	}
+	n, err := cluster.NewIndexNode(cluster.IndexConfig{ID: tc.Self, Workload: f.indexWorkload, Memory: f.role == "memory",
+		Computes: f.computes, Servers: f.servers, Keys: f.keys, Threads: f.threads, Search: f.search, NewTransport: tc.New, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	log.Info("index node started", "node", f.id, "role", f.role, "workload", f.indexWorkload, "transport", tc.Resolve())
+	return cluster.ServeIndex(n, stdin, stdout)
 }

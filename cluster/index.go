@@ -1,0 +1,422 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/index/cell"
+	"github.com/scalestore-go/scalestore/index/nam"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport"
+)
+
+// The index workloads on real processes ('scalestore cluster --workload
+// nam-cg|nam-fg|nam-hybrid|cell'): memory servers register their node
+// slots and answer index calls on the transport's handler; compute nodes
+// run clients over the transport's one-sided verbs and calls, each
+// waiting for its reply on a channel. Every process lays the tree out
+// with the same deterministic Format (a memory server keeps its own
+// region of it; a compute node keeps the layout).
+
+// IndexConfig configures one index node process.
+type IndexConfig struct {
+	ID       protocol.NodeID
+	Workload string // nam-cg, nam-fg, nam-hybrid or cell
+	Memory   bool
+	Computes int // compute nodes: ids 0..Computes-1
+	Servers  int // memory servers: ids Computes..
+	Keys     uint64
+	Threads  int
+	// Search is Cell's method (selector, server, client).
+	Search       string
+	NewTransport func(transport.Handler) (transport.Transport, error)
+	Logger       *slog.Logger
+}
+
+// IndexSlots is the node slots per server for keys on servers (the
+// simulator's choice: leaves a third full, inner levels, Cell's root
+// meganode).
+func IndexSlots(keys uint64, servers int) uint64 { return 32 + 4*keys/uint64(servers) }
+
+// indexFanout is the entries per node on real processes.
+const indexFanout = 16
+
+// IndexNode is one index node process.
+type IndexNode struct {
+	cfg    IndexConfig
+	tr     transport.Transport
+	mem    []byte
+	region transport.Region
+	server interface{ Handle(req, out []byte) []byte }
+	nl     *nam.Layout
+	cl     *cell.Layout
+	// calls waiting for their replies, by call id
+	mu      sync.Mutex
+	waiting map[uint64]chan []byte
+	nextID  atomic.Uint64
+	// Bad counts messages refused (malformed, unexpected, unknown call).
+	Bad atomic.Uint64
+}
+
+// NewIndexNode starts the node's transport and, on a memory server,
+// formats and registers its region.
+func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Servers < 1 || cfg.Computes < 1 || cfg.Keys < 1 {
+		return nil, fmt.Errorf("cluster: index node %d: %d servers, %d compute nodes, %d keys", cfg.ID, cfg.Servers, cfg.Computes, cfg.Keys)
+	}
+	n := &IndexNode{cfg: cfg, waiting: map[uint64]chan []byte{}}
+	slots := IndexSlots(cfg.Keys, cfg.Servers)
+	self := int(cfg.ID) - cfg.Computes
+	// Every process formats the same tree; a server keeps its region.
+	mems := make([][]byte, cfg.Servers)
+	for i := range mems {
+		if cfg.Memory && i == self {
+			m, err := unix.Mmap(-1, 0, int(slots*nam.NodeSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+			if err != nil {
+				return nil, fmt.Errorf("cluster: index server %d: mapping %d slots: %w", cfg.ID, slots, err)
+			}
+			n.mem, mems[i] = m, m
+			continue
+		}
+		mems[i] = make([]byte, slots*nam.NodeSize)
+	}
+	regions := make([]transport.Region, cfg.Servers)
+	if cfg.Workload == "cell" {
+		if _, err := cell.ParseSearch(cfg.Search); err != nil {
+			return nil, err
+		}
+		servers := make([]*cell.Server, cfg.Servers)
+		for i := range servers {
+			servers[i] = &cell.Server{}
+		}
+		n.cl = &cell.Layout{Regions: regions, Slots: slots}
+		if err := cell.Format(n.cl, mems, servers, cell.Lows(2*cfg.Servers, cfg.Keys), indexFanout); err != nil {
+			return nil, err
+		}
+		if cfg.Memory {
+			n.server = servers[self]
+		}
+	} else {
+		design := map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}[cfg.Workload]
+		if design == "" {
+			return nil, fmt.Errorf("cluster: index workload %q: want nam-cg, nam-fg, nam-hybrid or cell", cfg.Workload)
+		}
+		servers := make([]*nam.Server, cfg.Servers)
+		for i := range servers {
+			servers[i] = &nam.Server{}
+		}
+		n.nl = &nam.Layout{Design: design, Regions: regions, Slots: slots, Bounds: nam.Bounds(cfg.Servers, cfg.Keys, false), Fanout: indexFanout}
+		if err := nam.Format(n.nl, mems, servers); err != nil {
+			return nil, err
+		}
+		if cfg.Memory {
+			n.server = servers[self]
+		}
+	}
+	tr, err := cfg.NewTransport(n.handle)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster: index node %d: %w", cfg.ID, err)
+	}
+	n.tr = tr
+	if cfg.Memory {
+		if n.region, err = tr.Register(n.mem); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("cluster: index server %d: registering memory: %w", cfg.ID, err)
+		}
+	}
+	return n, nil
+}
+
+// handle answers a call (a server) or wakes the caller of a reply (a
+// compute node). Anything else is counted and logged, never trusted.
+func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
+	m, err := protocol.Decode(frame)
+	switch {
+	case err != nil:
+	case m.From != from:
+		err = fmt.Errorf("frame claims to come from node %d", m.From)
+	case n.server != nil && m.Type == protocol.TIndexCall:
+		rep := n.server.Handle(payload, make([]byte, 0, 64))
+		out := protocol.Message{Type: protocol.TIndexReply, From: n.cfg.ID, To: from, PID: m.PID, Count: uint16(len(rep))}
+		var f [protocol.FrameSize]byte
+		protocol.Encode(f[:], &out)
+		err = n.tr.Send(from, f[:], rep)
+	case n.server == nil && m.Type == protocol.TIndexReply:
+		n.mu.Lock()
+		ch := n.waiting[uint64(m.PID)]
+		delete(n.waiting, uint64(m.PID))
+		n.mu.Unlock()
+		if ch == nil {
+			err = fmt.Errorf("a reply to call %d, which nobody waits for", m.PID)
+			break
+		}
+		ch <- append([]byte(nil), payload...)
+	default:
+		err = fmt.Errorf("unexpected %v", m.Type)
+	}
+	if err != nil {
+		n.Bad.Add(1)
+		n.cfg.Logger.Error("index: dropped a message", "from", from, "err", err)
+	}
+}
+
+// callTimeout bounds the wait for a reply: a server that died is an
+// error, not a hang.
+const callTimeout = 10 * time.Second
+
+// fabric is a compute thread's nam.Fabric over the node's transport.
+type fabric struct {
+	n  *IndexNode
+	ch chan []byte
+}
+
+func (f *fabric) Read(dst []byte, r transport.Region, off uint64) error {
+	return f.n.tr.Read(dst, r, off)
+}
+func (f *fabric) Write(r transport.Region, off uint64, src []byte) error {
+	return f.n.tr.Write(r, off, src)
+}
+func (f *fabric) CompareAndSwap(r transport.Region, off, old, new uint64) (uint64, error) {
+	return f.n.tr.CompareAndSwap(r, off, old, new)
+}
+func (f *fabric) FetchAndAdd(r transport.Region, off, delta uint64) (uint64, error) {
+	return f.n.tr.FetchAndAdd(r, off, delta)
+}
+func (f *fabric) Call(server int, req, out []byte) ([]byte, error) {
+	n := f.n
+	if server < 0 || server >= n.cfg.Servers {
+		return out, fmt.Errorf("index: call to server %d of %d", server, n.cfg.Servers)
+	}
+	id := n.nextID.Add(1)
+	n.mu.Lock()
+	n.waiting[id] = f.ch
+	n.mu.Unlock()
+	to := protocol.NodeID(n.cfg.Computes + server)
+	m := protocol.Message{Type: protocol.TIndexCall, From: n.cfg.ID, To: to, PID: protocol.PID(id), Count: uint16(len(req))}
+	var fr [protocol.FrameSize]byte
+	protocol.Encode(fr[:], &m)
+	if err := n.tr.Send(to, fr[:], req); err != nil {
+		n.mu.Lock()
+		delete(n.waiting, id)
+		n.mu.Unlock()
+		return out, fmt.Errorf("index: call to server %d: %w", server, err)
+	}
+	select {
+	case rep := <-f.ch:
+		return append(out, rep...), nil
+	case <-time.After(callTimeout):
+		n.mu.Lock()
+		delete(n.waiting, id)
+		n.mu.Unlock()
+		return out, fmt.Errorf("index: server %d did not answer call %d within %v: %w", server, id, callTimeout, transport.ErrPeerDown)
+	}
+}
+
+// Peers gives a compute node every server's region.
+func (n *IndexNode) Peers(servers []transport.Region) error {
+	if n.cfg.Memory {
+		return nil
+	}
+	if len(servers) != n.cfg.Servers {
+		return fmt.Errorf("cluster: index node %d: %d server regions, want %d", n.cfg.ID, len(servers), n.cfg.Servers)
+	}
+	if n.cl != nil {
+		copy(n.cl.Regions, servers)
+	} else {
+		copy(n.nl.Regions, servers)
+	}
+	return nil
+}
+
+type indexClient interface {
+	Get(key uint64) (uint64, bool, error)
+	Put(key, val uint64) error
+	Delete(key uint64) (bool, error)
+	Scan(from, to uint64, fn func(k, v uint64) bool) error
+}
+
+func (n *IndexNode) client(t int) indexClient {
+	f := &fabric{n: n, ch: make(chan []byte, 1)}
+	if n.cl != nil {
+		how, _ := cell.ParseSearch(n.cfg.Search)
+		r := rand.New(rand.NewPCG(uint64(n.cfg.ID), uint64(t)))
+		return &cell.Client{L: n.cl, F: f, Search: how, Now: func() int64 { return time.Now().UnixNano() }, Rand: r.Uint64}
+	}
+	return &nam.Client{L: n.nl, F: f, Alloc: int(n.cfg.ID)<<8 | t}
+}
+
+// RunIndex runs wl.Threads clients for wl.Duration: uniform keys below
+// n.cfg.Keys; of the reads 80% gets and 20% scans of up to 12 keys, of
+// the writes 80% puts of a unique value and 20% deletes. The history
+// records a scan as a read of every key it covers, a delete as a write
+// of 0 (an absent key reads 0).
+func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
+	var res RunResult
+	if n.cfg.Memory {
+		res.Errors = append(res.Errors, "a memory server runs no workload")
+		return res, nil
+	}
+	var stop atomic.Bool
+	var mu sync.Mutex
+	lat := hdrhistogram.New(1, 60_000_000_000, 3)
+	var ops []checker.Op
+	var wg sync.WaitGroup
+	start := time.Now()
+	keys := n.cfg.Keys
+	for t := range wl.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
+			c := n.client(t)
+			client := int(n.cfg.ID)<<8 | t
+			var local []checker.Op
+			var seq uint64
+			h := hdrhistogram.New(1, 60_000_000_000, 3)
+			var errs []string
+			for !stop.Load() {
+				key := r.Uint64N(keys)
+				call := time.Now().UnixNano()
+				add := func(k uint64, kind string, v uint64) {
+					if wl.History {
+						local = append(local, checker.Op{Client: client, Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
+					}
+				}
+				var err error
+				switch {
+				case r.Float64() < wl.ReadRatio && r.IntN(5) > 0:
+					var v uint64
+					if v, _, err = c.Get(key); err == nil {
+						add(key, checker.KindRead, v)
+					}
+				case r.Float64() < wl.ReadRatio:
+					to := min(keys, key+1+r.Uint64N(12))
+					seen := map[uint64]uint64{}
+					if err = c.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true }); err == nil {
+						for k := key; k < to; k++ {
+							add(k, checker.KindRead, seen[k])
+						}
+					}
+				case r.IntN(5) > 0:
+					seq++
+					v := writeID(n.cfg.ID, t, seq)
+					if err = c.Put(key, v); err == nil {
+						add(key, checker.KindWrite, v)
+					}
+				default:
+					if _, err = c.Delete(key); err == nil {
+						add(key, checker.KindWrite, 0)
+					}
+				}
+				if err != nil {
+					errs = append(errs, err.Error())
+					break
+				}
+				_ = h.RecordValue(time.Now().UnixNano() - call)
+			}
+			mu.Lock()
+			lat.Merge(h)
+			ops = append(ops, local...)
+			res.Ops += h.TotalCount()
+			res.Errors = append(res.Errors, errs...)
+			mu.Unlock()
+		}()
+	}
+	time.Sleep(wl.Duration)
+	stop.Store(true)
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Latencies = lat.Export()
+	res.Stats = Stats{Ops: uint64(res.Ops)}
+	return res, ops
+}
+
+// Close stops the node.
+func (n *IndexNode) Close() error {
+	var err error
+	if n.tr != nil {
+		err = n.tr.Close()
+	}
+	if n.mem != nil {
+		unix.Munmap(n.mem)
+		n.mem = nil
+	}
+	return err
+}
+
+// IndexCommand extends Command for the index set-up.
+type IndexCommand struct {
+	Command
+	Servers []transport.Region `json:"servers,omitempty"`
+}
+
+// IndexReply extends Reply with the node's region and refusals.
+type IndexReply struct {
+	Reply
+	Region transport.Region `json:"region"`
+	Bad    uint64           `json:"bad"`
+}
+
+// ServeIndex answers control commands for an index node.
+func ServeIndex(n *IndexNode, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxCommand)
+	enc := json.NewEncoder(out)
+	for sc.Scan() {
+		var cmd IndexCommand
+		var rep IndexReply
+		err := json.Unmarshal(sc.Bytes(), &cmd)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("bad command: %v", err)
+		case cmd.Op == "quit":
+			return enc.Encode(rep)
+		case cmd.Op == "setup":
+			rep.Region = n.region
+		case cmd.Op == "peers":
+			err = n.Peers(cmd.Servers)
+		case cmd.Op == "run" && cmd.Workload != nil:
+			wl := *cmd.Workload
+			wl.History = cmd.HistoryFile != ""
+			res, ops := n.RunIndex(wl)
+			rep.Result = &res
+			if wl.History {
+				h := checker.NewHistory(len(ops))
+				for _, op := range ops {
+					h.Add(op)
+				}
+				err = writeHistory(cmd.HistoryFile, h)
+			}
+		case cmd.Op == "stats":
+			rep.Bad = n.Bad.Load()
+		default:
+			err = fmt.Errorf("unknown command %q", cmd.Op)
+		}
+		if err != nil {
+			rep.Error = err.Error()
+		}
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("cluster: control reply: %w", err)
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/transport"
+)
+
+// clusterRunIndex runs 'cluster --workload nam-cg|nam-fg|nam-hybrid|cell':
+// --nodes compute node processes (ids 0..C-1) and --memory-nodes memory
+// servers (C..), gets, scans, puts and deletes of --records keys for
+// --duration, and with --check porcupine per key on the whole history. A
+// message a node refused (malformed, unexpected, a reply nobody waits
+// for) is a violation.
+func clusterRunIndex(f clusterFlags, stderr io.Writer) (res clusterResult, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	tmp, err := os.MkdirTemp("", "scalestore-index-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	logFile := f.logFile
+	if logFile == "" {
+		logFile = filepath.Join(tmp, "nodes.log")
+	}
+	defer func() {
+		if err != nil && f.logFile == "" {
+			if b, rerr := os.ReadFile(logFile); rerr == nil && len(b) > 0 {
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
+			}
+		}
+	}()
+	c, m := f.nodes, f.memoryNodes
+	total := c + m
+	addrs, err := freeAddrs(total)
+	if err != nil {
+		return res, err
+	}
+	var peers []string
+	for i, a := range addrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
+	}
+	children, stop, err := spawnChildren(exe, total, stderr, func(i int) []string {
+		role := "compute"
+		if i >= c {
+			role = "memory"
+		}
+		return []string{"node", "--control", "--protocol", "index", "--index-workload", f.workload, "--role", role, "--id", fmt.Sprint(i),
+			"--listen", addrs[i], "--peers", strings.Join(peers, ","), "--transport", f.kind, "--socket-dir", tmp,
+			"--log", logFile, "--keys", fmt.Sprint(f.records), "--computes", fmt.Sprint(c), "--servers", fmt.Sprint(m),
+			"--threads", fmt.Sprint(f.threads), "--search", f.search}
+	})
+	defer stop()
+	if err != nil {
+		return res, err
+	}
+	call := func(ch *child, cmd cluster.IndexCommand) (cluster.IndexReply, error) {
+		var rep cluster.IndexReply
+		err := ch.exchange(cmd.Op, cmd, &rep, func() string { return rep.Error })
+		return rep, err
+	}
+	regions := make([]transport.Region, total)
+	if err := each(children, func(i int, ch *child) error {
+		rep, err := call(ch, cluster.IndexCommand{Command: cluster.Command{Op: "setup"}})
+		regions[i] = rep.Region
+		return err
+	}); err != nil {
+		return res, err
+	}
+	if err := each(children[:c], func(i int, ch *child) error {
+		_, err := call(ch, cluster.IndexCommand{Command: cluster.Command{Op: "peers"}, Servers: regions[c:]})
+		return err
+	}); err != nil {
+		return res, err
+	}
+	history := func(i int) string {
+		if !f.check {
+			return ""
+		}
+		return filepath.Join(tmp, fmt.Sprintf("run-%d.jsonl", i))
+	}
+	if !f.quiet {
+		fmt.Fprintf(stderr, "%s: %d compute nodes of %d threads and %d memory servers over %s, %d keys; running for %v\n",
+			f.workload, c, f.threads, m, f.kind, f.records, f.duration)
+	}
+	results := make([]cluster.RunResult, c)
+	err = each(children[:c], func(i int, ch *child) error {
+		wl := cluster.Workload{Records: f.records, ReadRatio: f.readRatio, Threads: f.threads, Duration: f.duration, Seed: 42, Nodes: c, Index: i}
+		rep, err := call(ch, cluster.IndexCommand{Command: cluster.Command{Op: "run", Workload: &wl, HistoryFile: history(i)}})
+		if err == nil && rep.Result != nil {
+			results[i] = *rep.Result
+			if len(rep.Result.Errors) > 0 {
+				err = fmt.Errorf("node %d: %s", i, rep.Result.Errors[0])
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	res = aggregate(f, results, 0)
+	res.Protocol, res.MemoryNodes = f.workload, m
+	var bad uint64
+	for _, ch := range children {
+		rep, err := call(ch, cluster.IndexCommand{Command: cluster.Command{Op: "stats"}})
+		if err != nil {
+			return res, err
+		}
+		bad += rep.Bad
+	}
+	if bad > 0 {
+		res.Violations++
+		fmt.Fprintf(stderr, "cluster: the nodes refused %d messages (see the log)\n", bad)
+	}
+	if f.check {
+		var ops []checker.Op
+		for i := range c {
+			part, err := readHistory(history(i))
+			if err != nil {
+				return res, err
+			}
+			ops = append(ops, part...)
+		}
+		res.Checked, res.HistoryOps = true, len(ops)
+		if f.historyOut != "" {
+			if err := writeOps(f.historyOut, ops); err != nil {
+				return res, err
+			}
+		}
+		if !f.quiet {
+			fmt.Fprintf(stderr, "checking %d operations...\n", len(ops))
+		}
+		cr, _ := checker.Check(ops, f.checkTimeout)
+		res.Violations += len(cr.BadPages)
+		res.Undecided = cr.Unknown
+	}
+	return res, nil
+}
