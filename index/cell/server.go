@@ -29,7 +29,6 @@ type Server struct {
 	megas btree.Map[uint64, nam.Ptr] // low key -> root, of this server's leaf meganodes
 	roots map[nam.Ptr]bool
 	node  nam.Node
-	right nam.Node
 	// Calls counts the requests handled (the server's CPU work); Splits
 	// the node splits it did.
 	Calls, Splits uint64
