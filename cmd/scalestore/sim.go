@@ -279,14 +279,23 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		if f.json {
 			w = stderr
 		}
-		fmt.Fprintf(w, "%s  seeds=%d ops=%d messages=%d sim=%.2fs (%.0f msg/s) check=%.2fs protocol=%s faults=%s",
-			verdict, sum.Seeds, sum.Ops, sum.SimMessages, sum.SimSeconds, sum.SimMessagesPerSec, sum.CheckSeconds, sum.Protocol, sum.Faults)
+		index := scenarios.IsNAMWorkload(f.cfg.Workload)
+		what := "protocol=" + sum.Protocol
+		if index {
+			what = "workload=" + f.cfg.Workload
+		}
+		fmt.Fprintf(w, "%s  seeds=%d ops=%d messages=%d sim=%.2fs (%.0f msg/s) check=%.2fs %s faults=%s",
+			verdict, sum.Seeds, sum.Ops, sum.SimMessages, sum.SimSeconds, sum.SimMessagesPerSec, sum.CheckSeconds, what, sum.Faults)
 		if sum.TraceHash != "" {
 			fmt.Fprintf(w, " trace_hash=%s", sum.TraceHash)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
-			sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
+		if index {
+			fmt.Fprintf(w, "  one-sided verbs %d, memory-server calls %d, simulated time %.1f ms\n", sum.Verbs, sum.MemoryHandlers, float64(sum.SimulatedNanos)/1e6)
+		} else {
+			fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
+				sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
+		}
 		if f.cfg.System == scenarios.SystemSELCC && sum.Ops > 0 {
 			fmt.Fprintf(w, "  one-sided verbs %d (%.2f per operation), invalidations %d, handovers %d, shared releases %d, dropped %d, upgrade fallbacks %d, lease releases %d, memory-node handler calls %d\n",
 				sum.Verbs, float64(sum.Verbs)/float64(sum.Ops), sel.Invalidations, sel.HandOvers, sel.Releases, sel.Dropped,
