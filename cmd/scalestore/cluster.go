@@ -345,10 +345,7 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	}
 	defer func() {
 		if err != nil && f.logFile == "" {
-			if b, rerr := os.ReadFile(logFile); rerr == nil && len(b) > 0 {
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
-			}
+			printLogTail(stderr, logFile)
 		}
 	}()
 	addrs, err := freeAddrs(f.nodes)

@@ -34,10 +34,7 @@ func clusterRunIndex(f clusterFlags, stderr io.Writer) (res clusterResult, err e
 	}
 	defer func() {
 		if err != nil && f.logFile == "" {
-			if b, rerr := os.ReadFile(logFile); rerr == nil && len(b) > 0 {
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
-			}
+			printLogTail(stderr, logFile)
 		}
 	}()
 	c, m := f.nodes, f.memoryNodes
@@ -123,26 +120,41 @@ func clusterRunIndex(f clusterFlags, stderr io.Writer) (res clusterResult, err e
 		fmt.Fprintf(stderr, "cluster: the nodes refused %d messages (see the log)\n", bad)
 	}
 	if f.check {
-		var ops []checker.Op
-		for i := range c {
-			part, err := readHistory(history(i))
-			if err != nil {
-				return res, err
-			}
-			ops = append(ops, part...)
-		}
-		res.Checked, res.HistoryOps = true, len(ops)
-		if f.historyOut != "" {
-			if err := writeOps(f.historyOut, ops); err != nil {
-				return res, err
-			}
-		}
-		if !f.quiet {
-			fmt.Fprintf(stderr, "checking %d operations...\n", len(ops))
-		}
-		cr, _ := checker.Check(ops, f.checkTimeout)
-		res.Violations += len(cr.BadPages)
-		res.Undecided = cr.Unknown
+		err = checkHistories(f, c, history, &res, stderr)
 	}
-	return res, nil
+	return res, err
+}
+
+// printLogTail prints the last lines of the nodes' log after a failed run.
+func printLogTail(stderr io.Writer, logFile string) {
+	if b, err := os.ReadFile(logFile); err == nil && len(b) > 0 {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+}
+
+// checkHistories reads the histories of compute nodes 0..c-1, writes them
+// to --history-out if asked, and checks them with porcupine per key.
+func checkHistories(f clusterFlags, c int, history func(int) string, res *clusterResult, stderr io.Writer) error {
+	var ops []checker.Op
+	for i := range c {
+		part, err := readHistory(history(i))
+		if err != nil {
+			return err
+		}
+		ops = append(ops, part...)
+	}
+	res.Checked, res.HistoryOps = true, len(ops)
+	if f.historyOut != "" {
+		if err := writeOps(f.historyOut, ops); err != nil {
+			return err
+		}
+	}
+	if !f.quiet {
+		fmt.Fprintf(stderr, "checking %d operations...\n", len(ops))
+	}
+	cr, _ := checker.Check(ops, f.checkTimeout)
+	res.Violations += len(cr.BadPages)
+	res.Undecided = cr.Unknown
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/linecache"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -35,10 +34,7 @@ func clusterRunSELCC(f clusterFlags, stderr io.Writer) (res clusterResult, err e
 	}
 	defer func() {
 		if err != nil && f.logFile == "" {
-			if b, rerr := os.ReadFile(logFile); rerr == nil && len(b) > 0 {
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
-			}
+			printLogTail(stderr, logFile)
 		}
 	}()
 	c, m := f.nodes, f.memoryNodes
@@ -130,26 +126,7 @@ func clusterRunSELCC(f clusterFlags, stderr io.Writer) (res clusterResult, err e
 		fmt.Fprintf(stderr, "cluster: the memory nodes received %d messages; they have no handler\n", res.MemoryMessages)
 	}
 	if f.check {
-		var ops []checker.Op
-		for i := range c {
-			part, err := readHistory(history(i))
-			if err != nil {
-				return res, err
-			}
-			ops = append(ops, part...)
-		}
-		res.Checked, res.HistoryOps = true, len(ops)
-		if f.historyOut != "" {
-			if err := writeOps(f.historyOut, ops); err != nil {
-				return res, err
-			}
-		}
-		if !f.quiet {
-			fmt.Fprintf(stderr, "checking %d operations...\n", len(ops))
-		}
-		cr, _ := checker.Check(ops, f.checkTimeout)
-		res.Violations += len(cr.BadPages)
-		res.Undecided = cr.Unknown
+		err = checkHistories(f, c, history, &res, stderr)
 	}
-	return res, nil
+	return res, err
 }
