@@ -130,7 +130,7 @@ func newLocal(cfg Config, store storage.PageStore) (*Local, error) {
 		return nil, err
 	}
 	l.pages = pages
-	cfg.AdviseMemory = adviseHuge
+	cfg.AdviseMemory = AdviseHuge
 	l.node = New(cfg, l, l, pages)
 	l.node.Cache().SetLocker(&l.mu)
 	l.node.Cache().PoisonPrefix = 64

@@ -37,10 +37,10 @@ func unmapPages(mem []byte) error {
 	return nil
 }
 
-// adviseHuge asks for transparent huge pages on memory the Go heap owns
+// AdviseHuge asks for transparent huge pages on memory the Go heap owns
 // (the frame array, the translation table). madvise works on whole pages,
 // so the range is trimmed to them; it is advice, and errors are ignored.
-func adviseHuge(mem []byte) {
+func AdviseHuge(mem []byte) {
 	const huge = 2 << 20
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	end := start + uintptr(len(mem))

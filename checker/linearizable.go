@@ -160,6 +160,18 @@ var registerModel = porcupine.Model{
 // fill BadPages; with a timeout, that second phase gets its own budget of
 // the same length.
 func Check(ops []Op, timeout time.Duration) (Result, porcupine.LinearizationInfo) {
+	return check(ops, timeout, true)
+}
+
+// CheckPorcupine is Check with every page searched by porcupine, none
+// decided by zones: the reference that the zones are compared with
+// (`sim --checker porcupine`). It can take minutes where Check takes
+// milliseconds.
+func CheckPorcupine(ops []Op, timeout time.Duration) (Result, porcupine.LinearizationInfo) {
+	return check(ops, timeout, false)
+}
+
+func check(ops []Op, timeout time.Duration, zones bool) (Result, porcupine.LinearizationInfo) {
 	for i := range ops {
 		if err := ops[i].validate(); err != nil {
 			panic(fmt.Sprintf("checker.Check: op %d (%+v): %v", i, ops[i], err))
@@ -198,7 +210,10 @@ func Check(ops []Op, timeout time.Duration) (Result, porcupine.LinearizationInfo
 	// Pages appended in ascending order keep both lists sorted by page.
 	var rest, badByZones []porcupine.Operation
 	for _, part := range parts {
-		ok, decided := decideByZones(part)
+		ok, decided := false, false
+		if zones {
+			ok, decided = decideByZones(part)
+		}
 		switch {
 		case !decided:
 			rest = append(rest, part...)

@@ -265,7 +265,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.History = r.hist
 	if !cfg.SkipLinearizability {
 		start := time.Now()
-		lin, info := checker.Check(r.hist.Ops(), cfg.CheckTimeout)
+		lin, info := cfg.checkHistory(r.hist.Ops())
 		res.CheckWall = time.Since(start)
 		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
 	} else {

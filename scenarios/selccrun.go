@@ -393,7 +393,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 	r.finish(&res)
 	if !cfg.SkipLinearizability {
 		start := time.Now()
-		lin, info := checker.Check(r.hist.Ops(), cfg.CheckTimeout)
+		lin, info := cfg.checkHistory(r.hist.Ops())
 		res.CheckWall = time.Since(start)
 		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
 	} else {

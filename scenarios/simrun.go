@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -42,6 +43,9 @@ type SimConfig struct {
 	WatchPage int
 	// CheckTimeout bounds porcupine's search (0: no bound).
 	CheckTimeout time.Duration
+	// PorcupineOnly searches every page's history with porcupine, none
+	// decided by zones (checker.CheckPorcupine): the reference verdict.
+	PorcupineOnly bool
 	// MessageBudget is the most network messages per completed operation
 	// the run may send: 0 takes the calibrated budget of this
 	// configuration if it has one (see MessageBudget), below 0 none.
@@ -381,13 +385,21 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	res.finish(r, time.Time{})
 	if !cfg.SkipLinearizability {
 		start := time.Now()
-		lin, info := checker.Check(r.hist.Ops(), cfg.CheckTimeout)
+		lin, info := cfg.checkHistory(r.hist.Ops())
 		res.CheckWall = time.Since(start)
 		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
 	} else {
 		res.Linearizable = true
 	}
 	return res, nil
+}
+
+// checkHistory checks a run's history the way cfg asks.
+func (cfg SimConfig) checkHistory(ops []checker.Op) (checker.Result, porcupine.LinearizationInfo) {
+	if cfg.PorcupineOnly {
+		return checker.CheckPorcupine(ops, cfg.CheckTimeout)
+	}
+	return checker.Check(ops, cfg.CheckTimeout)
 }
 
 func (res *SimResult) finish(r *simRun, wallStart time.Time) {

@@ -2,8 +2,10 @@ package scenarios
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
@@ -354,4 +356,48 @@ func TestSELCCDeterminism(t *testing.T) {
 	if a.TraceHash == c.TraceHash {
 		t.Fatal("another seed, the same run")
 	}
+}
+
+// The zones and porcupine give the same verdict, and find the same bad
+// pages, on simulated histories: clean runs and runs of every mutant of the
+// register workloads, whose histories are often not linearizable.
+func TestZonesAgreeWithPorcupineOnSimulatedHistories(t *testing.T) {
+	seeds := uint64(seedsFor(t, 40, 8))
+	bad := 0
+	for _, m := range append([]string{""}, mutation.Names...) {
+		if mutation.SELCC(m) || mutation.NAM(m) {
+			continue
+		}
+		for seed := uint64(1); seed <= seeds; seed++ {
+			cfg := acceptanceConfig(seed)
+			cfg.Ops = 600
+			cfg.Mutate = m
+			cfg.Workload = MutantWorkload(m)
+			cfg.SkipLinearizability = true
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops := res.History.Ops()
+			z, _ := checker.Check(ops, time.Minute)
+			p, _ := checker.CheckPorcupine(ops, time.Minute)
+			if z.Unknown || p.Unknown {
+				t.Fatalf("mutant %q seed %d: undecided (zones %v, porcupine %v)", m, seed, z.Unknown, p.Unknown)
+			}
+			if z.Ok != p.Ok || !slices.Equal(z.BadPages, p.BadPages) {
+				t.Fatalf("mutant %q seed %d: zones say ok=%v bad pages %v, porcupine ok=%v bad pages %v",
+					m, seed, z.Ok, z.BadPages, p.Ok, p.BadPages)
+			}
+			if p.Decided != 0 || (cfg.Workload == "register" && z.Decided == 0) {
+				t.Fatalf("mutant %q seed %d: zones decided %d pages, porcupine-only %d", m, seed, z.Decided, p.Decided)
+			}
+			if !p.Ok {
+				bad++
+			}
+		}
+	}
+	if bad == 0 {
+		t.Fatal("no history was found not linearizable: the comparison saw only one verdict")
+	}
+	t.Logf("%d histories not linearizable, the same verdict and bad pages from both", bad)
 }

@@ -59,6 +59,8 @@ type simFlags struct {
 	json       bool
 	quiet      bool
 	allowUndec bool
+	cpuProfile string
+	checkWith  string
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
@@ -95,6 +97,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.allowUndec, "allow-undecided", false, "exit 0 although some seeds' histories could not be decided within --check-timeout (they are still listed)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	fs.StringVar(&f.checkWith, "checker", "zones", "how histories are checked: zones (pages whose writes are unique are decided in O(n log n) by Gibbons-Korach zones, the rest by porcupine) or porcupine (every page searched by porcupine: the reference verdict, which can take minutes at 256 nodes)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (simulation and checks) to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,6 +110,22 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.cfg.Faults = f.faults
+	switch f.checkWith {
+	case "zones":
+	case "porcupine":
+		f.cfg.PorcupineOnly = true
+	default:
+		fmt.Fprintf(stderr, "sim: --checker %q: zones or porcupine\n", f.checkWith)
+		return 2
+	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer stop()
+	}
 	if f.cfg.Gamma <= 0 {
 		f.cfg.Gamma = -1
 	}
