@@ -1,9 +1,14 @@
 package scenarios
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/protocol"
 
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -38,7 +43,18 @@ type CompareRow struct {
 	WriterP50us float64 `json:"writer_p50_us"`
 	WriterP99us float64 `json:"writer_p99_us"`
 	Violations  int     `json:"violations"`
+	// Timeline is the throughput (operations per simulated second) in
+	// TimelineWindows equal windows of each seed's workload, averaged over
+	// the seeds: a workload shift or a node joining shows in it.
+	Timeline []float64 `json:"timeline_ops_per_sim_sec"`
 }
+
+// TimelineWindows is the number of windows of CompareRow.Timeline.
+const TimelineWindows = 10
+
+// Systems Compare runs: ScaleStore (chaining, the paper's), its
+// conflict-handling baselines, and SELCC.
+var compareSystems = []string{SystemScaleStore, SystemSELCC, "chaining", "fifo", "polling"}
 
 // messageRTT is one message round trip of the default latency model.
 var messageRTT = 2 * sim.DefaultLatency.Message
@@ -49,10 +65,12 @@ var messageRTT = 2 * sim.DefaultLatency.Message
 func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
 	var rows []CompareRow
 	for _, sys := range systems {
-		if sys != SystemScaleStore && sys != SystemSELCC {
-			return nil, fmt.Errorf("--protocols: %q is neither %s nor %s", sys, SystemScaleStore, SystemSELCC)
+		if !slices.Contains(compareSystems, sys) {
+			return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(compareSystems, ", "))
 		}
-		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, cfg.Nodes)}
+		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, cfg.Nodes),
+			Timeline: make([]float64, TimelineWindows)}
+		var counted int
 		var lat, wlat []int64
 		var simNanos int64
 		var msgs, verbs uint64
@@ -60,8 +78,15 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 		for seed := uint64(1); seed <= uint64(seeds); seed++ {
 			c := cfg
 			c.Seed, c.System = seed, sys
-			if sys == SystemScaleStore {
+			switch sys {
+			case SystemScaleStore:
 				c.System = ""
+			case "chaining", "fifo", "polling":
+				v, err := protocol.ParseVariant(sys)
+				if err != nil {
+					return nil, err
+				}
+				c.System, c.Protocol = "", v
 			}
 			res, err := RunSim(c)
 			if err != nil {
@@ -78,32 +103,30 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 			} else {
 				row.MemoryHandlerCalls += res.DirectoryMessages
 			}
-			first, last := int64(-1), int64(0)
+			var spans []checker.Op
 			for _, op := range res.History.Ops() {
 				node := op.Client / cfg.Workers
 				if node >= cfg.Nodes {
 					continue // the final reads
 				}
-				if first < 0 || op.Call < first {
-					first = op.Call
-				}
-				last = max(last, op.Return)
+				spans = append(spans, op)
 				perNode[node]++
 				lat = append(lat, op.Return-op.Call)
 				if node == 0 {
 					wlat = append(wlat, op.Return-op.Call)
 				}
 			}
-			if first >= 0 {
-				simNanos += last - first // the workload's span: set-up and final checks left out
-			}
+			n, span := throughputSpan(spans, cfg.Warmup)
+			counted += n
+			simNanos += span
+			addTimeline(row.Timeline, spans, seeds)
 		}
 		if row.Ops > 0 {
 			row.MessagesPerOp = float64(msgs) / float64(row.Ops)
 			row.VerbsPerOp = float64(verbs) / float64(row.Ops)
 		}
 		if simNanos > 0 {
-			row.OpsPerSimSec = float64(row.Ops) / (float64(simNanos) / 1e9)
+			row.OpsPerSimSec = float64(counted) / (float64(simNanos) / 1e9)
 		}
 		row.P50us, row.P99us = pct(lat, 0.5)/1e3, pct(lat, 0.99)/1e3
 		row.WriterP50us, row.WriterP99us = pct(wlat, 0.5)/1e3, pct(wlat, 0.99)/1e3
@@ -125,6 +148,46 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 	return rows, nil
 }
 
+// throughputSpan is what a seed's throughput counts: the operations after
+// the warm-up share (by call), and the simulated time from the first of
+// them to the last return (set-up and final checks left out).
+func throughputSpan(ops []checker.Op, warmup float64) (n int, span int64) {
+	if len(ops) == 0 {
+		return 0, 0
+	}
+	slices.SortFunc(ops, func(a, b checker.Op) int { return cmp.Compare(a.Call, b.Call) })
+	ops = ops[int(warmup*float64(len(ops))):]
+	if len(ops) == 0 {
+		return 0, 0
+	}
+	last := int64(0)
+	for _, op := range ops {
+		last = max(last, op.Return)
+	}
+	return len(ops), last - ops[0].Call
+}
+
+// addTimeline adds one seed's throughput in TimelineWindows windows of its
+// workload (ops sorted by call; each counted in the window of its return)
+// to timeline, as one of seeds.
+func addTimeline(timeline []float64, ops []checker.Op, seeds int) {
+	if len(ops) == 0 {
+		return
+	}
+	first, last := ops[0].Call, int64(0)
+	for _, op := range ops {
+		last = max(last, op.Return)
+	}
+	width := (last - first + int64(len(timeline)) - 1) / int64(len(timeline))
+	if width <= 0 {
+		return
+	}
+	for _, op := range ops {
+		i := min(int((op.Return-first)/width), len(timeline)-1)
+		timeline[i] += 1 / (float64(width) / 1e9) / float64(seeds)
+	}
+}
+
 func pct(xs []int64, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -143,6 +206,17 @@ type Figure struct {
 	// systems each runs.
 	Points  func(base SimConfig) []FigurePoint
 	Systems []string
+	// Base is the configuration Points starts from (nil: figureBase).
+	Base func() SimConfig
+	// Nodes, for the figures that take --nodes, are the node counts of
+	// Points: NodePoints builds them from the counts given.
+	Nodes      []int
+	NodePoints func(base SimConfig, nodes []int) []FigurePoint
+	// XKey names the label's key the plot puts on its x axis (the rest of
+	// the label and the protocol name a line); Timeline plots throughput
+	// over the windows of the run instead (CompareRow.Timeline).
+	XKey     string
+	Timeline bool
 }
 
 // FigurePoint is one configuration of a figure.
@@ -226,13 +300,40 @@ func FigureByName(name string) (*Figure, error) {
 			return &Figures[i], nil
 		}
 	}
+	for i := range ScaleStoreFigures {
+		if ScaleStoreFigures[i].Name == name {
+			return &ScaleStoreFigures[i], nil
+		}
+	}
 	return nil, fmt.Errorf("unknown figure %q ('scalestore figure list' names them)", name)
 }
 
-// RunFigure runs every point of f on its systems over seeds seeds.
-func RunFigure(f *Figure, seeds int, progress func(label string)) ([]CompareRow, error) {
+// RunFigure runs every point of f on its systems over seeds seeds; nodes,
+// when set, replaces the node counts of a figure that has them (Nodes).
+func RunFigure(f *Figure, seeds int, nodes []int, progress func(label string)) ([]CompareRow, error) {
+	base := figureBase()
+	if f.Base != nil {
+		base = f.Base()
+	}
+	var points []FigurePoint
+	switch {
+	case f.NodePoints != nil:
+		if len(nodes) == 0 {
+			nodes = f.Nodes
+		}
+		for _, n := range nodes {
+			if n < 1 || n > 256 {
+				return nil, fmt.Errorf("--nodes %d: want 1..256", n)
+			}
+		}
+		points = f.NodePoints(base, nodes)
+	case len(nodes) > 0:
+		return nil, fmt.Errorf("%s has no --nodes (its node counts are its subject)", f.Name)
+	default:
+		points = f.Points(base)
+	}
 	var rows []CompareRow
-	for _, p := range f.Points(figureBase()) {
+	for _, p := range points {
 		if progress != nil {
 			progress(p.Label)
 		}

@@ -38,7 +38,7 @@ func TestFigure16Trend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := RunFigure(f, 1, nil)
+	rows, err := RunFigure(f, 1, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +67,76 @@ func TestFigure15WriterNotStarved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := RunFigure(f, 2, nil)
+	rows, err := RunFigure(f, 2, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	off, on := rows[0], rows[1] // gamma off; priority off, on
 	if on.Shares[0] < 2*off.Shares[0] || on.WriterP99us >= off.WriterP99us {
 		t.Errorf("priority off: writer share %.3f p99 %.0f us; on: %.3f, %.0f us", off.Shares[0], off.WriterP99us, on.Shares[0], on.WriterP99us)
+	}
+}
+
+// ScaleStore Fig. 7's trends under the paper model: partitioned read-only
+// scales out (5 nodes at least 3.5x one), random accesses stay below
+// partitioned ones, and partitioned update-heavy runs below read-only.
+func TestScaleStoreFigure7Trends(t *testing.T) {
+	f, err := FigureByName("scalestore-fig7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RunFigure(f, 1, []int{1, 5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]float64{}
+	for _, r := range rows {
+		if r.Violations > 0 {
+			t.Fatalf("%s: %d violations", r.Label, r.Violations)
+		}
+		at[r.Label] = r.OpsPerSimSec
+	}
+	one, five := at["access=partitioned writes=0% nodes=1"], at["access=partitioned writes=0% nodes=5"]
+	if five < 3.5*one {
+		t.Errorf("partitioned read-only: %.0f ops/s at 5 nodes, %.0f at 1: want at least 3.5x", five, one)
+	}
+	for _, w := range []string{"0%", "5%", "50%"} {
+		p, r := at["access=partitioned writes="+w+" nodes=5"], at["access=random writes="+w+" nodes=5"]
+		if r >= p {
+			t.Errorf("%s writes at 5 nodes: random %.0f ops/s, partitioned %.0f: want random below", w, r, p)
+		}
+	}
+	if ro, uh := at["access=partitioned writes=0% nodes=5"], at["access=partitioned writes=50% nodes=5"]; uh >= ro {
+		t.Errorf("partitioned at 5 nodes: 50%% writes %.0f ops/s, read-only %.0f: want update-heavy below", uh, ro)
+	}
+}
+
+// Fig. 6's fairness: under contention chaining shares the page more evenly
+// between the nodes than the FIFO queue and polling do, and its tail
+// latency is lower.
+func TestScaleStoreFigure6Fairness(t *testing.T) {
+	f, err := FigureByName("scalestore-fig6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RunFigure(f, 1, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]CompareRow{}
+	for _, r := range rows {
+		by[r.Label+" "+r.Protocol] = r
+	}
+	ch := by["nodes=5 access=contended chaining"]
+	for _, other := range []string{"fifo", "polling"} {
+		o := by["nodes=5 access=contended "+other]
+		if ch.Fairness <= o.Fairness || ch.P99us >= o.P99us {
+			t.Errorf("contended: chaining fairness %.2f p99 %.1f us, %s %.2f and %.1f us: want chaining fairer with a lower p99",
+				ch.Fairness, ch.P99us, other, o.Fairness, o.P99us)
+		}
+		if u := by["nodes=5 access=uncontended "+other]; by["nodes=5 access=uncontended chaining"].MessagesPerOp >= u.MessagesPerOp {
+			t.Errorf("uncontended: chaining sends %.2f messages an operation, %s %.2f: want fewer",
+				by["nodes=5 access=uncontended chaining"].MessagesPerOp, other, u.MessagesPerOp)
+		}
 	}
 }

@@ -401,3 +401,37 @@ func TestZonesAgreeWithPorcupineOnSimulatedHistories(t *testing.T) {
 	}
 	t.Logf("%d histories not linearizable, the same verdict and bad pages from both", bad)
 }
+
+// The paper model's partitioned workload, with a shift halfway, under
+// heavy faults: every check on, no violation.
+func TestPaperModelSwarm(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(seedsFor(t, 20, 4)); seed++ {
+		cfg := PaperModel(acceptanceConfig(seed))
+		cfg.Workers, cfg.CachePages, cfg.Pages = 4, 16, 60
+		cfg.Partitioned, cfg.ShiftAt = true, 0.5
+		res, err := RunSim(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed() || res.Ops != cfg.Ops {
+			t.Fatalf("seed %d: %d ops, violations %v", seed, res.Ops, res.Violations)
+		}
+	}
+}
+
+// Partitioned workers touch only their own node's pages until the shift,
+// then only the next node's.
+func TestPartitionPage(t *testing.T) {
+	r := &simRun{cfg: SimConfig{Nodes: 3, Pages: 10, Ops: 100, ShiftAt: 0.5}}
+	for i := range 10 {
+		for node := range 3 {
+			if p := r.partitionPage(i, node); p%3 != node || p >= 10 || p < 0 {
+				t.Fatalf("page %d for node %d: %d", i, node, p)
+			}
+		}
+	}
+	r.started = 51
+	if p := r.partitionPage(4, 2); p%3 != 0 {
+		t.Fatalf("after the shift node 2 got page %d, want node 0's share", p)
+	}
+}

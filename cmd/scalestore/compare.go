@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"strconv"
 	"strings"
 
+	"github.com/scalestore-go/scalestore/internal/plot"
 	"github.com/scalestore-go/scalestore/scenarios"
 )
 
@@ -112,7 +116,7 @@ func writeCompareTable(w io.Writer, rows []scenarios.CompareRow) {
 
 const figureUsage = `Usage:
   scalestore figure list
-  scalestore figure NAME [--seeds N] [--json]
+  scalestore figure NAME [--seeds N] [--nodes LIST] [--svg FILE] [--json]
 
 Runs one of the seed papers' evaluation figures in the simulator and prints
 one table. SELCC's (selcc-*): their configurations, each on the protocols it
@@ -131,6 +135,8 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, figureUsage); fs.PrintDefaults() }
 	seeds := fs.Int("seeds", 3, "seeds 1..N per point and protocol")
 	asJSON := fs.Bool("json", false, "print the rows as one JSON array")
+	nodesList := fs.String("nodes", "", "scalestore-* figures: node counts, comma-separated (fig7: its x axis, default 1,2,3,4,5; the others: the cluster's size, default 5), e.g. 16 or 1,2,4,8,16,64")
+	svgOut := fs.String("svg", "", "also draw the figure as an SVG line chart into this file (self-contained)")
 	var name string
 	rest := args
 	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
@@ -153,6 +159,9 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		for _, f := range scenarios.Figures {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
 		}
+		for _, f := range scenarios.ScaleStoreFigures {
+			fmt.Fprintf(stdout, "%-16s %-20s %s\n", f.Name, f.Paper, f.About)
+		}
 		for _, f := range scenarios.IndexFigures {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
 		}
@@ -170,7 +179,18 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "figure: --seeds: want at least 1")
 		return 2
 	}
-	rows, err := scenarios.RunFigure(f, *seeds, func(label string) {
+	var nodes []int
+	if *nodesList != "" {
+		for _, part := range strings.Split(*nodesList, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || n < 1 || n > 256 {
+				fmt.Fprintf(stderr, "figure: --nodes %q: want node counts 1..256, comma-separated\n", *nodesList)
+				return 2
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	rows, err := scenarios.RunFigure(f, *seeds, nodes, func(label string) {
 		if isTerminal(stderr) {
 			fmt.Fprintf(stderr, "\r%s: %-40s", f.Name, label)
 		}
@@ -182,10 +202,119 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "figure: %v\n", err)
 		return 2
 	}
+	if *svgOut != "" {
+		if err := writeFigureSVG(*svgOut, f, rows, *seeds); err != nil {
+			fmt.Fprintf(stderr, "figure: --svg: %v\n", err)
+			return 1
+		}
+	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%s (%s): %s; %d seeds each\n\n", f.Name, f.Paper, f.About, *seeds)
+		if f.Timeline {
+			writeTimelineTable(stdout, rows)
+			fmt.Fprintln(stdout)
+		}
 	}
 	return printRows(rows, *asJSON, stdout)
+}
+
+// writeTimelineTable prints each row's throughput per tenth of its run.
+func writeTimelineTable(w io.Writer, rows []scenarios.CompareRow) {
+	fmt.Fprint(w, "| point | protocol |")
+	for i := range scenarios.TimelineWindows {
+		fmt.Fprintf(w, " %d/%d |", i+1, scenarios.TimelineWindows)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "|---|---|"+strings.Repeat("---:|", scenarios.TimelineWindows)+"\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s |", r.Label, r.Protocol)
+		for _, v := range r.Timeline {
+			fmt.Fprintf(w, " %s |", plot.Short(v))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// figureChart lays a figure's rows out as a chart: with XKey, the label's
+// value of that key on the x axis and one line per rest of the label and
+// protocol; with Timeline, the tenths of the run on the x axis and one line
+// per row; otherwise one x position per label and one line per protocol.
+func figureChart(f *scenarios.Figure, rows []scenarios.CompareRow, seeds int) plot.Chart {
+	c := plot.Chart{Title: fmt.Sprintf("%s (%s), simulated, %d seeds", f.Name, f.Paper, seeds), YTitle: "operations per simulated second"}
+	if f.Timeline {
+		c.XTitle = "tenth of the run"
+		for i := range scenarios.TimelineWindows {
+			c.X = append(c.X, strconv.Itoa(i+1))
+		}
+		for _, r := range rows {
+			name := r.Label
+			if len(f.Systems) > 1 {
+				name += " " + r.Protocol
+			}
+			c.Series = append(c.Series, plot.Series{Name: name, Y: r.Timeline})
+		}
+		return c
+	}
+	c.XTitle = f.XKey
+	xIndex := map[string]int{}
+	seriesIndex := map[string]int{}
+	type point struct {
+		series, x int
+		y         float64
+	}
+	var pts []point
+	for _, r := range rows {
+		x, rest := r.Label, ""
+		if f.XKey != "" {
+			x, rest = splitLabel(r.Label, f.XKey)
+		}
+		name := rest
+		if len(f.Systems) > 1 || name == "" {
+			name = strings.TrimSpace(rest + " " + r.Protocol)
+		}
+		if _, ok := xIndex[x]; !ok {
+			xIndex[x] = len(c.X)
+			c.X = append(c.X, x)
+		}
+		if _, ok := seriesIndex[name]; !ok {
+			seriesIndex[name] = len(c.Series)
+			c.Series = append(c.Series, plot.Series{Name: name})
+		}
+		pts = append(pts, point{seriesIndex[name], xIndex[x], r.OpsPerSimSec})
+	}
+	for i := range c.Series {
+		c.Series[i].Y = make([]float64, len(c.X))
+		for j := range c.Series[i].Y {
+			c.Series[i].Y[j] = math.NaN()
+		}
+	}
+	for _, p := range pts {
+		c.Series[p.series].Y[p.x] = p.y
+	}
+	return c
+}
+
+// splitLabel takes key's value out of a label of space-separated key=value
+// fields: the value, and the other fields.
+func splitLabel(label, key string) (value, rest string) {
+	var others []string
+	for _, field := range strings.Fields(label) {
+		if k, v, ok := strings.Cut(field, "="); ok && k == key {
+			value = v
+			continue
+		}
+		others = append(others, field)
+	}
+	return value, strings.Join(others, " ")
+}
+
+func writeFigureSVG(path string, f *scenarios.Figure, rows []scenarios.CompareRow, seeds int) error {
+	c := figureChart(f, rows, seeds)
+	var b strings.Builder
+	if err := c.WriteSVG(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // runIndexFigure runs and prints a NAM-tree or Cell figure.

@@ -61,6 +61,7 @@ type simFlags struct {
 	allowUndec bool
 	cpuProfile string
 	checkWith  string
+	model      string
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
@@ -97,6 +98,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.allowUndec, "allow-undecided", false, "exit 0 although some seeds' histories could not be decided within --check-timeout (they are still listed)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	fs.StringVar(&f.model, "model", "default", "simulated hardware: default (Table 1's latencies, workers pause 0-2 us between operations and spend no CPU) or paper (the paper's evaluation: 20 workers a node unless --workers is given, each operation 820 ns of the worker's CPU, 1,500 ns for a write, calibrated from this engine's ycsb; see docs/figures.md)")
+	fs.BoolVar(&f.cfg.Partitioned, "partitioned", false, "each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)")
 	fs.StringVar(&f.checkWith, "checker", "zones", "how histories are checked: zones (pages whose writes are unique are decided in O(n log n) by Gibbons-Korach zones, the rest by porcupine) or porcupine (every page searched by porcupine: the reference verdict, which can take minutes at 256 nodes)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (simulation and checks) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -110,6 +113,20 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.cfg.Faults = f.faults
+	switch f.model {
+	case "default":
+	case "paper":
+		workersSet := false
+		fs.Visit(func(fl *flag.Flag) { workersSet = workersSet || fl.Name == "workers" })
+		w := f.cfg.Workers
+		f.cfg = scenarios.PaperModel(f.cfg)
+		if workersSet {
+			f.cfg.Workers = w
+		}
+	default:
+		fmt.Fprintf(stderr, "sim: --model %q: default or paper\n", f.model)
+		return 2
+	}
 	switch f.checkWith {
 	case "zones":
 	case "porcupine":

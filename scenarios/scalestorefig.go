@@ -1,0 +1,102 @@
+package scenarios
+
+import "fmt"
+
+// ScaleStoreFigures are the ScaleStore paper's evaluation figures on the
+// simulator under the paper model (PaperModel: Table 1's latencies, 20
+// workers a node, an operation's CPU calibrated from this engine). They
+// reproduce trends, not the absolute figures of the paper's EDR cluster:
+// docs/figures.md sets them side by side.
+var ScaleStoreFigures = []Figure{
+	{Name: "scalestore-fig6", Paper: "ScaleStore Fig. 6",
+		About:   "anticipatory chaining against FIFO queues and polling: one worker on each of 5 nodes, all writing one page (contended) or 1,000 pages uniformly (uncontended)",
+		Systems: []string{"chaining", "fifo", "polling"},
+		Base:    func() SimConfig { c := paperBase(); c.Workers, c.CachePages = 1, 1024; return c },
+		Nodes:   []int{5}, XKey: "access",
+		NodePoints: func(b SimConfig, nodes []int) []FigurePoint {
+			var ps []FigurePoint
+			for _, n := range nodes {
+				for _, contended := range []bool{true, false} {
+					c := b
+					c.Nodes, c.ReadRatio, c.Ops = n, 0, 1000*n
+					label := "uncontended"
+					c.Pages = 1000
+					if contended {
+						c.Pages, label = 1, "contended"
+					}
+					ps = append(ps, FigurePoint{fmt.Sprintf("nodes=%d access=%s", n, label), c})
+				}
+			}
+			return ps
+		}},
+	{Name: "scalestore-fig7", Paper: "ScaleStore Fig. 7",
+		About:   "scale-out on a fixed data set (each node caches 150/280 of it): nodes 1-5, partitioned and random accesses, 0%, 5% and 50% writes",
+		Systems: []string{SystemScaleStore},
+		Base:    paperBase,
+		Nodes:   []int{1, 2, 3, 4, 5}, XKey: "nodes",
+		NodePoints: func(b SimConfig, nodes []int) []FigurePoint {
+			var ps []FigurePoint
+			for _, part := range []bool{true, false} {
+				for _, rr := range []float64{1, 0.95, 0.5} {
+					for _, n := range nodes {
+						c := b
+						c.Nodes, c.ReadRatio, c.Partitioned, c.Ops = n, rr, part, paperOpsPerNode*n
+						mode := "random"
+						if part {
+							mode = "partitioned"
+						}
+						ps = append(ps, FigurePoint{fmt.Sprintf("access=%s writes=%.0f%% nodes=%d", mode, 100*(1-rr), n), c})
+					}
+				}
+			}
+			return ps
+		}},
+	{Name: "scalestore-fig8", Paper: "ScaleStore Fig. 8",
+		About:   "skew: read-only on 5 nodes, random accesses, a data set 1.5x the cluster's memory (the rest on SSD), zipf 0 to 0.99",
+		Systems: []string{SystemScaleStore},
+		Base:    paperBase,
+		Nodes:   []int{5}, XKey: "zipf",
+		NodePoints: func(b SimConfig, nodes []int) []FigurePoint {
+			var ps []FigurePoint
+			for _, n := range nodes {
+				for _, z := range []float64{0, 0.5, 0.9, 0.99} {
+					c := b
+					c.Nodes, c.ReadRatio, c.Zipf, c.Ops = n, 1, z, paperOpsPerNode*n
+					c.Pages = c.CachePages * n * 3 / 2
+					ps = append(ps, FigurePoint{fmt.Sprintf("nodes=%d zipf=%.2f", n, z), c})
+				}
+			}
+			return ps
+		}},
+	{Name: "scalestore-fig9", Paper: "ScaleStore Fig. 9",
+		About:   "workload shift: 5 nodes on their own partitions, each moving to the next node's partition halfway; throughput per tenth of the run, read-only and 50% writes",
+		Systems: []string{SystemScaleStore},
+		Base:    paperBase,
+		Nodes:   []int{5}, Timeline: true,
+		NodePoints: func(b SimConfig, nodes []int) []FigurePoint {
+			var ps []FigurePoint
+			for _, n := range nodes {
+				for _, rr := range []float64{1, 0.5} {
+					c := b
+					c.Nodes, c.ReadRatio, c.Partitioned, c.ShiftAt, c.Ops = n, rr, true, 0.5, 2*paperOpsPerNode*n
+					c.Warmup = 0
+					ps = append(ps, FigurePoint{fmt.Sprintf("nodes=%d writes=%.0f%%", n, 100*(1-rr)), c})
+				}
+			}
+			return ps
+		}},
+}
+
+// paperOpsPerNode is the operations each node runs in a figure's point:
+// enough for every worker to pass its share of the pages many times.
+const paperOpsPerNode = 6000
+
+// paperBase is the ScaleStore figures' starting point: the paper model,
+// 1,024 pages of which a node caches 548 (the paper's 150 GB cache of a
+// 280 GB data set), no faults (a figure measures; the swarm checks), and
+// the first 30% of the operations left out as warm-up.
+func paperBase() SimConfig {
+	c := PaperModel(DefaultSimConfig())
+	c.Pages, c.CachePages, c.ReadRatio, c.Zipf, c.Faults, c.Warmup = 1024, 548, 1, 0, "none", 0.3
+	return c
+}
