@@ -192,8 +192,11 @@ func (s *scenario) trace(at int64, m *protocol.Message, payload []byte) {
 		PageSent: len(payload) == protocol.PageSize, Dir: s.dirState()})
 }
 
-func (s *scenario) dirState() string {
-	meta := s.c.nodes[s.pid.Dir()].Directory().Meta(s.pid)
+func (s *scenario) dirState() string { return s.c.dirState(s.pid) }
+
+// dirState describes what pid's directory holds about it, for charts.
+func (c *cluster) dirState(pid protocol.PID) string {
+	meta := c.nodes[pid.Dir()].Directory().Meta(pid)
 	if meta == nil {
 		return "-"
 	}

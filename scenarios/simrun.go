@@ -41,6 +41,10 @@ type SimConfig struct {
 	// WatchPage, when at least 0, adds to the trace every directory decision
 	// and every change of a node's copy of that page (a page index).
 	WatchPage int
+	// Steps, when set, receives the run's messages as chart steps (the
+	// trace viewer's input): with WatchPage, only the messages about that
+	// page, each with its directory's state after it; at most MaxSteps.
+	Steps *[]Step
 	// CheckTimeout bounds porcupine's search (0: no bound).
 	CheckTimeout time.Duration
 	// PorcupineOnly searches every page's history with porcupine, none
@@ -103,6 +107,10 @@ type SimConfig struct {
 	// (Compare) leave out, counted from the first call.
 	Warmup float64
 }
+
+// MaxSteps bounds SimConfig.Steps: a chart of more messages than this is
+// not read step by step (watch a page instead).
+const MaxSteps = 20_000
 
 // PaperModel configures the simulated hardware and threads of the paper's
 // evaluation (§6): Table 1's latencies are the simulator's default
@@ -374,9 +382,28 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			c.w.SetHandleCost(protocol.NodeID(i), cfg.HandleCost)
 		}
 	}
-	if cfg.Trace != nil {
-		c.setTrace(func(at int64, m *protocol.Message, _ []byte) {
-			fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
+	if cfg.Trace != nil || cfg.Steps != nil {
+		watching := cfg.WatchPage >= 0 && cfg.WatchPage < cfg.Pages
+		var watched protocol.PID
+		if watching {
+			// Pages are allocated round-robin over the directories (see setup).
+			watched = protocol.MakePID(protocol.NodeID(cfg.WatchPage%cfg.Nodes), uint64(cfg.WatchPage/cfg.Nodes))
+		}
+		c.setTrace(func(at int64, m *protocol.Message, payload []byte) {
+			if cfg.Trace != nil {
+				fmt.Fprintf(cfg.Trace, "%d %v\n", at, m)
+			}
+			if cfg.Steps == nil || len(*cfg.Steps) >= MaxSteps || watching && m.PID != watched {
+				return
+			}
+			st := Step{At: at, From: int(m.From), To: int(m.To), Message: describe(m, payload),
+				PageSent: len(payload) == protocol.PageSize}
+			if watching {
+				st.Dir = c.dirState(watched)
+			} else {
+				st.Message += fmt.Sprintf(" page=%v", m.PID)
+			}
+			*cfg.Steps = append(*cfg.Steps, st)
 		})
 	}
 	items := cfg.Pages

@@ -263,3 +263,38 @@ func TestKVAcrossProcesses(t *testing.T) {
 		t.Fatalf("salvage: %d keys and %d lost ranges %q, want all but one leaf's keys and that leaf", keys, len(lost), lost)
 	}
 }
+
+// scenario --html and sim --trace-html write the trace viewer's page with
+// the run's messages; a trace of several seeds, or of SELCC's sim, is
+// refused with a reason.
+func TestTraceHTML(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "exclusive.html")
+	if code, _, e := runCLI("scenario", "exclusive-conflict", "--html", page); code != 0 {
+		t.Fatalf("scenario --html: exit %d %s", code, e)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil || !strings.Contains(string(b), `"label":"Transfer X`) || !strings.Contains(string(b), `"nodes":3`) {
+		t.Fatalf("scenario page: %v\n%.400s", err, b)
+	}
+	page = filepath.Join(dir, "sim.html")
+	if code, _, e := runCLI("sim", "--seed", "3", "--ops", "300", "--watch-page", "2", "--trace-html", page, "--quiet"); code != 0 {
+		t.Fatalf("sim --trace-html: exit %d %s", code, e)
+	}
+	b, err = os.ReadFile(page)
+	if err != nil || !strings.Contains(string(b), "page index 2 (directory node 2)") || strings.Count(string(b), `"from":`) < 4 {
+		t.Fatalf("sim page: %v\n%.400s", err, b)
+	}
+	if strings.Contains(string(b), "page=") {
+		t.Fatal("a watched page's trace holds other pages' messages")
+	}
+	for _, args := range [][]string{
+		{"sim", "--seeds", "2", "--trace-html", page},
+		{"sim", "--protocol", "selcc", "--trace-html", page},
+		{"sim", "--watch-page", "64", "--trace-html", page},
+	} {
+		if code, _, e := runCLI(args...); code != 2 || !strings.Contains(e, "--") {
+			t.Errorf("%v: exit %d, %s", args, code, e)
+		}
+	}
+}

@@ -6,14 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/scalestore-go/scalestore/internal/traceview"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/scenarios"
 )
 
 const scenarioUsage = `Usage:
   scalestore scenario list
-  scalestore scenario NAME [--protocol chaining|fifo|polling] [--requesters N] [--json]
+  scalestore scenario NAME [--protocol chaining|fifo|polling] [--requesters N] [--json] [--html FILE]
 
 Runs one of the paper's scenarios on a small simulated cluster without faults
 and prints its message sequence as a chart: time, sender -> receiver, the
@@ -25,6 +27,11 @@ does not apply): four compute nodes and one passive memory node, and the chart
 has every invalidation message and every one-sided verb (CAS, FAA, READ,
 WRITE) with the line's latch word, each node's memo and memory's copy after.
 
+--html FILE also writes the chart as one self-contained HTML page (no network
+access): a sequence diagram of the messages (and verbs), the page's directory
+state after each step, stepped with the arrow keys (or j and k, Home, End).
+'sim --trace-html' does the same for a whole simulated run.
+
 Flags:
 `
 
@@ -35,6 +42,7 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	proto := fs.String("protocol", "chaining", "conflict handling: chaining, fifo or polling")
 	requesters := fs.Int("requesters", 3, "requesters of the chaining scenario")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
+	htmlOut := fs.String("html", "", "also write the chart as a self-contained HTML trace viewer to this file")
 	// Accept flags before and after the scenario name.
 	var name string
 	rest := args
@@ -74,6 +82,19 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "scenario: %v\n", err)
 		return 2
 	}
+	if *htmlOut != "" {
+		watch := "page " + res.PID + ": the directory's metadata"
+		if res.Protocol == scenarios.SystemSELCC {
+			watch = "line " + res.PID + ": latch word, memos and memory's copy"
+		}
+		tr := traceview.Trace{Title: "scenario " + res.Scenario + " (" + res.Protocol + ")", About: res.About, Watch: watch,
+			Steps: viewSteps(res.Steps), Notes: append([]string{"at rest: " + res.AtRest}, res.Violations...)}
+		tr.Nodes = viewNodes(tr.Steps)
+		if err := writeTraceHTML(*htmlOut, tr); err != nil {
+			fmt.Fprintf(stderr, "scenario: --html: %v\n", err)
+			return 1
+		}
+	}
 	if *asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
@@ -84,4 +105,42 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// viewSteps turns chart steps into the trace viewer's.
+func viewSteps(steps []scenarios.Step) []traceview.Step {
+	out := make([]traceview.Step, len(steps))
+	for i, s := range steps {
+		out[i] = traceview.Step{At: s.At, From: s.From, To: s.To, Label: s.Message, Page: s.PageSent, State: s.Dir}
+	}
+	return out
+}
+
+// viewNodes is the number of node lanes the steps need.
+func viewNodes(steps []traceview.Step) int {
+	n := 1
+	for _, s := range steps {
+		n = max(n, s.From+1, s.To+1)
+	}
+	return n
+}
+
+// writeTraceHTML writes the trace viewer's page to path, whole or not at
+// all (a temporary file renamed into place).
+func writeTraceHTML(path string, t traceview.Trace) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := traceview.Write(f, t); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/internal/traceview"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/scenarios"
@@ -55,6 +56,7 @@ type simFlags struct {
 	protocol   string
 	historyOut string
 	traceOut   string
+	traceHTML  string
 	vizDir     string
 	json       bool
 	quiet      bool
@@ -91,7 +93,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.cfg.Mutate, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
 	fs.StringVar(&f.historyOut, "history-out", "", "write the checked history as JSON lines to this file (last seed run)")
 	fs.StringVar(&f.traceOut, "trace-out", "", "write every network message to this file (single seed)")
-	fs.IntVar(&f.cfg.WatchPage, "watch-page", -1, "with --trace-out: also trace every directory decision and copy change of this page index")
+	fs.StringVar(&f.traceHTML, "trace-html", "", "write the run's messages as a self-contained HTML trace viewer to this file (single seed; with --watch-page only that page's messages, each with its directory state after it; at most 20,000 messages)")
+	fs.IntVar(&f.cfg.WatchPage, "watch-page", -1, "with --trace-out: also trace every directory decision and copy change of this page index; with --trace-html: show only this page's messages and its directory state")
 	fs.StringVar(&f.vizDir, "viz-dir", ".", "directory for porcupine's HTML visualization of a failing seed")
 	fs.DurationVar(&f.cfg.CheckTimeout, "check-timeout", time.Minute, "bound on porcupine's search per seed (0 = none)")
 	fs.Float64Var(&f.cfg.MessageBudget, "message-budget", 0, "most network messages per operation before the run is a violation (0: the calibrated budget of the swarm's configuration, none for others; -1: none)")
@@ -211,6 +214,21 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		defer trace.Close()
 		f.cfg.Trace = trace
 	}
+	var steps []scenarios.Step
+	if f.traceHTML != "" {
+		switch {
+		case first != last:
+			fmt.Fprintln(stderr, "sim: --trace-html needs a single seed")
+			return 2
+		case f.cfg.System == scenarios.SystemSELCC || scenarios.IsNAMWorkload(f.cfg.Workload):
+			fmt.Fprintln(stderr, "sim: --trace-html draws ScaleStore's messages (the register, rmw and btree workloads); SELCC's verbs are drawn by 'scenario selcc-* --html'")
+			return 2
+		case f.cfg.WatchPage >= f.cfg.Pages:
+			fmt.Fprintf(stderr, "sim: --watch-page %d: the run has pages 0..%d\n", f.cfg.WatchPage, f.cfg.Pages-1)
+			return 2
+		}
+		f.cfg.Steps = &steps
+	}
 	progress := !f.quiet && isTerminal(stderr) && first != last
 	var shown time.Time
 	if !f.quiet && isTerminal(stderr) && first == last {
@@ -301,6 +319,12 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.HitRatio = float64(hits) / float64(lookups)
 	}
 	sum.Linearizable = sum.Violations == 0 && len(sum.UndecidedSeeds) == 0
+	if f.traceHTML != "" {
+		if err := writeSimTraceHTML(f, lastRes, steps); err != nil {
+			fmt.Fprintf(stderr, "sim: --trace-html: %v\n", err)
+			return 1
+		}
+	}
 	if sum.UndecidedSeeds == nil {
 		sum.UndecidedSeeds = []uint64{}
 	}
@@ -440,3 +464,29 @@ func isTerminal(w io.Writer) bool {
 }
 
 func mutationNames() []string { return mutation.Names }
+
+// writeSimTraceHTML writes one seed's messages as the trace viewer's page.
+func writeSimTraceHTML(f *simFlags, res scenarios.SimResult, steps []scenarios.Step) error {
+	c := f.cfg
+	tr := traceview.Trace{
+		Title: fmt.Sprintf("sim --seed %d (%s, %s faults)", f.seed, f.protocol, f.faults),
+		About: fmt.Sprintf("%d nodes, %d workers a node, %d pages, %d frames a node, %d operations, %.0f%% reads, zipf %.2f; trace hash %016x",
+			c.Nodes, c.Workers, c.Pages, c.CachePages, c.Ops, 100*c.ReadRatio, c.Zipf, res.TraceHash),
+		Nodes: c.Nodes, Steps: viewSteps(steps),
+	}
+	if c.WatchPage >= 0 {
+		// Pages are allocated round-robin over the directories.
+		tr.Watch = fmt.Sprintf("page index %d (directory node %d): its directory's metadata", c.WatchPage, c.WatchPage%c.Nodes)
+	}
+	if len(steps) >= scenarios.MaxSteps {
+		tr.Notes = append(tr.Notes, fmt.Sprintf("only the first %d messages are shown: watch one page (--watch-page) or run fewer operations", scenarios.MaxSteps))
+	}
+	for i, v := range res.Violations {
+		if i == 20 {
+			tr.Notes = append(tr.Notes, fmt.Sprintf("... and %d more violations", len(res.Violations)-20))
+			break
+		}
+		tr.Notes = append(tr.Notes, "violation: "+v)
+	}
+	return writeTraceHTML(f.traceHTML, tr)
+}
