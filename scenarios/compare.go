@@ -68,13 +68,14 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 		if !slices.Contains(compareSystems, sys) {
 			return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(compareSystems, ", "))
 		}
-		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, cfg.Nodes),
+		nodes := cfg.Nodes + cfg.ComputeNodes
+		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, nodes),
 			Timeline: make([]float64, TimelineWindows)}
 		var counted int
 		var lat, wlat []int64
 		var simNanos int64
 		var msgs, verbs uint64
-		perNode := make([]int, cfg.Nodes)
+		perNode := make([]int, nodes)
 		for seed := uint64(1); seed <= uint64(seeds); seed++ {
 			c := cfg
 			c.Seed, c.System = seed, sys
@@ -106,7 +107,7 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 			var spans []checker.Op
 			for _, op := range res.History.Ops() {
 				node := op.Client / cfg.Workers
-				if node >= cfg.Nodes {
+				if node >= nodes {
 					continue // the final reads
 				}
 				spans = append(spans, op)

@@ -85,6 +85,26 @@ var ScaleStoreFigures = []Figure{
 			}
 			return ps
 		}},
+	{Name: "scalestore-fig10", Paper: "ScaleStore Fig. 10",
+		About:   "elasticity: 2 storage nodes and 3 compute nodes (cache, no pages) of which 1, then 2, then 3 work, then 2, then 1; throughput per tenth of the run",
+		Systems: []string{SystemScaleStore},
+		Base:    paperBase,
+		Nodes:   []int{3}, Timeline: true,
+		NodePoints: func(b SimConfig, nodes []int) []FigurePoint {
+			var ps []FigurePoint
+			for _, n := range nodes {
+				for _, rr := range []float64{1, 0.5} {
+					c := b
+					c.Nodes, c.ComputeNodes, c.Elastic, c.ReadRatio = 2, max(n, 2), true, rr
+					// Each compute node caches an eighth of the data set (the
+					// paper's 10 GB of 250 GB would leave it next to nothing
+					// on this scale), so the data stays on the storage nodes.
+					c.CachePages, c.Ops, c.Warmup = c.Pages/8, 3*paperOpsPerNode*max(n, 2), 0
+					ps = append(ps, FigurePoint{fmt.Sprintf("compute=%d writes=%.0f%%", max(n, 2), 100*(1-rr)), c})
+				}
+			}
+			return ps
+		}},
 }
 
 // paperOpsPerNode is the operations each node runs in a figure's point:

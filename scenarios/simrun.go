@@ -103,6 +103,20 @@ type SimConfig struct {
 	ShiftAt     float64
 	// WriteNanos is OpNanos for a write (0: OpNanos).
 	WriteNanos int64
+	// ComputeNodes, when above 0, adds that many compute nodes (ids Nodes
+	// and up) to the Nodes storage nodes: the decoupled architecture of
+	// paper §6.6. Pages live on the storage nodes, which then run no
+	// workers; the compute nodes run them, with a cache and no pages of
+	// their own.
+	ComputeNodes int
+	// Elastic runs Fig. 10's schedule over the compute nodes: the first
+	// works from the start, the others join one by one and then leave in
+	// reverse order (with 3: joins at 1/5 and 2/5 of the operations,
+	// leaves at 3/5 and 4/5). A leaving node's workers finish their
+	// operation and stop, and the node hands back every page it holds
+	// (dirty ones written to their directory) before it counts as gone;
+	// the run checks that it then holds no page and no directory names it.
+	Elastic bool
 	// Warmup is the share of the operations that throughput figures
 	// (Compare) leave out, counted from the first call.
 	Warmup float64
@@ -156,6 +170,7 @@ type SimResult struct {
 	SimWall         time.Duration // wall time of the simulation loop (checking excluded)
 	CheckWall       time.Duration // wall time of porcupine
 	Violations      []string
+	Left            []LeftNode // Elastic: the compute nodes that left, and when
 	ViolationCount  int
 	Linearizable    bool
 	LinearUnknown   bool
@@ -244,6 +259,12 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("shift at %v: want 0 (none) or a share below 1 of a partitioned run", c.ShiftAt)
 	case c.Warmup < 0 || c.Warmup >= 1:
 		return fmt.Errorf("warm-up %v: want a share of the operations, 0 up to below 1", c.Warmup)
+	case c.ComputeNodes < 0 || c.Nodes+c.ComputeNodes > protocol.MaxNodes:
+		return fmt.Errorf("--compute-nodes %d: want 0 up to %d beside %d storage nodes", c.ComputeNodes, protocol.MaxNodes-c.Nodes, c.Nodes)
+	case c.Elastic && c.ComputeNodes < 2:
+		return fmt.Errorf("--elastic: want at least 2 compute nodes (--compute-nodes), got %d", c.ComputeNodes)
+	case (c.ComputeNodes > 0 || c.Elastic) && (c.Partitioned || c.Workload == "btree" || c.System == SystemSELCC || IsNAMWorkload(c.Workload)):
+		return fmt.Errorf("--compute-nodes: the register and rmw workloads of ScaleStore only, not partitioned")
 	case c.OpNanos < 0:
 		return fmt.Errorf("operation CPU %d ns: want at least 0", c.OpNanos)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -310,6 +331,8 @@ func MutantWorkload(name string) string {
 }
 
 type simRun struct {
+	active    []int      // per node: its workers still running (Elastic)
+	left      []LeftNode // compute nodes that left (Elastic)
 	cfg       SimConfig
 	c         *cluster
 	pids      []protocol.PID
@@ -369,7 +392,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		watch = &pageWatch{w: cfg.Trace, pid: protocol.MakePID(protocol.NodeID(cfg.WatchPage%cfg.Nodes), uint64(cfg.WatchPage/cfg.Nodes))}
 		obs = watch
 	}
-	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes, cachePages: cfg.CachePages, ssdPages: ssd,
+	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
 		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs})
 	if err != nil {
 		return res, err
@@ -488,6 +511,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 		res.SimWall = time.Since(wallStart)
 	}
 	res.Ops = r.completed
+	res.Left = r.left
 	res.FailedOps = r.failed
 	res.UnreadableReads = c.inv.UnreadableReads()
 	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
@@ -513,7 +537,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 // i mod nodes and is created by another node, so most allocations are
 // remote (paper §3.3).
 func (r *simRun) setup() bool {
-	n := len(r.c.nodes)
+	n := r.cfg.Nodes // the storage nodes: compute nodes have no pages
 	var cos []*sim.Coroutine
 	for k := range n {
 		node := r.c.nodes[k]
@@ -538,7 +562,15 @@ func (r *simRun) setup() bool {
 
 func (r *simRun) runWorkload() {
 	var cos []*sim.Coroutine
+	r.active = make([]int, len(r.c.nodes))
 	for k, node := range r.c.nodes {
+		if r.cfg.ComputeNodes > 0 && k < r.cfg.Nodes {
+			continue // a storage node of the decoupled architecture
+		}
+		if _, leave := r.window(k); leave < r.cfg.Ops {
+			cos = append(cos, r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) { r.leave(co, k) }))
+		}
+		r.active[k] = r.cfg.Workers
 		for j := range r.cfg.Workers {
 			client := k*r.cfg.Workers + j
 			cos = append(cos, r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
@@ -611,11 +643,76 @@ func (r *simRun) stopAll(cos []*sim.Coroutine) {
 	}
 }
 
-// worker runs operations until the cluster-wide budget is used up.
+// window is when node k works, in operations started: from join to leave
+// (0 and Ops unless Elastic). With C compute nodes the schedule has 2C-1
+// steps: compute node j joins at step j and leaves at step 2C-1-j (the
+// first never leaves).
+func (r *simRun) window(k int) (join, leave int) {
+	if !r.cfg.Elastic || k < r.cfg.Nodes {
+		return 0, r.cfg.Ops
+	}
+	j, steps := k-r.cfg.Nodes, 2*r.cfg.ComputeNodes-1
+	join = r.cfg.Ops * j / steps
+	leave = r.cfg.Ops
+	if j > 0 {
+		leave = r.cfg.Ops * (steps - j) / steps
+	}
+	return join, leave
+}
+
+// leave waits until node k's workers stopped at its leave point, then hands
+// back every page the node holds (evictions to their directories, dirty
+// pages written back) and checks that it is gone: no frame used, no
+// directory naming it as owner or sharer.
+func (r *simRun) leave(co *sim.Coroutine, k int) {
+	node := r.c.nodes[k]
+	for r.active[k] > 0 {
+		co.Sleep(5_000)
+	}
+	held := node.Cache().Frames() - node.Cache().FreeFrames()
+	for round := 0; ; round++ {
+		if node.Cache().Frames() == node.Cache().FreeFrames() {
+			break
+		}
+		if round == 10_000 {
+			r.c.inv.Fail("node %d leaving: %d frames still used after %d rounds of evictions", node.ID(),
+				node.Cache().Frames()-node.Cache().FreeFrames(), round)
+			return
+		}
+		node.EvictAll()
+		co.Sleep(10_000)
+	}
+	for _, pid := range r.pids {
+		meta := r.c.nodes[pid.Dir()].Directory().Meta(pid)
+		if meta == nil {
+			continue
+		}
+		if meta.Mode == protocol.ModeExclusive && meta.Owner == node.ID() || meta.Mode == protocol.ModeShared && meta.Sharers.Has(node.ID()) {
+			r.c.inv.Fail("node %d left, but page %v's directory still names it: %v", node.ID(), pid, r.c.dirState(pid))
+		}
+	}
+	r.left = append(r.left, LeftNode{Node: int(node.ID()), At: r.c.w.Now(), PagesHanded: held})
+}
+
+// LeftNode is a compute node that left an elastic run.
+type LeftNode struct {
+	Node        int   `json:"node"`
+	At          int64 `json:"t_ns"`         // simulated time it was gone
+	PagesHanded int   `json:"pages_handed"` // frames it held when its workers stopped
+}
+
+// worker runs operations until the cluster-wide budget is used up, or
+// (Elastic) within its node's window.
 func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 	bw := &bufmgr.Worker{ID: client, P: co}
 	w := r.c.w
-	for r.started < r.cfg.Ops {
+	k := client / r.cfg.Workers
+	join, leave := r.window(k)
+	defer func() { r.active[k]-- }()
+	for r.started < join {
+		co.Sleep(5_000) // not joined yet: an idle node with a cold cache
+	}
+	for r.started < r.cfg.Ops && r.started < leave {
 		r.started++
 		if r.cfg.OpNanos == 0 {
 			co.Sleep(w.Intn(2_000))

@@ -435,3 +435,31 @@ func TestPartitionPage(t *testing.T) {
 		t.Fatalf("after the shift node 2 got page %d, want node 0's share", p)
 	}
 }
+
+// Elasticity (paper §6.6, Fig. 10): compute nodes join and leave a running
+// cluster under heavy faults; every check holds, every operation
+// completes, and each leaving node hands back its pages and is gone.
+func TestElasticSwarm(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(seedsFor(t, 40, 6)); seed++ {
+		cfg := acceptanceConfig(seed)
+		cfg.Nodes, cfg.ComputeNodes, cfg.Elastic, cfg.Ops = 2, 3, true, 3000
+		res, err := RunSim(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed() || res.Ops != cfg.Ops {
+			t.Fatalf("seed %d: %d ops, violations %v", seed, res.Ops, res.Violations)
+		}
+		if len(res.Left) != 2 || res.Left[0].Node != 4 || res.Left[1].Node != 3 {
+			t.Fatalf("seed %d: left %+v, want compute nodes 4 then 3", seed, res.Left)
+		}
+		for _, op := range res.History.Ops() {
+			if node := op.Client / cfg.Workers; node < cfg.Nodes {
+				t.Fatalf("seed %d: storage node %d ran an operation", seed, node)
+			}
+		}
+	}
+	if _, err := RunSim(SimConfig{Nodes: 2, ComputeNodes: 1, Elastic: true, Workers: 1, Pages: 4, CachePages: 4, Ops: 10}); err == nil {
+		t.Fatal("an elastic run of one compute node was accepted")
+	}
+}

@@ -102,6 +102,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.model, "model", "default", "simulated hardware: default (Table 1's latencies, workers pause 0-2 us between operations and spend no CPU) or paper (the paper's evaluation: 20 workers a node unless --workers is given, each operation 820 ns of the worker's CPU, 1,500 ns for a write, calibrated from this engine's ycsb; see docs/figures.md)")
+	fs.IntVar(&f.cfg.ComputeNodes, "compute-nodes", 0, "add this many compute nodes (cache, workers, no pages) to the --nodes storage nodes, which then run no workers: the decoupled architecture of paper §6.6")
+	fs.BoolVar(&f.cfg.Elastic, "elastic", false, "with --compute-nodes C: Fig. 10's schedule, 1 -> C -> 1 working compute nodes (joins and leaves at equal steps of the operations); a leaving node hands back every page it holds and is checked to hold none")
 	fs.BoolVar(&f.cfg.Partitioned, "partitioned", false, "each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)")
 	fs.StringVar(&f.checkWith, "checker", "zones", "how histories are checked: zones (pages whose writes are unique are decided in O(n log n) by Gibbons-Korach zones, the rest by porcupine) or porcupine (every page searched by porcupine: the reference verdict, which can take minutes at 256 nodes)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (simulation and checks) to this file")
@@ -361,6 +363,13 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(w, "  one-sided verbs %d (%.2f per operation), invalidations %d, handovers %d, shared releases %d, dropped %d, upgrade fallbacks %d, lease releases %d, memory-node handler calls %d\n",
 				sum.Verbs, float64(sum.Verbs)/float64(sum.Ops), sel.Invalidations, sel.HandOvers, sel.Releases, sel.Dropped,
 				sel.UpgradeFallbacks, sel.LeaseReleases, sum.MemoryHandlers)
+		}
+		if f.cfg.Elastic {
+			fmt.Fprintf(w, "  elastic (last seed):")
+			for _, l := range lastRes.Left {
+				fmt.Fprintf(w, " node %d left at %.2f ms handing back %d pages;", l.Node, float64(l.At)/1e6, l.PagesHanded)
+			}
+			fmt.Fprintln(w)
 		}
 		if sum.UnreadableReads > 0 || sum.FailedOps > 0 {
 			fmt.Fprintf(w, "  unreadable page reads %d; operations that failed on an unreadable page %d (not in the history: they did not happen)\n",
