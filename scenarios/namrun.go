@@ -263,14 +263,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol, r.violCount
 	res.History = r.hist
-	if !cfg.SkipLinearizability {
-		start := time.Now()
-		lin, info := cfg.checkHistory(r.hist.Ops())
-		res.CheckWall = time.Since(start)
-		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
-	} else {
-		res.Linearizable = true
-	}
+	cfg.checkHistory(&res, r.hist.Ops())
 	return res, nil
 }
 

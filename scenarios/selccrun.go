@@ -391,14 +391,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 		h.Stop()
 	}
 	r.finish(&res)
-	if !cfg.SkipLinearizability {
-		start := time.Now()
-		lin, info := cfg.checkHistory(r.hist.Ops())
-		res.CheckWall = time.Since(start)
-		res.Linearizable, res.LinearUnknown, res.BadPages, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
-	} else {
-		res.Linearizable = true
-	}
+	cfg.checkHistory(&res, r.hist.Ops())
 	return res, nil
 }
 
