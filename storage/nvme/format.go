@@ -36,6 +36,7 @@ const (
 	sbCleanOff    = 24 // uint32: 1 closed cleanly, 0 in use
 	sbMetaLenOff  = 28 // uint32
 	sbGenOff      = 32 // uint64: superblock writes so far
+	sbEpochOff    = 40 // uint64: the undo journal's epoch (0: never journaled)
 	sbMetaOff     = 64 // MaxMeta bytes
 	sbCRCOff      = PageSize - 4
 
@@ -101,6 +102,7 @@ type super struct {
 	slots uint64
 	clean bool
 	gen   uint64
+	epoch uint64
 	meta  []byte
 }
 
@@ -116,6 +118,7 @@ func (sb *super) encode(page []byte) {
 	}
 	le.PutUint32(page[sbMetaLenOff:], uint32(len(sb.meta)))
 	le.PutUint64(page[sbGenOff:], sb.gen)
+	le.PutUint64(page[sbEpochOff:], sb.epoch)
 	copy(page[sbMetaOff:sbMetaOff+MaxMeta], sb.meta)
 	le.PutUint32(page[sbCRCOff:], crc32.Checksum(page[:sbCRCOff], castagnoli))
 }
@@ -142,7 +145,7 @@ func decodeSuper(page []byte) (*super, error) {
 	if ps := le.Uint32(page[sbPageSizeOff:]); ps != PageSize {
 		return nil, fmt.Errorf("%w: superblock page size %d, this build uses %d", ErrCorrupt, ps, PageSize)
 	}
-	sb := &super{slots: le.Uint64(page[sbSlotsOff:]), gen: le.Uint64(page[sbGenOff:])}
+	sb := &super{slots: le.Uint64(page[sbSlotsOff:]), gen: le.Uint64(page[sbGenOff:]), epoch: le.Uint64(page[sbEpochOff:])}
 	if sb.slots == 0 || sb.slots > maxSlots {
 		return nil, fmt.Errorf("%w: superblock capacity of %d slots is out of range", ErrCorrupt, sb.slots)
 	}

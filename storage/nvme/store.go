@@ -3,6 +3,7 @@
 package nvme
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,12 @@ type Options struct {
 	// filesystems that reject O_DIRECT such as some tmpfs. (A plain
 	// "Direct bool, default true" cannot be expressed by a zero value.)
 	NoDirect bool
+	// Journal keeps an undo journal beside the store (path +
+	// JournalSuffix): every slot's content as of the last Open or Sync is
+	// saved there, durably, before the slot is first overwritten, and Open
+	// of a store that was not closed cleanly writes those images back
+	// (Recovered), so its pages are again what its metadata describes.
+	Journal bool
 }
 
 // ErrDirectUnsupported is returned by Open when the filesystem rejects
@@ -101,6 +108,13 @@ type Store struct {
 	reserved  uint64
 	noReserve bool
 
+	// journal is the undo journal (Options.Journal), nil without one;
+	// epoch is the superblock's rollback epoch.
+	journal    *journal
+	epoch      uint64
+	recovered  bool
+	rolledBack int
+
 	// Reads and Writes count successful page reads and writes.
 	Reads, Writes uint64
 }
@@ -143,7 +157,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("nvme: open %s: %w", path, err)
 	}
 	s := &Store{fd: fd, path: path, depth: depth, direct: !opts.NoDirect}
-	if err := s.open(opts); err != nil {
+	if err := s.open(opts, cmp.Or(final, path)+JournalSuffix); err != nil {
 		s.release(true)
 		if final != "" {
 			_ = unix.Unlink(path)
@@ -182,7 +196,7 @@ func openRetry(path string, flags int, mode uint32) (int, error) {
 // its process was killed finds it locked for a few milliseconds.
 const lockWait = 2 * time.Second
 
-func (s *Store) open(opts Options) error {
+func (s *Store) open(opts Options, journalPath string) error {
 	for deadline := time.Now().Add(lockWait); ; {
 		err := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -217,8 +231,8 @@ func (s *Store) open(opts Options) error {
 	}
 
 	// The aligned pool: one page per request in flight plus one for the
-	// superblock (the last).
-	pool, err := unix.Mmap(-1, 0, (s.depth+1)*PageSize, unix.PROT_READ|unix.PROT_WRITE,
+	// superblock and one for the journal's reads.
+	pool, err := unix.Mmap(-1, 0, (s.depth+2)*PageSize, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return fmt.Errorf("nvme: mmap buffer pool: %w", err)
@@ -234,12 +248,25 @@ func (s *Store) open(opts Options) error {
 		if err := s.format(opts.Slots, size); err != nil {
 			return err
 		}
+		if opts.Journal {
+			if s.journal, err = openJournal(journalPath, true); err != nil {
+				return err
+			}
+			s.epoch = 1
+			s.journal.reset(s.epoch)
+		}
 	} else {
 		if err := s.load(opts.Slots, size); err != nil {
 			return err
 		}
-		// Mark the store in use: a crash from here on reads as unclean.
-		if err := s.writeSuper(false); err != nil {
+		if opts.Journal {
+			if err := s.recover(journalPath); err != nil {
+				return err
+			}
+		}
+		// Mark the store in use, in a new epoch: a crash from here on
+		// reads as unclean, and rolls back to here.
+		if err := s.startEpoch(); err != nil {
 			return err
 		}
 		if err := unix.Fdatasync(s.fd); err != nil {
@@ -338,14 +365,37 @@ func (s *Store) load(slots, size uint64) error {
 	if slots != 0 && slots != sb.slots {
 		return fmt.Errorf("nvme: %s holds %d slots, Options.Slots asks for %d", s.path, sb.slots, slots)
 	}
-	s.slots, s.wasClean, s.gen, s.meta = sb.slots, sb.clean, sb.gen, sb.meta
+	s.slots, s.wasClean, s.gen, s.meta, s.epoch = sb.slots, sb.clean, sb.gen, sb.meta, sb.epoch
+	return nil
+}
+
+// recover opens the journal of a loaded store and, if the store was not
+// closed cleanly, rolls its pages back to the epoch's start. A store that
+// was journaled (its epoch is not zero) but whose journal is gone cannot be
+// put back: it is left as it is, WasClean false and Recovered false.
+func (s *Store) recover(path string) error {
+	var st unix.Stat_t
+	missing := errors.Is(unix.Stat(path, &st), unix.ENOENT)
+	j, err := openJournal(path, false)
+	if err != nil {
+		return err
+	}
+	s.journal = j
+	if s.wasClean || s.epoch == 0 || missing {
+		return nil
+	}
+	n, err := s.rollback(j, s.epoch, s.journalBuf())
+	if err != nil {
+		return fmt.Errorf("nvme: %s: rolling back from %s: %w", s.path, path, err)
+	}
+	s.recovered, s.rolledBack = true, n
 	return nil
 }
 
 // writeSuper persists the superblock (not flushed: callers fdatasync).
 func (s *Store) writeSuper(clean bool) error {
 	s.gen++
-	sb := super{slots: s.slots, clean: clean, gen: s.gen, meta: s.meta}
+	sb := super{slots: s.slots, clean: clean, gen: s.gen, meta: s.meta, epoch: s.epoch}
 	page := s.superBuf()
 	sb.encode(page)
 	if err := s.pwrite(page, 0); err != nil {
@@ -361,6 +411,9 @@ func (s *Store) buf(i uint32) []byte {
 }
 
 func (s *Store) superBuf() []byte { return s.buf(uint32(s.depth)) }
+
+// journalBuf is the aligned page the journal reads old images into.
+func (s *Store) journalBuf() []byte { return s.buf(uint32(s.depth + 1)) }
 
 // pread reads one page at byte offset off into the aligned page.
 func (s *Store) pread(page []byte, off int64) error { return s.pio(false, page, off) }
@@ -479,6 +532,13 @@ func (s *Store) submit(slot uint64, buf []byte, done func(error), write bool) er
 			return err
 		}
 	}
+	wait := false
+	if write {
+		var err error
+		if wait, err = s.protect(slot); err != nil {
+			return err
+		}
+	}
 	if s.ring == nil {
 		err := s.syncIO(slot, buf, write)
 		s.completed = append(s.completed, completion{done: done, err: err})
@@ -507,14 +567,28 @@ func (s *Store) submit(slot uint64, buf []byte, done func(error), write bool) er
 	}
 	s.reqs[i] = request{slot: slot, user: buf, done: done, write: write, direct: direct}
 	s.inflight++
+	if wait {
+		// The slot's rollback image (or an earlier one) is not durable
+		// yet: the write goes after the journal's sync.
+		s.journal.deferred = append(s.journal.deferred, i)
+		return nil
+	}
+	if err := s.push(i, op, page); err != nil {
+		s.reqs[i] = request{}
+		s.free = append(s.free, i)
+		s.inflight--
+		return s.ioErr(opName(write), slot, err)
+	}
+	return nil
+}
+
+// push hands request i (its page, its operation) to the submission ring.
+func (s *Store) push(i uint32, op uint8, page []byte) error {
 	addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(page))))
-	for !s.ring.push(op, s.fd, uint64(offsetOf(slot)), addr, PageSize, uint64(i)) {
+	for !s.ring.push(op, s.fd, uint64(offsetOf(s.reqs[i].slot)), addr, PageSize, uint64(i)) {
 		// The submission ring is full of queued entries: hand them over.
 		if err := s.ring.enter(0); err != nil {
-			s.reqs[i] = request{}
-			s.free = append(s.free, i)
-			s.inflight--
-			return s.ioErr(opName(write), slot, err)
+			return err
 		}
 	}
 	return nil
@@ -531,6 +605,11 @@ func opName(write bool) string {
 func (s *Store) syncIO(slot uint64, buf []byte, write bool) error {
 	page := s.buf(0)
 	if write {
+		if s.journal != nil {
+			if err := s.journal.sync(); err != nil {
+				return err
+			}
+		}
 		copy(page[:DataSize], buf)
 		stamp(page, slot)
 		if err := s.pwrite(page, offsetOf(slot)); err != nil {
@@ -584,6 +663,9 @@ func (s *Store) Submit() error {
 	if s.closed {
 		return ErrClosed
 	}
+	if err := s.releaseDeferred(); err != nil {
+		return err
+	}
 	if s.ring != nil && s.ring.unsubmitted() > 0 {
 		if err := s.ring.enter(0); err != nil {
 			return fmt.Errorf("nvme: %s: %w", s.path, err)
@@ -617,20 +699,14 @@ func (s *Store) Poll(min int) (int, error) {
 		return 0, ErrClosed
 	}
 	n := 0
-	if s.ring == nil {
-		for s.compHead < len(s.completed) && !s.closed {
-			c := s.completed[s.compHead]
-			s.completed[s.compHead] = completion{}
-			s.compHead++
-			if s.compHead == len(s.completed) {
-				s.completed, s.compHead = s.completed[:0], 0
-			}
-			n++
-			if c.done != nil {
-				c.done(c.err)
-			}
+	if err := s.releaseDeferred(); err != nil {
+		return 0, err
+	}
+	if s.ring == nil || len(s.completed) > s.compHead {
+		n += s.drainCompleted()
+		if s.ring == nil {
+			return n, nil
 		}
-		return n, nil
 	}
 	n += s.reap()
 	for n < min && s.inflight > 0 && !s.closed {
@@ -649,6 +725,25 @@ func (s *Store) Poll(min int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// drainCompleted reports the completions decided without the ring (the
+// pread engine's, and writes that could not be submitted).
+func (s *Store) drainCompleted() int {
+	n := 0
+	for s.compHead < len(s.completed) && !s.closed {
+		c := s.completed[s.compHead]
+		s.completed[s.compHead] = completion{}
+		s.compHead++
+		if s.compHead == len(s.completed) {
+			s.completed, s.compHead = s.completed[:0], 0
+		}
+		n++
+		if c.done != nil {
+			c.done(c.err)
+		}
+	}
+	return n
 }
 
 // reap reports every completion in the completion ring.
@@ -833,7 +928,11 @@ func (s *Store) persist(clean bool) error {
 	if err := unix.Fdatasync(s.fd); err != nil {
 		return s.fileErr("sync", err)
 	}
-	if err := s.writeSuper(clean); err != nil {
+	write := s.startEpoch // Sync: a new rollback point
+	if clean {
+		write = func() error { return s.writeSuper(true) }
+	}
+	if err := write(); err != nil {
 		return err
 	}
 	if err := unix.Fdatasync(s.fd); err != nil {
@@ -919,6 +1018,9 @@ func (s *Store) finish(clean bool) error {
 // kernel could still write into it otherwise).
 func (s *Store) release(unmapPool bool) {
 	s.closed = true
+	if s.journal != nil {
+		s.journal.close()
+	}
 	if s.ring != nil {
 		s.ring.close()
 		s.ring = nil
