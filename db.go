@@ -10,21 +10,33 @@
 //
 // A DB is safe for concurrent use by many goroutines.
 //
-// Writes are durable once Close returns: there is no log. A store that may
-// have taken writes since its last clean close (its process stopped without
-// Close, or its Close could not write every page) is refused by the next
-// Open (ErrUnclean), a new store as well as an old one: Open persists the
-// store's catalog, marked in use, before it returns, so no write is ever
-// acknowledged by a store that would reopen as clean. OpenUnclean opens such
-// a store read-only to get out what it still holds. A full disk fails the
-// Put that needs a new page (the store reserves disk space before it hands
-// a page out), not the Close.
+// A Put or Delete that returned is durable: its record is in the redo log
+// (scalestore.wal) and synced before the call returns, and writers that
+// commit together share one sync (group commit). Options.NoSync hands the
+// records to the operating system instead, which survives the process being
+// killed but not a power failure. A checkpoint (every Options.CheckpointBytes
+// of log, and at Close) writes the changed pages back and starts the log
+// over. A store whose process was killed (or whose flush failed) recovers at
+// the next Open: the store's undo journal puts its pages back as of the last
+// checkpoint, and the log's records since then are applied again
+// (Recovery). docs/durability.md says how and what it costs.
+//
+// A store that cannot be recovered (one written by a build without the log,
+// or whose journal or log is gone) is refused by Open with ErrUnclean;
+// OpenUnclean opens it read-only to get out what it still holds. A full
+// disk fails the Put that needs a new page (the store reserves disk space
+// before it hands a page out), not the Close.
 package scalestore
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
@@ -32,6 +44,7 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/wal"
 )
 
 // Store is what the DB needs of its storage: pages plus a small metadata
@@ -63,16 +76,31 @@ type Options struct {
 	// damaged or lies past the pages the catalog allocated; Salvage reads
 	// on past such pages. Put and Delete fail with ErrReadOnly, and Close
 	// leaves the store as unclean as it was: write what Salvage finds into
-	// a new store. A store that was closed cleanly opens as usual.
+	// a new store. A store that was closed cleanly, or that recovers from
+	// its log, opens as usual.
 	OpenUnclean bool
+	// NoSync makes Put and Delete return once their log record is handed
+	// to the operating system, without waiting for the device: they
+	// survive the process being killed, not a power failure or a kernel
+	// crash, which can lose the last writes (the store still recovers to
+	// a consistent state, a prefix of the writes). Much faster per write.
+	NoSync bool
+	// CheckpointBytes is how much log (or undo journal) a checkpoint lets
+	// grow before it writes the changed pages back and starts the log over
+	// (default 64 MiB): it bounds the log's size and the replay at Open.
+	CheckpointBytes int64
 }
+
+// LogFile is the file in the data directory that holds the redo log.
+const LogFile = "scalestore.wal"
 
 // ErrUnclean is returned by Open for a store that holds a tree but was not
 // closed cleanly: its process stopped without closing it, or its last
 // flush failed (a full disk, an I/O error). The store has no log to recover
 // from, so the pages written before the stop may not match the catalog and
-// the allocator of its last clean close. Options.OpenUnclean opens it
-// anyway.
+// the allocator of its last clean close, and it cannot be recovered: it was
+// written by a build without the redo log, or its log or its store's undo
+// journal is gone. Options.OpenUnclean opens it anyway, read-only.
 var ErrUnclean = errors.New("store was not closed cleanly")
 
 // ErrReadOnly is returned by Put and Delete on a store opened with
@@ -89,6 +117,10 @@ type Stats struct {
 	// Pages is how many pages the store has allocated: slots 0 to Pages-1
 	// hold the data (the region a same-disk baseline should read).
 	Pages uint64
+	// LogBytes is the size of the redo log since the last checkpoint;
+	// Checkpoints counts the checkpoints since Open.
+	LogBytes    int64
+	Checkpoints uint64
 }
 
 // Stats reads the counters.
@@ -99,6 +131,10 @@ func (db *DB) Stats() Stats {
 		s = Stats{CacheHits: cs.Hits, CacheMisses: cs.Misses, SlowHits: cs.SlowHits, SSDReads: db.rt.Reads, SSDWrites: db.rt.Writes,
 			Pages: db.rt.Node().Directory().Allocated()}
 	})
+	if db.log != nil {
+		s.LogBytes = db.log.Size()
+	}
+	s.Checkpoints = db.checkpoints.Load()
 	return s
 }
 
@@ -126,6 +162,51 @@ type DB struct {
 	readOnly error
 	// dir names the store in errors.
 	dir string
+
+	// log is the redo log, nil for a store that keeps none (in memory, or
+	// a custom store without an undo journal); logEpoch tags its records
+	// (the metadata names the epoch whose records go on top of the pages).
+	log        *wal.Log
+	logEpoch   uint64
+	logExisted bool
+	// writers hold ckpt shared while they apply a change and append its
+	// record; a checkpoint holds it exclusively. stripes order the records
+	// of one key as the tree applied them.
+	ckpt    sync.RWMutex
+	stripes [64]sync.Mutex
+	seed    maphash.Seed
+	// checkpointBytes triggers a checkpoint; checkpointing: one runs;
+	// checkpointErr: the last one failed (the log keeps growing, and the
+	// next write tries again).
+	checkpointBytes int64
+	checkpointing   atomic.Bool
+	checkpoints     atomic.Uint64
+	checkpointErr   atomic.Pointer[error]
+	recovery        Recovery
+}
+
+// Recovery is what Open did to a store that was not closed cleanly.
+type Recovery struct {
+	// Recovered: the store was not closed cleanly and was recovered.
+	Recovered bool
+	// RolledBack is how many pages the undo journal put back as of the
+	// last checkpoint.
+	RolledBack int
+	// Replayed is how many log records were applied again, LogBytes their
+	// size, and LogEnd why the log ends where it does.
+	Replayed int
+	LogBytes int64
+	LogEnd   string
+}
+
+// Recovery reports what Open did to recover the store (zero: it was closed
+// cleanly, or is new).
+func (db *DB) Recovery() Recovery { return db.recovery }
+
+// recoverable is a store with an undo journal (storage/nvme's).
+type recoverable interface {
+	Recovered() bool
+	JournalBytes() int64
 }
 
 const metaMagic = 0x5353474F4D455441 // "SSGOMETA"
@@ -160,8 +241,27 @@ func Open(dir string, opts Options) (*DB, error) {
 		store.Close()
 		return nil, err
 	}
-	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir}
+	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir,
+		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes}
+	if db.checkpointBytes <= 0 {
+		db.checkpointBytes = 64 << 20
+	}
+	path := filepath.Join(dir, LogFile)
+	_, serr := os.Stat(path)
+	db.logExisted = serr == nil
+	// A store that was not closed cleanly and has no log is not given one:
+	// it cannot be recovered, and a new, empty log would say it could.
+	if _, ok := store.(recoverable); ok && dir != "" && (db.logExisted || db.wasClean()) {
+		if db.log, err = wal.Open(path, wal.Options{NoSync: opts.NoSync}); err != nil {
+			abandon(store)
+			rt.Close()
+			return nil, fmt.Errorf("scalestore: opening %s: %w", dir, err)
+		}
+	}
 	if err := db.load(); err != nil {
+		if db.log != nil {
+			db.log.Close()
+		}
 		rt.Close()
 		if !db.wasClean() {
 			abandon(store) // refused, it must stay unclean: Close would mark it clean
@@ -198,7 +298,16 @@ func (db *DB) load() error {
 	if len(meta) < 24 || binary.LittleEndian.Uint64(meta) != metaMagic {
 		return fmt.Errorf("scalestore: %s: metadata of %d bytes is not ours", db.dir, len(meta))
 	}
+	db.logEpoch = 1
+	if len(meta) >= 32 {
+		db.logEpoch = max(binary.LittleEndian.Uint64(meta[24:]), 1)
+	}
+	replay := false
 	if !db.wasClean() {
+		r, ok := db.store.(recoverable)
+		replay = ok && r.Recovered() && db.log != nil && db.logExisted && len(meta) >= 32
+	}
+	if !db.wasClean() && !replay {
 		if !db.unclean {
 			return fmt.Errorf("scalestore: %s: %w (its process stopped without closing it, or its last flush failed): "+
 				"writes since its last clean close may be missing and its pages may not match its catalog; "+
@@ -208,7 +317,7 @@ func (db *DB) load() error {
 		db.readOnly = fmt.Errorf("%w: %s was opened with OpenUnclean (not closed cleanly); "+
 			"copy what it holds into a new store", ErrReadOnly, db.dir)
 	}
-	return db.rt.Do(func(w *bufmgr.Worker) error {
+	err := db.rt.Do(func(w *bufmgr.Worker) error {
 		allocated := binary.LittleEndian.Uint64(meta[8:])
 		if w, ok := db.store.(interface{ WrittenSlots() (uint64, error) }); ok && db.readOnly != nil {
 			// Pages written after the last clean close lie past the pages
@@ -232,8 +341,46 @@ func (db *DB) load() error {
 		if err := db.tree.Upgrade(db.session(w)); err != nil {
 			return fmt.Errorf("scalestore: opening the tree: %w", err)
 		}
+		if replay {
+			return db.replay(w)
+		}
 		return nil
 	})
+	if err != nil || db.log == nil || db.readOnly != nil {
+		return err
+	}
+	if replay {
+		// The replayed changes become the new rollback point, and the log
+		// starts over: a crash from here on replays nothing twice.
+		if err := db.checkpoint(); err != nil {
+			return fmt.Errorf("scalestore: %s: checkpoint after recovery: %w", db.dir, err)
+		}
+		return nil
+	}
+	db.log.Start(db.logEpoch)
+	return nil
+}
+
+// replay applies the log's records of the current epoch over the pages the
+// store rolled back to.
+func (db *DB) replay(w *bufmgr.Worker) error {
+	sess := db.session(w)
+	r, err := db.log.Replay(db.logEpoch, func(op wal.Op, key, val []byte) error {
+		if op == wal.Delete {
+			_, err := db.tree.Delete(sess, key)
+			return err
+		}
+		return db.tree.Put(sess, key, val)
+	})
+	if err != nil {
+		return fmt.Errorf("scalestore: %s: replaying the log after record %d: %w", db.dir, r.Records, err)
+	}
+	rb := 0
+	if s, ok := db.store.(interface{ RolledBack() int }); ok {
+		rb = s.RolledBack()
+	}
+	db.recovery = Recovery{Recovered: true, RolledBack: rb, Replayed: r.Records, LogBytes: r.Bytes, LogEnd: r.Stop}
+	return nil
 }
 
 // create makes the tree of a new store and persists its catalog with the
@@ -256,7 +403,8 @@ func (db *DB) create() error {
 	// use with it. Then the empty tree's pages, so that the catalog on disk
 	// names a root from the start and a store killed before its first
 	// clean close reads with OpenUnclean as far as its pages go.
-	if err := db.store.SetMeta(db.meta()); err != nil {
+	db.logEpoch = 1
+	if err := db.store.SetMeta(db.meta(db.logEpoch)); err != nil {
 		return fmt.Errorf("scalestore: %s: recording the new tree: %w", db.dir, err)
 	}
 	if err := db.rt.Flush(); err != nil {
@@ -265,17 +413,129 @@ func (db *DB) create() error {
 	if err := db.rt.SyncStore(); err != nil {
 		return fmt.Errorf("scalestore: %s: persisting the new tree's catalog: %w", db.dir, err)
 	}
+	if db.log != nil {
+		db.log.Start(db.logEpoch)
+	}
 	return nil
 }
 
-// meta is the metadata a clean close persists: the allocator and the
-// catalog.
-func (db *DB) meta() []byte {
-	meta := make([]byte, 24)
+// meta is the metadata a checkpoint persists: the allocator, the catalog
+// and the epoch of the log records that go on top of the pages.
+func (db *DB) meta(logEpoch uint64) []byte {
+	meta := make([]byte, 32)
 	binary.LittleEndian.PutUint64(meta, metaMagic)
 	db.rt.Locked(func() { binary.LittleEndian.PutUint64(meta[8:], db.rt.Node().Directory().Allocated()) })
 	binary.LittleEndian.PutUint64(meta[16:], uint64(db.tree.Catalog()))
+	binary.LittleEndian.PutUint64(meta[24:], logEpoch)
 	return meta
+}
+
+// Checkpoint writes every changed page back, persists the catalog, and
+// starts the log over: what a crash then replays begins here. Writes wait
+// while it runs. Open and Close checkpoint, and so does a write after
+// which the log (or the store's undo journal) has grown past
+// Options.CheckpointBytes.
+func (db *DB) Checkpoint() error {
+	if db.log == nil {
+		return nil
+	}
+	if db.readOnly != nil {
+		return db.readOnly
+	}
+	db.ckpt.Lock()
+	defer db.ckpt.Unlock()
+	if err := db.checkpoint(); err != nil {
+		return fmt.Errorf("scalestore: %s: checkpoint: %w", db.dir, err)
+	}
+	return nil
+}
+
+// checkpoint is Checkpoint with writers kept out (or none yet).
+func (db *DB) checkpoint() error {
+	if err := db.log.Sync(); err != nil {
+		return err
+	}
+	if err := db.rt.WriteBack(); err != nil {
+		return fmt.Errorf("writing the changed pages: %w", err)
+	}
+	next := db.logEpoch + 1
+	if err := db.store.SetMeta(db.meta(next)); err != nil {
+		return err
+	}
+	// The commit point: the store's superblock names the next epoch with
+	// the pages now on disk, and starts a new rollback point.
+	if err := db.rt.SyncStore(); err != nil {
+		return fmt.Errorf("persisting the catalog: %w", err)
+	}
+	db.logEpoch = next
+	db.log.Start(next)
+	db.checkpoints.Add(1)
+	return nil
+}
+
+// maybeCheckpoint runs a checkpoint, in the calling writer, when the log
+// or the undo journal has grown past the bound and no other is running.
+func (db *DB) maybeCheckpoint() {
+	big := db.log.Size() > db.checkpointBytes
+	if r, ok := db.store.(recoverable); ok && !big {
+		// The journal is read without the ring's lock: a stale size only
+		// delays the checkpoint to the next write.
+		big = r.JournalBytes() > db.checkpointBytes
+	}
+	if !big || !db.checkpointing.CompareAndSwap(false, true) {
+		return
+	}
+	defer db.checkpointing.Store(false)
+	if err := db.Checkpoint(); err != nil {
+		db.checkpointErr.Store(&err)
+	} else {
+		db.checkpointErr.Store(nil)
+	}
+}
+
+// CheckpointErr is why the last checkpoint failed, nil if it did not. A
+// failed checkpoint loses nothing (the log still holds every write since
+// the one before) and is tried again by the next write.
+func (db *DB) CheckpointErr() error {
+	if p := db.checkpointErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// stripe orders the log records of key's changes as the tree made them.
+func (db *DB) stripe(key []byte) *sync.Mutex {
+	return &db.stripes[maphash.Bytes(db.seed, key)%uint64(len(db.stripes))]
+}
+
+// logged applies a change with apply and logs it as op (unless apply says
+// it changed nothing), then waits for the record to be durable.
+func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err error)) error {
+	if db.log == nil {
+		_, err := apply()
+		return err
+	}
+	if n := len(key) + len(val) + 16; n > wal.MaxRecord {
+		return fmt.Errorf("scalestore: %s: a record of %d bytes exceeds the log's %d", db.dir, n, wal.MaxRecord)
+	}
+	db.ckpt.RLock()
+	mu := db.stripe(key)
+	mu.Lock()
+	changed, err := apply()
+	var lsn uint64
+	if err == nil && changed {
+		lsn, err = db.log.Append(op, key, val)
+	}
+	mu.Unlock()
+	db.ckpt.RUnlock()
+	if err != nil || !changed {
+		return err
+	}
+	if err := db.log.Commit(lsn); err != nil {
+		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
+	}
+	db.maybeCheckpoint()
+	return nil
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
@@ -390,6 +650,9 @@ type BatchError = btree.BatchError
 // A store opened with OpenUnclean that was not clean stays as it was: Close
 // releases it without marking it clean.
 func (db *DB) Close() error {
+	if db.log != nil && db.readOnly == nil {
+		return db.closeLogged()
+	}
 	err := db.rt.Close()
 	if db.readOnly != nil {
 		abandon(db.store)
@@ -402,9 +665,40 @@ func (db *DB) Close() error {
 		abandon(db.store)
 		return fmt.Errorf("scalestore: %s: flushing the store: %w", db.dir, err)
 	}
-	err = db.store.SetMeta(db.meta())
+	err = db.store.SetMeta(db.meta(db.logEpoch))
 	if cerr := db.store.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// closeLogged is Close of a store with a log: a last checkpoint, marked
+// clean. If it fails, the store stays unclean and the next Open recovers
+// from the log, which still holds every acknowledged write.
+func (db *DB) closeLogged() error {
+	db.ckpt.Lock()
+	defer db.ckpt.Unlock()
+	err := db.log.Sync()
+	if err == nil {
+		err = db.rt.Close()
+	} else {
+		db.rt.Close()
+	}
+	if err != nil {
+		abandon(db.store)
+		db.log.Close()
+		return fmt.Errorf("scalestore: %s: closing (the next Open recovers from the log): %w", db.dir, err)
+	}
+	next := db.logEpoch + 1
+	err = db.store.SetMeta(db.meta(next))
+	if cerr := db.store.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := db.log.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("scalestore: %s: closing: %w", db.dir, err)
+	}
+	return nil
 }

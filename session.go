@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/wal"
 )
 
 // ErrSessionClosed is returned by a Session's methods after its Close.
@@ -64,7 +65,9 @@ func (s *Session) Put(key, val []byte) error {
 	if s.db.readOnly != nil {
 		return s.db.readOnly
 	}
-	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Put(s.db.session(w), key, val) })
+	return s.db.logged(wal.Put, key, val, func() (bool, error) {
+		return true, s.do(func(w *bufmgr.Worker) error { return s.db.tree.Put(s.db.session(w), key, val) })
+	})
 }
 
 // Delete is DB.Delete.
@@ -72,9 +75,12 @@ func (s *Session) Delete(key []byte) (found bool, err error) {
 	if s.db.readOnly != nil {
 		return false, s.db.readOnly
 	}
-	err = s.do(func(w *bufmgr.Worker) error {
-		found, err = s.db.tree.Delete(s.db.session(w), key)
-		return err
+	err = s.db.logged(wal.Delete, key, nil, func() (bool, error) {
+		err := s.do(func(w *bufmgr.Worker) error {
+			found, err = s.db.tree.Delete(s.db.session(w), key)
+			return err
+		})
+		return found, err
 	})
 	return found, err
 }

@@ -17,7 +17,7 @@ const StoreFile = "scalestore.db"
 // pread/pwrite where the filesystem refuses O_DIRECT, e.g. tmpfs).
 var defaultStore = func(dir string, slots uint64) (Store, error) {
 	path := filepath.Join(dir, StoreFile)
-	opts := nvme.Options{}
+	opts := nvme.Options{Journal: true}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		opts.Create, opts.Slots = true, slots // a new store; Create would discard an existing one
 	} else if err != nil {

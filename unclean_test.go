@@ -112,9 +112,33 @@ func TestUncleanStoreReadsPagesWrittenAfterItsCatalog(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{CachePages: 64, Slots: 1 << 14}
 	growAfterCleanClose(t, dir, opts)
+	// Without its log and its undo journal (a store of a build that kept
+	// neither), the store can be neither recovered nor rolled back.
+	for _, f := range []string{LogFile, StoreFile + nvme.JournalSuffix} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	read, lost := checkUncleanReads(t, dir, opts)
 	if read != 20000 || lost != 0 {
 		t.Fatalf("salvaged %d keys, %d ranges lost; want all 20000 keys, the flush having written every page", read, lost)
+	}
+}
+
+// TestUncleanStoreWithoutLogRollsBack: a killed store whose log is gone
+// cannot be recovered (refused, ErrUnclean), but its undo journal still
+// puts its pages back as of its last checkpoint, so OpenUnclean reads that
+// consistent state, every page readable.
+func TestUncleanStoreWithoutLogRollsBack(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{CachePages: 64, Slots: 1 << 14}
+	growAfterCleanClose(t, dir, opts)
+	if err := os.Remove(filepath.Join(dir, LogFile)); err != nil {
+		t.Fatal(err)
+	}
+	read, lost := checkUncleanReads(t, dir, opts)
+	if read != 300 || lost != 0 {
+		t.Fatalf("salvaged %d keys, %d ranges lost; want the 300 keys of the last checkpoint", read, lost)
 	}
 }
 

@@ -728,6 +728,37 @@ func (l *Local) Flush() error {
 	}
 }
 
+// WriteBack writes every page whose SSD copy is stale to the store, while
+// workers go on (a checkpoint: the caller keeps writers out). Unlike Flush it
+// leaves clean pages cached; a written-back page is evicted, and read again
+// when next needed.
+func (l *Local) WriteBack() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for round := 0; ; round++ {
+		for l.inFlite > 0 {
+			l.idle.Wait()
+		}
+		if l.err != nil {
+			return l.err
+		}
+		busy := l.node.EvictStale()
+		if l.inFlite > 0 {
+			continue
+		}
+		if busy == 0 {
+			return nil
+		}
+		if round > 100_000 {
+			return fmt.Errorf("actors: write-back did not finish (%d changed pages stay latched)", busy)
+		}
+		// Latched by workers: let them finish.
+		l.mu.Unlock()
+		time.Sleep(20 * time.Microsecond)
+		l.mu.Lock()
+	}
+}
+
 // halt lets the timers lapse and stops the I/O goroutine and the outbox.
 // Called with l.mu held; returns with it released.
 func (l *Local) halt() {
@@ -740,6 +771,18 @@ func (l *Local) halt() {
 	if l.out != nil {
 		l.out.close()
 	}
+}
+
+// Abandon stops the node without writing anything back, as a killed
+// process would leave its store (tests of recovery use it). In-flight I/O
+// completes.
+func (l *Local) Abandon() {
+	l.mu.Lock()
+	for l.inFlite > 0 {
+		l.idle.Wait()
+	}
+	l.halt()
+	_ = unmapPages(l.pages)
 }
 
 // Close flushes and stops the node; the store stays open (its owner closes

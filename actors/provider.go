@@ -77,6 +77,30 @@ func (n *Node) EvictAll() {
 	n.drain()
 }
 
+// EvictStale starts the eviction of every frame whose page's SSD copy is
+// stale (a page of this node's directory changed since it was last
+// persisted), which writes it back, and returns how many such frames it
+// could not claim now (latched, or waited for): a checkpoint tries again.
+func (n *Node) EvictStale() (busy int) {
+	for i := range n.cache.Frames() {
+		f := n.cache.Frame(i)
+		if f.Mode == protocol.ModeNone || f.Evicting || f.PID.Dir() != n.id {
+			continue
+		}
+		if m := n.dir.Meta(f.PID); m == nil || !m.Stale {
+			continue
+		}
+		if n.cache.Claim(f) {
+			n.startEvict(f)
+		} else {
+			busy++
+		}
+	}
+	n.flushBatches()
+	n.drain()
+	return busy
+}
+
 // EvictPage starts the eviction of one page if its frame is evictable now.
 func (n *Node) EvictPage(pid protocol.PID) bool {
 	f := n.cache.Lookup(pid)
