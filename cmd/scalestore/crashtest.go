@@ -26,44 +26,51 @@ store says at its next open. Each round, in DIR/round-N:
 
   1. picks, from its seed, what to kill: a new store or an old one (closed
      cleanly once with keys of its own), written by 'scalestore kv' or by a
-     program on the embedded API with 1 to 4 concurrent writers, with a cache
-     of 16 to 4096 pages (a small cache evicts all the time), killed early
+     program on the embedded API with 1 to 4 concurrent writers, synced
+     (three rounds in four) or with --no-sync, puts and every tenth write a
+     delete, with a cache of 16 to 4096 pages (a small cache evicts all the
+     time) and a checkpoint every 64 KiB to 64 MiB of log, killed early
      (creating the file, the superblock, the first allocation), during the
-     load (evictions, flushes), or while it closes;
+     load (evictions, checkpoints), or while it closes;
   2. runs the writer as a child process, notes every write it acknowledged
-     (an "OK" from kv, an ack line from the API writer), and kills it;
+     (kv's answer, an ack line from the API writer), and kills it;
   3. opens the store and classifies the round:
-       whole            it opened, and every acknowledged write is there
-       refused          Open refused it as unclean (ErrUnclean), and
-                        OpenUnclean read it without an error other than
-                        unreadable pages
-       silently short   it opened, and an acknowledged write is missing
-       failed           anything else (another error, a protocol violation
-                        under OpenUnclean)
+       whole            it opened (recovering if it must), every
+                        acknowledged put is there with its value and every
+                        acknowledged delete's key is absent
+       refused          Open refused it as unclean (ErrUnclean); OpenUnclean
+                        is then tried, to read what it holds
+       short            it opened, and an acknowledged write is missing
+       failed           anything else (another error, a protocol violation)
 
-It prints the counts, and for a bad round its seed and the command that
-replays it (the same choices; the kill lands at the same delay, which is not
-the same instruction twice). It exits 1 if any round was silently short or
-failed. A round's directory is removed unless the round was bad.
+It prints the counts, and for a bad round (anything but whole) its seed and
+the command that replays it (the same choices; the kill lands at the same
+delay, which is not the same instruction twice). It exits 1 if any round was
+bad. A round's directory is removed unless the round was bad.
 
-The store promises no round is ever silently short: a write is durable only
-after a clean Close (there is no log), and a store that took writes since its
-last clean close is refused at the next Open.
+The store promises every round is whole: a write that returned is in the
+redo log (synced, or with --no-sync handed to the OS, which a killed process
+does not lose), and Open recovers a killed store from it.
 
 Flags:
 `
 
 // crashRound is what one round does, drawn from its seed.
 type crashRound struct {
-	Seed      uint64 `json:"seed"`
-	Writer    string `json:"writer"` // "kv" or "api"
-	Old       bool   `json:"old_store"`
-	Threads   int    `json:"threads"`
-	Cache     int    `json:"cache_pages"`
+	Seed          uint64 `json:"seed"`
+	Writer        string `json:"writer"` // "kv" or "api"
+	Old           bool   `json:"old_store"`
+	Threads       int    `json:"threads"`
+	Sync          bool   `json:"sync"`
+	CheckpointKiB int    `json:"checkpoint_kib"`
+	Cache         int    `json:"cache_pages"`
 	Kill      string `json:"kill"` // "early", "load" or "close"
 	DelayUS   int64  `json:"delay_us"`
 	Ops       int    `json:"ops"` // writes offered ("close": all of them, then Close)
 	Acked     int    `json:"acked"`
+	Deleted   int    `json:"acked_deletes"`
+	Recovered bool   `json:"recovered"`
+	Replayed  int    `json:"replayed_records"`
 	Outcome   string `json:"outcome"`
 	Detail    string `json:"detail,omitempty"`
 	Salvaged  int    `json:"salvaged_keys,omitempty"`
@@ -80,6 +87,8 @@ func drawRound(seed uint64) crashRound {
 		c.Writer, c.Threads = "api", 1+r.IntN(4)
 	}
 	c.Cache = []int{16, 32, 64, 256, 4096}[r.IntN(5)]
+	c.Sync = r.IntN(4) != 0
+	c.CheckpointKiB = []int{64, 256, 1024, 64 << 10}[r.IntN(4)]
 	switch x := r.IntN(10); {
 	case x < 2:
 		c.Kill, c.DelayUS, c.Ops = "early", r.Int64N(15_000), 1_000_000
@@ -138,7 +147,7 @@ func runCrashtest(args []string, stdout, stderr io.Writer) int {
 		os.RemoveAll(rdir)
 		crashRun(&c, *bin, rdir)
 		counts[c.Outcome]++
-		if c.Outcome == "silently short" || c.Outcome == "failed" {
+		if c.Outcome != "whole" {
 			bad = append(bad, c)
 			fmt.Fprintf(stderr, "crashtest: round %d %s: %s\n  replay: %s crashtest --data %s --rounds 1 --seed %d\n  kept: %s\n",
 				i, c.Outcome, c.Detail, os.Args[0], *dir, c.Seed, rdir)
@@ -149,17 +158,17 @@ func runCrashtest(args []string, stdout, stderr io.Writer) int {
 			enc.Encode(c)
 		}
 		if (i+1)%25 == 0 || i+1 == *rounds {
-			fmt.Fprintf(stderr, "crashtest: %d/%d rounds, %s: whole %d, refused %d, silently short %d, failed %d\n",
+			fmt.Fprintf(stderr, "crashtest: %d/%d rounds, %s: whole %d, refused %d, short %d, failed %d\n",
 				i+1, *rounds, time.Since(start).Round(time.Second), counts["whole"], counts["refused"],
-				counts["silently short"], counts["failed"])
+				counts["short"], counts["failed"])
 		}
 	}
 	if *asJSON {
 		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "whole": counts["whole"], "refused": counts["refused"],
-			"silently_short": counts["silently short"], "failed": counts["failed"]})
+			"short": counts["short"], "failed": counts["failed"]})
 	} else {
-		fmt.Fprintf(stdout, "crashtest: %d rounds (seed %d): whole %d, refused %d, silently short %d, failed %d\n",
-			*rounds, *seed, counts["whole"], counts["refused"], counts["silently short"], counts["failed"])
+		fmt.Fprintf(stdout, "crashtest: %d rounds (seed %d): whole %d, refused %d, short %d, failed %d\n",
+			*rounds, *seed, counts["whole"], counts["refused"], counts["short"], counts["failed"])
 	}
 	if len(bad) > 0 {
 		return 1
@@ -182,13 +191,24 @@ func crashRun(c *crashRound, bin, dir string) {
 		}
 	}
 	acked, err := crashWrite(c, bin, dir)
-	c.Acked = len(acked)
+	c.Acked, c.Deleted = len(acked.puts), len(acked.deletes)
 	if err != nil {
 		c.Outcome, c.Detail = "failed", err.Error()
 		return
 	}
 	crashCheck(c, dir, acked)
 }
+
+// crashAcks are the writes a writer acknowledged: puts of crashKey(i) and
+// deletes of crashKey(i).
+type crashAcks struct {
+	puts    []int
+	deletes []int
+}
+
+// crashIsDelete reports whether write j of a writer's sequence (j counts
+// one thread's writes) is a delete of its previous key instead of a put.
+func crashIsDelete(j int) bool { return j%10 == 9 }
 
 func baseKey(i int) []byte  { return fmt.Appendf(nil, "b%06d", i) }
 func crashKey(i int) string { return fmt.Sprintf("k%08d", i) }
@@ -209,38 +229,46 @@ func crashBase(dir string) error {
 	return db.Close()
 }
 
-// crashWrite runs the round's writer and kills it; it returns the indices
-// of the writes it acknowledged.
-func crashWrite(c *crashRound, bin, dir string) ([]int, error) {
+// crashWrite runs the round's writer and kills it; it returns the writes
+// it acknowledged.
+func crashWrite(c *crashRound, bin, dir string) (crashAcks, error) {
 	var cmd *exec.Cmd
+	common := []string{"--data", dir, "--cache-pages", strconv.Itoa(c.Cache),
+		"--checkpoint-bytes", strconv.Itoa(c.CheckpointKiB << 10), "--no-sync=" + strconv.FormatBool(!c.Sync)}
 	if c.Writer == "kv" {
-		cmd = exec.Command(bin, "kv", "--data", dir, "--cache-pages", strconv.Itoa(c.Cache))
+		cmd = exec.Command(bin, append([]string{"kv"}, common...)...)
 	} else {
-		cmd = exec.Command(bin, "crashtest", "writer", "--data", dir, "--cache-pages", strconv.Itoa(c.Cache),
-			"--threads", strconv.Itoa(c.Threads), "--ops", strconv.Itoa(c.Ops))
+		cmd = exec.Command(bin, append(append([]string{"crashtest", "writer"}, common...),
+			"--threads", strconv.Itoa(c.Threads), "--ops", strconv.Itoa(c.Ops))...)
 	}
 	var stdin io.WriteCloser
 	var err error
 	if c.Writer == "kv" {
 		if stdin, err = cmd.StdinPipe(); err != nil {
-			return nil, err
+			return crashAcks{}, err
 		}
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return crashAcks{}, err
 	}
 	var errBuf strings.Builder
 	cmd.Stderr = &errBuf
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the writer: %w", err)
+		return crashAcks{}, fmt.Errorf("starting the writer: %w", err)
 	}
 	started := time.Now()
 	if stdin != nil {
 		go func() { // kv's input: its puts, then end of input (it closes the store)
 			w := bufio.NewWriterSize(stdin, 1<<16)
 			for i := range c.Ops {
-				if _, err := fmt.Fprintf(w, "put %s %s\n", crashKey(i), crashVal(i)); err != nil {
+				var err error
+				if crashIsDelete(i) {
+					_, err = fmt.Fprintf(w, "delete %s\n", crashKey(i-1))
+				} else {
+					_, err = fmt.Fprintf(w, "put %s %s\n", crashKey(i), crashVal(i))
+				}
+				if err != nil {
 					break
 				}
 			}
@@ -250,7 +278,7 @@ func crashWrite(c *crashRound, bin, dir string) ([]int, error) {
 	}
 	var (
 		mu      sync.Mutex
-		acked   []int
+		acked   crashAcks
 		closing = make(chan struct{})
 		done    = make(chan struct{})
 	)
@@ -261,9 +289,13 @@ func crashWrite(c *crashRound, bin, dir string) ([]int, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
-			case line == "OK": // kv: the n-th put
+			case line == "OK" || line == "deleted" || line == "not found": // kv: the n-th write
 				mu.Lock()
-				acked = append(acked, n)
+				if crashIsDelete(n) {
+					acked.deletes = append(acked.deletes, n-1)
+				} else {
+					acked.puts = append(acked.puts, n)
+				}
 				n++
 				if n == c.Ops {
 					once.Do(func() { close(closing) })
@@ -274,7 +306,13 @@ func crashWrite(c *crashRound, bin, dir string) ([]int, error) {
 			case strings.HasPrefix(line, "ack "):
 				if i, err := strconv.Atoi(line[4:]); err == nil {
 					mu.Lock()
-					acked = append(acked, i)
+					acked.puts = append(acked.puts, i)
+					mu.Unlock()
+				}
+			case strings.HasPrefix(line, "del "):
+				if i, err := strconv.Atoi(line[4:]); err == nil {
+					mu.Lock()
+					acked.deletes = append(acked.deletes, i)
 					mu.Unlock()
 				}
 			}
@@ -300,7 +338,7 @@ func crashWrite(c *crashRound, bin, dir string) ([]int, error) {
 }
 
 // crashCheck opens the killed store and classifies the round.
-func crashCheck(c *crashRound, dir string, acked []int) {
+func crashCheck(c *crashRound, dir string, acked crashAcks) {
 	db, err := scalestore.Open(dir, scalestore.Options{CachePages: 4096})
 	if errors.Is(err, scalestore.ErrUnclean) {
 		c.Outcome = "refused"
@@ -334,6 +372,8 @@ func crashCheck(c *crashRound, dir string, acked []int) {
 		return
 	}
 	defer db.Close()
+	r := db.Recovery()
+	c.Recovered, c.Replayed = r.Recovered, r.Replayed
 	missing, first := 0, ""
 	note := func(what string) {
 		if missing == 0 {
@@ -348,13 +388,27 @@ func crashCheck(c *crashRound, dir string, acked []int) {
 			}
 		}
 	}
-	for _, i := range acked {
-		if v, ok, err := db.Get([]byte(crashKey(i)), nil); err != nil || !ok || string(v) != crashVal(i) {
+	deleted := map[int]bool{}
+	for _, i := range acked.deletes {
+		deleted[i] = true
+		if _, ok, err := db.Get([]byte(crashKey(i)), nil); err != nil || ok {
+			note(fmt.Sprintf("key %s, whose delete was acknowledged: found %v, err %v", crashKey(i), ok, err))
+		}
+	}
+	for _, i := range acked.puts {
+		if deleted[i] {
+			continue
+		}
+		v, ok, err := db.Get([]byte(crashKey(i)), nil)
+		// The writer's next write may be this key's delete, done but not
+		// acknowledged before the kill: the key may then be gone.
+		gone := !ok && err == nil && crashIsDelete(i/max(c.Threads, 1)+1)
+		if (err != nil || !ok || string(v) != crashVal(i)) && !gone {
 			note(fmt.Sprintf("acknowledged key %s: found %v, err %v", crashKey(i), ok, err))
 		}
 	}
 	if missing > 0 {
-		c.Outcome, c.Detail = "silently short", fmt.Sprintf("%d acknowledged writes missing, the first: %s", missing, first)
+		c.Outcome, c.Detail = "short", fmt.Sprintf("%d acknowledged writes missing, the first: %s", missing, first)
 		return
 	}
 	c.Outcome = "whole"
@@ -362,8 +416,9 @@ func crashCheck(c *crashRound, dir string, acked []int) {
 
 // runCrashWriter is crashtest's writer on the embedded API: --threads
 // goroutines put keys crashKey(i) (i = n*threads + thread) and print
-// "ack i" once each Put returned; after --ops writes it prints "closing" and
-// closes the store.
+// "ack i" once each Put returned; every tenth write of a thread
+// (crashIsDelete(n)) deletes its previous key instead and prints "del j".
+// After --ops writes it prints "closing" and closes the store.
 func runCrashWriter(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("crashtest writer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -371,6 +426,8 @@ func runCrashWriter(args []string, stdout, stderr io.Writer) int {
 	cache := fs.Int("cache-pages", 4096, "4 KiB frames in memory")
 	threads := fs.Int("threads", 1, "concurrent writers")
 	ops := fs.Int("ops", 1000, "writes in all")
+	noSync := fs.Bool("no-sync", false, "Options.NoSync")
+	checkpoint := fs.Int64("checkpoint-bytes", 0, "Options.CheckpointBytes")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -378,7 +435,7 @@ func runCrashWriter(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "crashtest writer: --data DIR is required and --threads must be at least 1")
 		return 2
 	}
-	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache})
+	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache, NoSync: *noSync, CheckpointBytes: *checkpoint})
 	if err != nil {
 		fmt.Fprintf(stderr, "crashtest writer: %v\n", err)
 		return 1
@@ -394,14 +451,22 @@ func runCrashWriter(args []string, stdout, stderr io.Writer) int {
 			defer s.Close()
 			line := make([]byte, 0, 32)
 			for i := t; i < *ops; i += *threads {
-				if err := s.Put([]byte(crashKey(i)), []byte(crashVal(i))); err != nil {
+				var err error
+				what, key := "ack ", i
+				if crashIsDelete(i / *threads) {
+					what, key = "del ", i-*threads
+					_, err = s.Delete([]byte(crashKey(key)))
+				} else {
+					err = s.Put([]byte(crashKey(i)), []byte(crashVal(i)))
+				}
+				if err != nil {
 					mu.Lock()
-					fmt.Fprintf(stderr, "crashtest writer: put %d: %v\n", i, err)
+					fmt.Fprintf(stderr, "crashtest writer: write %d: %v\n", i, err)
 					failed = true
 					mu.Unlock()
 					return
 				}
-				line = strconv.AppendInt(append(line[:0], "ack "...), int64(i), 10)
+				line = strconv.AppendInt(append(line[:0], what...), int64(key), 10)
 				line = append(line, '\n')
 				mu.Lock()
 				stdout.Write(line) // unbuffered: once printed, acknowledged

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,9 +14,8 @@ import (
 )
 
 // TestCrashtestRounds runs a few rounds of crashtest with writers killed
-// by SIGKILL: none is silently short or failed, and the seeds chosen give
-// both a refused and a whole round (a kill during Close after the last
-// acknowledgement, or before the first write).
+// by SIGKILL: every one is whole, and most recovered the store from its
+// log.
 func TestCrashtestRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and kills writer processes")
@@ -32,16 +32,22 @@ func TestCrashtestRounds(t *testing.T) {
 	if len(lines) != 13 {
 		t.Fatalf("%d lines of JSON, want 12 rounds and a summary:\n%s", len(lines), out)
 	}
-	outcomes := map[string]int{}
+	outcomes, recovered, replayed, deletes := map[string]int{}, 0, 0, 0
 	for _, l := range lines[:12] {
 		var c crashRound
 		if err := json.Unmarshal([]byte(l), &c); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
 		outcomes[c.Outcome]++
+		if c.Recovered {
+			recovered++
+			replayed += c.Replayed
+		}
+		deletes += c.Deleted
 	}
-	if outcomes["whole"] == 0 || outcomes["refused"] == 0 || outcomes["whole"]+outcomes["refused"] != 12 {
-		t.Fatalf("outcomes %v: want only whole and refused rounds, some of each", outcomes)
+	if outcomes["whole"] != 12 || recovered < 6 || replayed == 0 || deletes == 0 {
+		t.Fatalf("outcomes %v, %d rounds recovered (%d records replayed), %d deletes: want 12 whole rounds, "+
+			"most of them recovered from the log, and deletes among the writes", outcomes, recovered, replayed, deletes)
 	}
 }
 
@@ -62,28 +68,36 @@ func TestCrashCheckFindsMissingWrites(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	acked := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	acked := crashAcks{puts: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}
 	c := crashRound{}
 	if crashCheck(&c, dir, acked); c.Outcome != "whole" {
 		t.Fatalf("all acknowledged writes there: %q %s", c.Outcome, c.Detail)
 	}
 	c = crashRound{}
-	if crashCheck(&c, dir, append(acked, 10)); c.Outcome != "silently short" || !strings.Contains(c.Detail, crashKey(10)) {
+	if crashCheck(&c, dir, crashAcks{puts: append(acked.puts, 10)}); c.Outcome != "short" || !strings.Contains(c.Detail, crashKey(10)) {
 		t.Fatalf("write 10 acknowledged, not there: %q %s", c.Outcome, c.Detail)
 	}
+	c = crashRound{}
+	if crashCheck(&c, dir, crashAcks{puts: acked.puts, deletes: []int{3}}); c.Outcome != "short" || !strings.Contains(c.Detail, "delete was acknowledged") {
+		t.Fatalf("delete of key 3 acknowledged, key there: %q %s", c.Outcome, c.Detail)
+	}
 	c = crashRound{Old: true}
-	if crashCheck(&c, dir, acked); c.Outcome != "silently short" || !strings.Contains(c.Detail, "clean session") {
+	if crashCheck(&c, dir, acked); c.Outcome != "short" || !strings.Contains(c.Detail, "clean session") {
 		t.Fatalf("an old store without its clean session's keys: %q %s", c.Outcome, c.Detail)
 	}
-	// Killed: opened, the superblock marked in use, and left so.
-	s, err := nvme.Open(filepath.Join(dir, scalestore.StoreFile), nvme.Options{})
+	// Killed (opened, the superblock marked in use, and left so) and its
+	// log lost: refused, and read with OpenUnclean.
+	s, err := nvme.Open(filepath.Join(dir, scalestore.StoreFile), nvme.Options{Journal: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Abandon()
+	if err := os.Remove(filepath.Join(dir, scalestore.LogFile)); err != nil {
+		t.Fatal(err)
+	}
 	c = crashRound{}
-	if crashCheck(&c, dir, append(acked, 10)); c.Outcome != "refused" || c.Salvaged != 10 {
-		t.Fatalf("a killed store: %q %s, %d keys salvaged", c.Outcome, c.Detail, c.Salvaged)
+	if crashCheck(&c, dir, crashAcks{puts: append(acked.puts, 10)}); c.Outcome != "refused" || c.Salvaged != 10 {
+		t.Fatalf("a killed store without its log: %q %s, %d keys salvaged", c.Outcome, c.Detail, c.Salvaged)
 	}
 }
 

@@ -34,10 +34,15 @@ Keys are 1 to 256 bytes, a key and its value together at most 1024 bytes;
 values run to the end of the line. Every page is written back and the store
 closed cleanly on exit, on end of input and on Ctrl-C.
 
-Writes are durable once the store is closed: there is no log. A store that
-may have taken writes since its last clean close (its process was killed, or
-its last flush failed on a full disk) is refused at the next open, new or
-old, since writes may be missing and its pages may not match its catalog.
+A put or delete is durable when it prints its answer: its record is in the
+store's redo log (DIR/scalestore.wal) and synced to the device first. With
+--no-sync the record is only handed to the operating system: it survives
+kv being killed, not a power failure. A store whose process was killed
+recovers at the next open (its pages are put back as of the last checkpoint
+and the log applied again); kv says so on standard error.
+
+A store that cannot be recovered (one written by a build without the log,
+or whose log or undo journal was removed) is refused at the next open.
 --unclean opens it read-only to get out what it still holds: a key behind a
 page it cannot read fails with an error naming the page, and salvage lists
 every key it can read and the key ranges it cannot. To copy what survives
@@ -47,7 +52,7 @@ into a new store:
       sed 's/^/put /' | scalestore kv --data NEW
 
 'scalestore crashtest' kills writers at random moments and checks that no
-reopened store is ever silently short.
+reopened store is ever short of an acknowledged write, or refused.
 
 Flags:
 `
@@ -58,7 +63,9 @@ func runKV(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, kvUsage); fs.PrintDefaults() }
 	dir := fs.String("data", "", "directory of the store (required)")
 	cache := fs.Int("cache-pages", 4096, "4 KiB frames in memory")
-	unclean := fs.Bool("unclean", false, "open a store that was not closed cleanly (see above)")
+	unclean := fs.Bool("unclean", false, "open a store that cannot be recovered, read-only (see above)")
+	noSync := fs.Bool("no-sync", false, "answer a write once its log record is handed to the OS, without waiting for the device (see above)")
+	checkpoint := fs.Int64("checkpoint-bytes", 0, "log bytes between checkpoints (0: the default, 64 MiB)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -73,11 +80,13 @@ func runKV(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kv: %v\n", err)
 		return 1
 	}
-	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache, OpenUnclean: *unclean})
+	db, err := scalestore.Open(*dir, scalestore.Options{CachePages: *cache, OpenUnclean: *unclean,
+		NoSync: *noSync, CheckpointBytes: *checkpoint})
 	if err != nil {
 		fmt.Fprintf(stderr, "kv: %v\n", err)
 		return 1
 	}
+	reportRecovery(stderr, "kv", db)
 	// Close cleanly on Ctrl-C as well.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -203,4 +212,12 @@ func kvCommand(db *scalestore.DB, f []string, line string, out io.Writer) error 
 		return fmt.Errorf("unknown command %q (put, get, delete, scan, salvage)", f[0])
 	}
 	return nil
+}
+
+// reportRecovery says on w what Open did to recover a killed store.
+func reportRecovery(w io.Writer, who string, db *scalestore.DB) {
+	if r := db.Recovery(); r.Recovered {
+		fmt.Fprintf(w, "%s: recovered a store that was not closed cleanly: %d pages put back as of the last checkpoint, "+
+			"%d log records (%d bytes) applied again; the log ended at %s\n", who, r.RolledBack, r.Replayed, r.LogBytes, r.LogEnd)
+	}
 }

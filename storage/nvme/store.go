@@ -930,7 +930,20 @@ func (s *Store) persist(clean bool) error {
 	}
 	write := s.startEpoch // Sync: a new rollback point
 	if clean {
-		write = func() error { return s.writeSuper(true) }
+		write = func() error {
+			if s.journal == nil {
+				return s.writeSuper(true)
+			}
+			// A clean close ends the epoch too: its journal records must
+			// never be applied to what later opens change.
+			s.epoch++
+			if err := s.writeSuper(true); err != nil {
+				s.epoch--
+				return err
+			}
+			s.journal.reset(s.epoch)
+			return nil
+		}
 	}
 	if err := write(); err != nil {
 		return err
