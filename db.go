@@ -96,9 +96,7 @@ const LogFile = "scalestore.wal"
 
 // ErrUnclean is returned by Open for a store that holds a tree but was not
 // closed cleanly: its process stopped without closing it, or its last
-// flush failed (a full disk, an I/O error). The store has no log to recover
-// from, so the pages written before the stop may not match the catalog and
-// the allocator of its last clean close, and it cannot be recovered: it was
+// flush failed (a full disk, an I/O error), and it cannot be recovered: it was
 // written by a build without the redo log, or its log or its store's undo
 // journal is gone. Options.OpenUnclean opens it anyway, read-only.
 var ErrUnclean = errors.New("store was not closed cleanly")
@@ -491,6 +489,19 @@ func (db *DB) maybeCheckpoint() {
 	} else {
 		db.checkpointErr.Store(nil)
 	}
+}
+
+// SetNoSync changes Options.NoSync for the writes that follow: a bulk load
+// can run unsynced and turn syncing on after it, which first makes every
+// write so far durable. A store without a log (in memory) ignores it.
+func (db *DB) SetNoSync(noSync bool) error {
+	if db.log == nil {
+		return nil
+	}
+	if err := db.log.SetNoSync(noSync); err != nil {
+		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
+	}
+	return nil
 }
 
 // CheckpointErr is why the last checkpoint failed, nil if it did not. A

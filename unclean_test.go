@@ -110,7 +110,7 @@ func checkUncleanReads(t *testing.T, dir string, opts Options) (read, lost int) 
 // store tells how far its data goes): the keys the flush wrote are there.
 func TestUncleanStoreReadsPagesWrittenAfterItsCatalog(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{CachePages: 64, Slots: 1 << 14}
+	opts := Options{CachePages: 64, Slots: 1 << 14, NoSync: true}
 	growAfterCleanClose(t, dir, opts)
 	// Without its log and its undo journal (a store of a build that kept
 	// neither), the store can be neither recovered nor rolled back.
@@ -131,7 +131,7 @@ func TestUncleanStoreReadsPagesWrittenAfterItsCatalog(t *testing.T) {
 // consistent state, every page readable.
 func TestUncleanStoreWithoutLogRollsBack(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{CachePages: 64, Slots: 1 << 14}
+	opts := Options{CachePages: 64, Slots: 1 << 14, NoSync: true}
 	growAfterCleanClose(t, dir, opts)
 	if err := os.Remove(filepath.Join(dir, LogFile)); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +53,7 @@ type Options struct {
 type Log struct {
 	f      *os.File
 	path   string
-	noSync bool
+	noSync atomic.Bool
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -77,7 +78,8 @@ func Open(path string, opts Options) (*Log, error) {
 		f.Close()
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	l := &Log{f: f, path: path, noSync: opts.NoSync, size: st.Size()}
+	l := &Log{f: f, path: path, size: st.Size()}
+	l.noSync.Store(opts.NoSync)
 	l.cond.L = &l.mu
 	return l, nil
 }
@@ -249,7 +251,7 @@ func (l *Log) write(buf []byte, off int64) error {
 	if _, err := l.f.WriteAt(buf, off); err != nil {
 		return err
 	}
-	if l.noSync {
+	if l.noSync.Load() {
 		return nil
 	}
 	if err := unix.Fdatasync(int(l.f.Fd())); err != nil {
@@ -269,12 +271,34 @@ func (l *Log) zeroFill(from, to int64) error {
 		}
 		off += n
 	}
-	if !l.noSync {
+	if !l.noSync.Load() {
 		if err := unix.Fdatasync(int(l.f.Fd())); err != nil {
 			return fmt.Errorf("growing the log: sync: %w", err)
 		}
 	}
 	l.size = to
+	return nil
+}
+
+// SetNoSync changes Options.NoSync for the commits that follow. Turning it
+// off first makes everything committed so far durable.
+func (l *Log) SetNoSync(noSync bool) error {
+	was := l.noSync.Swap(noSync)
+	if !was || noSync {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.writing {
+		l.cond.Wait()
+	}
+	if l.err != nil {
+		return l.err
+	}
+	if err := unix.Fdatasync(int(l.f.Fd())); err != nil {
+		l.err = fmt.Errorf("wal: %s: sync: %w (the log takes no more records)", l.path, err)
+		return l.err
+	}
 	return nil
 }
 

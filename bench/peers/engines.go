@@ -53,6 +53,17 @@ type EngineOptions struct {
 	// Without it the WAL is disabled, which matches scalestore, whose pages
 	// reach the store only on eviction or Close.
 	PebbleWAL bool
+	// Sync makes every update of the measured runs durable before it
+	// returns: scalestore on disk with its redo log synced (its default),
+	// pebble with its WAL and pebble.Sync. The load runs unsynced on both
+	// and is made durable before the runs.
+	Sync bool
+}
+
+// loadFinisher is an engine that changes its write mode after the load
+// (Sync: unsynced load, synced runs).
+type loadFinisher interface {
+	LoadDone() error
 }
 
 // Open opens the engine called name.
@@ -73,7 +84,8 @@ func Open(name string, o EngineOptions) (Engine, error) {
 // it is on disk.
 type scalestoreEngine struct {
 	*scalestore.DB
-	dir string
+	dir  string
+	sync bool
 }
 
 func openScalestore(o EngineOptions) (Engine, error) {
@@ -82,10 +94,11 @@ func openScalestore(o EngineOptions) (Engine, error) {
 	opts := scalestore.Options{
 		CachePages: int(o.Cache / 4096),
 		Slots:      uint64(o.Records/8 + 4096),
-		InMemory:   !o.ScalestoreOnDisk,
+		InMemory:   !o.ScalestoreOnDisk && !o.Sync,
+		NoSync:     true, // the load; LoadDone sets the runs' mode
 	}
 	var dir string
-	if o.ScalestoreOnDisk {
+	if !opts.InMemory {
 		var err error
 		if dir, err = os.MkdirTemp(o.TempDir, "ycsbpeers-scalestore-"); err != nil {
 			return nil, fmt.Errorf("scalestore: temporary directory: %w", err)
@@ -98,8 +111,12 @@ func openScalestore(o EngineOptions) (Engine, error) {
 		}
 		return nil, fmt.Errorf("scalestore: %w", err)
 	}
-	return &scalestoreEngine{DB: db, dir: dir}, nil
+	return &scalestoreEngine{DB: db, dir: dir, sync: o.Sync}, nil
 }
+
+// LoadDone syncs the updates of the runs if the options ask for it (and
+// makes the load durable).
+func (e *scalestoreEngine) LoadDone() error { return e.DB.SetNoSync(!e.sync) }
 
 func (e *scalestoreEngine) Close() error {
 	err := e.DB.Close()
@@ -130,6 +147,9 @@ func (e *BTree) Close() error {
 type pebbleEngine struct {
 	db  *pebble.DB
 	dir string
+	// sync: the runs' updates wait for the WAL's sync (EngineOptions.Sync);
+	// syncing: the load is done and they do.
+	sync, syncing bool
 }
 
 // pebbleMemTable is CockroachDB's memtable size; pebble's 4 MiB default is
@@ -147,7 +167,7 @@ func openPebble(o EngineOptions) (Engine, error) {
 	defer cache.Unref()
 	opts := &pebble.Options{
 		Cache:        cache,
-		DisableWAL:   !o.PebbleWAL,
+		DisableWAL:   !o.PebbleWAL && !o.Sync,
 		MemTableSize: pebbleMemTable,
 		Logger:       quietLogger{},
 		// Bloom filters on every level, as CockroachDB configures pebble:
@@ -163,7 +183,7 @@ func openPebble(o EngineOptions) (Engine, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	return &pebbleEngine{db: db, dir: dir}, nil
+	return &pebbleEngine{db: db, dir: dir, sync: o.Sync}, nil
 }
 
 func (e *pebbleEngine) Get(key, dst []byte) ([]byte, bool, error) {
@@ -183,9 +203,13 @@ func (e *pebbleEngine) Get(key, dst []byte) ([]byte, bool, error) {
 }
 
 func (e *pebbleEngine) Put(key, val []byte) error {
-	// NoSync: no engine here syncs per write; with the WAL on, the log is
-	// written but left to the OS.
-	if err := e.db.Set(key, val, pebble.NoSync); err != nil {
+	// NoSync unless the runs are synced (EngineOptions.Sync): with the WAL
+	// on, the log is then written but left to the OS.
+	wo := pebble.NoSync
+	if e.syncing {
+		wo = pebble.Sync
+	}
+	if err := e.db.Set(key, val, wo); err != nil {
 		return fmt.Errorf("pebble: set: %w", err)
 	}
 	return nil
@@ -206,6 +230,19 @@ func (e *pebbleEngine) Settle() error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return nil
+}
+
+// LoadDone makes the load durable and syncs the runs' updates if the
+// options ask for it.
+func (e *pebbleEngine) LoadDone() error {
+	if !e.sync {
+		return nil
+	}
+	if err := e.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("pebble: syncing the load: %w", err)
+	}
+	e.syncing = true
 	return nil
 }
 

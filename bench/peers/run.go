@@ -186,6 +186,11 @@ func runEngine(name string, eo EngineOptions, cfg Config, logf func(string, ...a
 		}
 		logf("%s: flushed and compacted in %.1fs", name, time.Since(start).Seconds())
 	}
+	if f, ok := e.(loadFinisher); ok {
+		if err := f.LoadDone(); err != nil {
+			return nil, fmt.Errorf("%s: after the load: %w", name, err)
+		}
+	}
 	for _, m := range cfg.Mixes {
 		for _, t := range cfg.Threads {
 			r, err := measure(e, name, m, t, cfg, logf)

@@ -64,17 +64,17 @@ type crashRound struct {
 	Sync          bool   `json:"sync"`
 	CheckpointKiB int    `json:"checkpoint_kib"`
 	Cache         int    `json:"cache_pages"`
-	Kill      string `json:"kill"` // "early", "load" or "close"
-	DelayUS   int64  `json:"delay_us"`
-	Ops       int    `json:"ops"` // writes offered ("close": all of them, then Close)
-	Acked     int    `json:"acked"`
-	Deleted   int    `json:"acked_deletes"`
-	Recovered bool   `json:"recovered"`
-	Replayed  int    `json:"replayed_records"`
-	Outcome   string `json:"outcome"`
-	Detail    string `json:"detail,omitempty"`
-	Salvaged  int    `json:"salvaged_keys,omitempty"`
-	LostPages int    `json:"lost_ranges,omitempty"`
+	Kill          string `json:"kill"` // "early", "load" or "close"
+	DelayUS       int64  `json:"delay_us"`
+	Ops           int    `json:"ops"` // writes offered ("close": all of them, then Close)
+	Acked         int    `json:"acked"`
+	Deleted       int    `json:"acked_deletes"`
+	Recovered     bool   `json:"recovered"`
+	Replayed      int    `json:"replayed_records"`
+	Outcome       string `json:"outcome"`
+	Detail        string `json:"detail,omitempty"`
+	Salvaged      int    `json:"salvaged_keys,omitempty"`
+	LostPages     int    `json:"lost_ranges,omitempty"`
 }
 
 // baseKeys is how many keys an old store holds from its clean session.
@@ -96,6 +96,9 @@ func drawRound(seed uint64) crashRound {
 		c.Kill, c.DelayUS, c.Ops = "load", 15_000+r.Int64N(300_000), 1_000_000
 	default:
 		c.Kill, c.DelayUS, c.Ops = "close", r.Int64N(40_000), 100+r.IntN(40_000)
+	}
+	if c.Sync && c.Kill == "close" {
+		c.Ops = 100 + c.Ops%4000 // synced writes take a sync each (shared by concurrent writers)
 	}
 	return c
 }

@@ -45,9 +45,15 @@ thread's previous one (one clock read per operation) and is counted on the
 CPU's time-stamp counter where the kernel trusts it, else on the monotonic
 clock ("clock" in --json).
 
+With --data every update is durable before it counts as done: its record
+is synced to the store's redo log, and updates that wait together share one
+sync (group commit). --no-sync hands the records to the OS instead (they
+survive the process being killed, not a power failure). The load always
+runs unsynced and is made durable before the run starts.
+
 Ctrl-C (or SIGTERM) stops the load or the run, and the store in --data is
-still closed cleanly (exit status 130); a store that was not closed is
-refused by the next open.
+still closed cleanly (exit status 130); a store that was not closed recovers
+at the next open.
 
 Flags:
 `
@@ -68,6 +74,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 	cache := fs.String("cache", "1GiB", "buffer size of the scalestore engine (KiB, MiB, GiB suffixes)")
 	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
+	noSync := fs.Bool("no-sync", false, "with --data: updates return once their log record is handed to the OS, without waiting for the device (see above)")
 	skipLoad := fs.Bool("skip-load", false, "with --data: the store already holds the --records records (an earlier run loaded them), so run at once")
 	keyOrder := fs.String("key-order", "ordered", "ordered (record i is key i, loaded in key order) or hashed (YCSB's own default: keys scattered by a bijective hash of i, loaded in no order)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
@@ -112,6 +119,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 			fmt.Fprintf(stderr, "ycsb: %v\n", err)
 			return 1
 		}
+		reportRecovery(stderr, "ycsb", db)
 		// Every page goes back to the store before the process ends, also
 		// after Ctrl-C: a store left unclosed is refused by the next open.
 		defer func() {
@@ -145,8 +153,22 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 			fmt.Fprintf(stderr, "ycsb: --skip-load: %v\n", err)
 			return 2
 		}
-	} else if load, err = ycsb.Load(e, cfg); err != nil {
-		return ycsbFailed(stderr, err, "the load stopped part-way: run without --skip-load to load again")
+	} else {
+		if db != nil {
+			if err := db.SetNoSync(true); err != nil {
+				fmt.Fprintf(stderr, "ycsb: %v\n", err)
+				return 1
+			}
+		}
+		if load, err = ycsb.Load(e, cfg); err != nil {
+			return ycsbFailed(stderr, err, "the load stopped part-way: run without --skip-load to load again")
+		}
+	}
+	if db != nil {
+		if err := db.SetNoSync(*noSync); err != nil {
+			fmt.Fprintf(stderr, "ycsb: %v\n", err)
+			return 1
+		}
 	}
 	// The engine's counters are read over the measured window only (the
 	// warm-up's misses would inflate the SSD reads per second).

@@ -38,6 +38,11 @@ Engines:
               --pebble-wal written but never synced), writes with NoSync;
               flushed and compacted after the load
 
+--sync compares durable writes: every update of the measured runs returns
+only once it would survive a power failure (scalestore: on disk, its redo
+log synced, with group commit; pebble: WAL on, pebble.Sync). The btree
+engine keeps nothing on disk and is left out of such a run's meaning.
+
 Mixes (YCSB core workloads, point operations only):
   a  50% reads / 50% updates, zipf 0.99
   b  95% reads / 5% updates, zipf 0.99
@@ -71,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tmpdir := fs.String("tmpdir", "", "where on-disk engines make their temporary directories (empty: $TMPDIR or /tmp)")
 	onDisk := fs.Bool("scalestore-disk", false, "put scalestore's pages in a temporary directory instead of in memory")
 	wal := fs.Bool("pebble-wal", false, "keep pebble's write-ahead log (written, not synced) instead of disabling it")
+	syncRuns := fs.Bool("sync", false, "make every update of the measured runs durable before it returns: scalestore on disk with its redo log synced, pebble with its WAL synced (pebble.Sync); the load is unsynced on both")
 	retries := fs.Int("retries", 3, "repeat a run up to this many times while other processes take over 5% of the CPUs, keeping the quietest")
 	asJSON := fs.Bool("json", false, "also print one JSON object per measurement on stdout as it is measured")
 	if err := fs.Parse(args); err != nil {
@@ -103,6 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.Engine.TempDir = *tmpdir
 	cfg.Engine.ScalestoreOnDisk = *onDisk
 	cfg.Engine.PebbleWAL = *wal
+	cfg.Engine.Sync = *syncRuns
 	if isTerminal(stderr) {
 		cfg.LiveProgress = stderr
 	}
