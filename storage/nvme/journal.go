@@ -3,7 +3,6 @@
 package nvme
 
 import (
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -296,6 +295,3 @@ func (s *Store) JournalBytes() int64 {
 	}
 	return s.journal.bytes()
 }
-
-// errNoJournal: an unclean store kept a journal that is gone.
-var errNoJournal = errors.New("its undo journal is missing")
