@@ -138,3 +138,32 @@ func TestRecordTooLarge(t *testing.T) {
 		t.Fatal("a record over MaxRecord was accepted")
 	}
 }
+
+// TestNoSyncRecordsReachTheFile: NoSync commits go through the shared
+// mapping; another reader of the file (as the next Open after a kill would
+// be) replays them without the log being closed, and switching to synced
+// commits keeps every record.
+func TestNoSyncRecordsReachTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	l, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Start(3)
+	for i := range 1000 {
+		appendCommit(t, l, rec{Put, fmt.Sprintf("k%04d", i), "v"})
+	}
+	if l.mapped == nil {
+		t.Log("the log could not be mapped: commits used pwrite")
+	}
+	if err := l.SetNoSync(false); err != nil {
+		t.Fatal(err)
+	}
+	appendCommit(t, l, rec{Delete, "k0000", ""})
+	other := open(t, path) // not closed: what a killed process leaves
+	got, r := replayAll(t, other, 3)
+	if len(got) != 1001 || got[1000].op != Delete {
+		t.Fatalf("replayed %d records (%s), want 1001 ending with the delete", len(got), r.Stop)
+	}
+}

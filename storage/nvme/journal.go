@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,8 +52,10 @@ type journal struct {
 	unsynced bool
 	deferred []uint32 // pool indices of writes waiting for the sync
 	rec      []byte   // one record's bytes
-	// Records and Bytes count this epoch's journal.
-	records int
+	records int // this epoch's records
+	// size is off, published for JournalBytes, which runs without the
+	// caller's serialisation.
+	size atomic.Int64
 }
 
 func (j *journal) isSaved(slot uint64) bool {
@@ -94,11 +97,10 @@ func (j *journal) close() {
 // are of older epochs and are overwritten as new ones come).
 func (j *journal) reset(epoch uint64) {
 	j.epoch, j.off, j.records, j.unsynced = epoch, 0, 0, false
+	j.size.Store(0)
 	clear(j.saved)
 }
 
-// Bytes is the size of the current epoch's journal.
-func (j *journal) bytes() int64 { return j.off }
 
 // append writes the rollback image of slot (old, the page as it is on
 // disk) as the next record; the caller syncs before overwriting the slot.
@@ -126,6 +128,7 @@ func (j *journal) append(slot uint64, old []byte) error {
 		done += n
 	}
 	j.off += int64(len(rec))
+	j.size.Store(j.off)
 	j.records++
 	j.unsynced = true
 	j.markSaved(slot)
@@ -288,10 +291,11 @@ func (s *Store) Recovered() bool { return s.recovered }
 func (s *Store) RolledBack() int { return s.rolledBack }
 
 // JournalBytes is the size of the current epoch's journal: what a Sync
-// would let go of.
+// would let go of. Unlike the other methods it may run concurrently with
+// them.
 func (s *Store) JournalBytes() int64 {
 	if s.journal == nil {
 		return 0
 	}
-	return s.journal.bytes()
+	return s.journal.size.Load()
 }
