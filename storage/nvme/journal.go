@@ -52,7 +52,7 @@ type journal struct {
 	unsynced bool
 	deferred []uint32 // pool indices of writes waiting for the sync
 	rec      []byte   // one record's bytes
-	records int // this epoch's records
+	records  int      // this epoch's records
 	// size is off, published for JournalBytes, which runs without the
 	// caller's serialisation.
 	size atomic.Int64
@@ -100,7 +100,6 @@ func (j *journal) reset(epoch uint64) {
 	j.size.Store(0)
 	clear(j.saved)
 }
-
 
 // append writes the rollback image of slot (old, the page as it is on
 // disk) as the next record; the caller syncs before overwriting the slot.
