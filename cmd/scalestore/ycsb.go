@@ -75,6 +75,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 	dir := fs.String("data", "", "directory of the scalestore engine's store (empty: in memory)")
 	asJSON := fs.Bool("json", false, "print one JSON object as the last line")
 	noSync := fs.Bool("no-sync", false, "with --data: updates return once their log record is handed to the OS, without waiting for the device (see above)")
+	checkpoint := fs.Int64("checkpoint-bytes", 0, "with --data: log bytes between checkpoints (0: the default, 64 MiB)")
 	skipLoad := fs.Bool("skip-load", false, "with --data: the store already holds the --records records (an earlier run loaded them), so run at once")
 	keyOrder := fs.String("key-order", "ordered", "ordered (record i is key i, loaded in key order) or hashed (YCSB's own default: keys scattered by a bijective hash of i, loaded in no order)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
@@ -107,7 +108,7 @@ func runYCSB(args []string, stdout, stderr io.Writer) (code int) {
 	var db *scalestore.DB
 	switch *engine {
 	case "scalestore":
-		opts := scalestore.Options{CachePages: int(cacheBytes / 4096), Slots: uint64(cfg.Records/8 + 4096), InMemory: *dir == ""}
+		opts := scalestore.Options{CachePages: int(cacheBytes / 4096), Slots: uint64(cfg.Records/8 + 4096), InMemory: *dir == "", CheckpointBytes: *checkpoint}
 		if *dir != "" {
 			if err := os.MkdirAll(*dir, 0o755); err != nil {
 				fmt.Fprintf(stderr, "ycsb: %v\n", err)
