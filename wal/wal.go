@@ -326,13 +326,6 @@ func (l *Log) Size() int64 {
 	return int64(l.next - l.base)
 }
 
-// Err is the error that stopped the log, if one did.
-func (l *Log) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
 // Close commits what was appended and closes the file.
 func (l *Log) Close() error {
 	err := l.Sync()
