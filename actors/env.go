@@ -84,7 +84,12 @@ type Config struct {
 	// them as damaged pages. The simulator and the cluster keep it off, so
 	// that a request for a page nobody allocated stays a protocol bug.
 	UnallocatedUnreadable bool
-	Mutations             Mutations
+	// ViewChanges: the node may go through view changes (Fence), after
+	// which a storage read issued before must not land in a frame that
+	// may hold another page by then: the directory's own misses read
+	// into a buffer and copy it into the frame on completion.
+	ViewChanges bool
+	Mutations   Mutations
 	// AdviseMemory, when set, sees the cache's large metadata arrays before
 	// their first use (the real world asks for huge pages; the simulator
 	// leaves it nil).

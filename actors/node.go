@@ -64,7 +64,18 @@ type Node struct {
 	stopped           bool
 	lost              [lostRecords]lostRecord // the latest failed reads, a ring
 	lostNext          int
-	Stats             Stats
+	// gen counts the view changes this node went through (Fence): a
+	// storage completion or timer of an older view does nothing.
+	gen uint64
+	// dead: the node crashed (Crash); it sends and does nothing more.
+	dead bool
+	// persists are the workers waiting for a write-through (Persist);
+	// voids the frames a view change took away while a worker latched
+	// them, dropped at their release.
+	persists   []*persistWait
+	persistSeq uint32
+	voids      []*bufmgr.Frame
+	Stats      Stats
 }
 
 type allocWaiter struct {
@@ -107,7 +118,7 @@ func (n *Node) Start() {
 func (n *Node) Stop() { n.stopped = true }
 
 func (n *Node) epochTick() {
-	if n.stopped {
+	if n.stopped || n.dead {
 		return
 	}
 	n.cache.AdvanceEpoch()
@@ -120,6 +131,9 @@ func (n *Node) violation(format string, args ...any) {
 
 // send hands m to the transport, or queues it for this node itself.
 func (n *Node) send(m protocol.Message, payload []byte) {
+	if n.dead {
+		return
+	}
 	m.From = n.id
 	if m.To == n.id {
 		if payload != nil {
@@ -157,6 +171,9 @@ func (n *Node) drain() {
 // Deliver handles one message from the network. payload is only valid
 // during the call.
 func (n *Node) Deliver(m *protocol.Message, payload []byte) {
+	if n.dead {
+		return
+	}
 	if m.To != n.id {
 		n.violation("message for node %d delivered to node %d: %v", m.To, n.id, *m)
 		return
@@ -203,6 +220,10 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 		n.onAlloc(m)
 	case protocol.TAllocReply:
 		n.onAllocReply(m)
+	case protocol.TPersist:
+		n.onPersist(m, payload)
+	case protocol.TPersistAck:
+		n.persistDone(m.PID, m.Epoch, false)
 	default:
 		n.violation("unexpected %v", *m)
 	}
@@ -289,6 +310,19 @@ func (n *Node) grantFromSSD(dec protocol.Decision) {
 			n.violation("local grant of %v without an outstanding request", dec.PID)
 			return
 		}
+		if n.cfg.ViewChanges {
+			buf := n.getBuf()
+			n.readSSD(dec.PID, buf, 0, func(unreadable bool) {
+				var flags protocol.Flags
+				if unreadable {
+					flags |= protocol.FlagUnreadable
+				}
+				n.onGrant(&protocol.Message{Type: protocol.TGrant, From: n.id, To: n.id, Mode: dec.Mode, PID: dec.PID,
+					Epoch: dec.Epoch, Flags: flags, Set: dec.Set}, buf)
+				n.putBuf(buf)
+			})
+			return
+		}
 		n.readSSD(dec.PID, n.cache.Page(f), 0, func(unreadable bool) {
 			flags := protocol.FlagNoData // read straight into the frame
 			if unreadable {
@@ -348,7 +382,11 @@ func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, 
 	if write {
 		op, verb = n.env.WritePage, "writing"
 	}
+	gen := n.gen
 	op(pid.Slot(), buf, func(err error) {
+		if n.dead || n.gen != gen {
+			return // a view change (Fence) came between: the write landed, nobody waits for it
+		}
 		if err != nil {
 			if !errors.Is(err, storage.ErrTransient) || attempt >= n.cfg.MaxIORetries {
 				done(fmt.Errorf("node %d: %w: %s %v on the SSD failed (attempt %d): %w",
@@ -357,7 +395,11 @@ func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, 
 				return
 			}
 			n.Stats.IORetries++
-			n.env.After(n.cfg.RetryDelay, func() { n.storageOp(write, pid, buf, attempt+1, done) })
+			n.env.After(n.cfg.RetryDelay, func() {
+				if n.gen == gen && !n.dead {
+					n.storageOp(write, pid, buf, attempt+1, done)
+				}
+			})
 			return
 		}
 		done(nil)
@@ -507,7 +549,11 @@ func (n *Node) onBusy(m *protocol.Message) {
 	}
 	pid := f.PID
 	delay := n.cfg.RetryDelay/2 + int64(n.env.Rand()%uint64(n.cfg.RetryDelay))
+	gen := n.gen
 	n.env.After(delay, func() {
+		if n.gen != gen || n.dead {
+			return
+		}
 		f := n.cache.Lookup(pid)
 		if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp {
 			return
@@ -581,6 +627,9 @@ func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message)
 
 // Released implements bufmgr.Remote.
 func (n *Node) Released(f *bufmgr.Frame) {
+	if len(n.voids) > 0 {
+		n.dropVoid(f)
+	}
 	n.serve(f)
 	n.drain()
 }

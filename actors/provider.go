@@ -31,7 +31,7 @@ func (n *Node) armTickAfter(d int64) {
 
 func (n *Node) providerTick() {
 	n.tickArmed = false
-	if n.stopped {
+	if n.stopped || n.dead {
 		return
 	}
 	n.EvictCold(n.cfg.FreeTarget)

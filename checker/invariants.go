@@ -59,8 +59,12 @@ type Invariants struct {
 }
 
 type ghost struct {
-	x, s     int
-	last     uint64
+	x, s int
+	last uint64
+	// maybe are values of writes whose outcome is unknown (their writer or
+	// the page's directory crashed during the write-through): a copy may
+	// hold one of them instead of last, and from then on it is the last.
+	maybe    []uint64
 	digest   uint64
 	known    bool
 	accepted []protocol.NodeID // exclusive requests accepted and not yet granted
@@ -146,10 +150,34 @@ func (v *Invariants) matches(g *ghost, data []byte) (bool, string) {
 		return true, ""
 	}
 	val, whole := PageValue(data)
+	if whole && val != g.last {
+		for _, m := range g.maybe {
+			if m == val {
+				g.last, g.maybe = val, g.maybe[:0] // that write happened, after every other
+				return true, ""
+			}
+		}
+	}
 	if !whole || val != g.last {
-		return false, fmt.Sprintf("holds %d (whole=%v), last write %d", val, whole, g.last)
+		return false, fmt.Sprintf("holds %d (whole=%v), last write %d (or one of %d writes of unknown outcome)", val, whole, g.last, len(g.maybe))
 	}
 	return true, ""
+}
+
+// Maybe records a write of value whose outcome is unknown: its writer or
+// its page's directory crashed before it was acknowledged. A copy seen
+// later may hold it.
+func (v *Invariants) Maybe(pid protocol.PID, value uint64) {
+	g := v.page(pid)
+	g.maybe = append(g.maybe, value)
+}
+
+// ResetOrder forgets the exclusive requests accepted and not yet granted:
+// a view change aborted them (the chaining order check starts afresh).
+func (v *Invariants) ResetOrder() {
+	for _, g := range v.pages {
+		g.accepted = g.accepted[:0]
+	}
 }
 
 // Matches reports whether data is the last completed write of pid, and if
@@ -211,7 +239,10 @@ func (v *Invariants) Unreadable(protocol.NodeID, protocol.PID, error) { v.unread
 func (v *Invariants) UnreadableReads() int { return v.unreadable }
 
 // Wrote records a completed write (the writer still holds the exclusive latch).
-func (v *Invariants) Wrote(pid protocol.PID, value uint64) { v.page(pid).last = value }
+func (v *Invariants) Wrote(pid protocol.PID, value uint64) {
+	g := v.page(pid)
+	g.last, g.maybe = value, g.maybe[:0]
+}
 
 // Last is the last completed write of pid.
 func (v *Invariants) Last(pid protocol.PID) uint64 {

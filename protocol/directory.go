@@ -485,3 +485,32 @@ func (d *Directory) Restore(allocated uint64) error {
 	}
 	return nil
 }
+
+// Rebuild replaces the metadata of pid after a view change (a node crashed
+// or came back; docs/protocol.md, "Node crashes"): holders are the nodes
+// that still hold a valid copy, in mode (exclusive: one owner). Every
+// request, pull and transition in progress is forgotten (the view change
+// aborted them). Writes are written through (Persist) before anybody can
+// read them, so the SSD copy is as new as any copy held: a shared page is
+// not stale; an exclusive one is marked stale, since its owner may be
+// writing it. It returns the new conflict epoch, from which the holders'
+// copies count.
+func (d *Directory) Rebuild(pid PID, mode Mode, holders NodeSet) (uint32, error) {
+	m := d.Meta(pid)
+	if m == nil {
+		return 0, fmt.Errorf("rebuild of %v: %w", pid, ErrNotOurs)
+	}
+	epoch := m.Epoch + 1
+	*m = Meta{allocated: true, Epoch: epoch, OwnerEpoch: epoch}
+	switch {
+	case mode == ModeExclusive && holders.Len() == 1:
+		m.Mode, m.Stale = ModeExclusive, true
+		holders.Each(func(n NodeID) { m.Owner = n })
+	case mode == ModeShared && !holders.Empty():
+		m.Mode, m.Sharers = ModeShared, holders
+	case holders.Empty():
+	default:
+		return 0, fmt.Errorf("rebuild of %v: %w: %v held by %v", pid, ErrUnexpected, mode, holders)
+	}
+	return epoch, nil
+}

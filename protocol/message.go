@@ -88,12 +88,20 @@ const (
 	// TIndexReply: memory server -> compute node, the answer to the call
 	// PID, Count bytes of payload.
 	TIndexReply
+	// TPersist: exclusive holder -> directory, the page as payload, written
+	// through before the write it carries is acknowledged (durable mode, see
+	// docs/protocol.md, "Node crashes"). Epoch is the writer's sequence
+	// number, echoed in the acknowledgement.
+	TPersist
+	// TPersistAck: directory -> writer: the page of TPersist Epoch is on the
+	// directory's SSD.
+	TPersistAck
 	typeCount
 )
 
 var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
 	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply",
-	"LineInvalidate", "IndexCall", "IndexReply"}
+	"LineInvalidate", "IndexCall", "IndexReply", "Persist", "PersistAck"}
 
 func (t Type) String() string {
 	if t < typeCount {
@@ -159,7 +167,7 @@ func (m *Message) PayloadLen() int {
 			return 0
 		}
 		return PageSize
-	case TTransferReply, TEvictData:
+	case TTransferReply, TEvictData, TPersist:
 		return PageSize
 	case TEvict, TEvictReply:
 		return int(m.Count) * EvictEntrySize

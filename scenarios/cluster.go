@@ -21,6 +21,9 @@ type cluster struct {
 	inv    *checker.Invariants
 	// dirMsgs counts the messages the directories handled.
 	dirMsgs uint64
+	cc      clusterConfig
+	arena   []byte // every node's page memory
+	fire    func(p float64) func() bool
 }
 
 type clusterConfig struct {
@@ -34,6 +37,8 @@ type clusterConfig struct {
 	mutate     string
 	// observer, when set, is told everything the invariant checker is.
 	observer actors.Observer
+	// viewChanges: nodes may crash (actors.Config.ViewChanges)
+	viewChanges bool
 	// provider overrides (0: defaults)
 	freeTarget       int
 	providerInterval int64
@@ -68,41 +73,58 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 	// and at 256 nodes faulting those pages in 4 KiB at a time cost more
 	// than the whole workload.
 	frameBytes := cc.cachePages * protocol.PageSize
-	arena := make([]byte, cc.nodes*frameBytes)
-	actors.AdviseHuge(arena)
+	c.cc, c.fire = cc, fire
+	c.arena = make([]byte, cc.nodes*frameBytes)
+	actors.AdviseHuge(c.arena)
 	for i := range cc.nodes {
-		id := protocol.NodeID(i)
 		store := memfile.New(cc.ssdPages, w)
-		env := &sim.NodeEnv{W: w, ID: id, Store: store}
-		cfg := actors.Config{
-			ID: id, Variant: cc.variant, CacheFrames: cc.cachePages, SSDPages: cc.ssdPages,
-			FreeTarget: cc.freeTarget, ProviderInterval: cc.providerInterval,
-		}
-		if cc.plan.Pressure && cfg.FreeTarget == 0 {
-			cfg.FreeTarget = max(2, cc.cachePages/4)
-		}
-		if cc.mutate != "" {
-			cfg.Mutations.SkipInvalidation = mutation.Point(mutation.SkipInvalidation, fire(0.5))
-			cfg.Mutations.DropDirty = mutation.Point(mutation.DropDirty, fire(0.5))
-		}
-		var obs actors.Observer = c.inv
-		if cc.observer != nil {
-			obs = tee{c.inv, cc.observer}
-		}
-		n := actors.New(cfg, env, obs, arena[i*frameBytes:(i+1)*frameBytes:(i+1)*frameBytes])
-		if cc.mutate != "" {
-			n.Directory().NoOwnerStability = mutation.Point(mutation.NoOwnerStability, fire(1))
-			n.Directory().StaleGrant = mutation.Point(mutation.StaleGrant, fire(0.5))
-			n.Cache().SkipVersionCheck = mutation.Point(mutation.SkipVersionCheck, fire(0.5))
-			n.Cache().UpgradeIgnoresVersion = mutation.Point(mutation.UpgradeIgnoresVersion, fire(1))
-			n.Cache().EntitleFewer = mutation.Point(mutation.EntitleFewer, fire(1))
-			n.Directory().ForgetOwnerSharer = mutation.Point(mutation.ForgetOwnerSharer, fire(1))
-		}
-		w.Attach(id, n)
+		n := c.makeNode(protocol.NodeID(i), store)
 		c.nodes = append(c.nodes, n)
 		c.stores = append(c.stores, store)
 	}
 	return c, nil
+}
+
+// makeNode makes node id over its SSD and attaches it to the world (at the
+// start, and again when a crashed node restarts).
+func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Node {
+	cc, w, fire := c.cc, c.w, c.fire
+	frameBytes := cc.cachePages * protocol.PageSize
+	i := int(id)
+	env := &sim.NodeEnv{W: w, ID: id, Store: store}
+	cfg := actors.Config{
+		ID: id, Variant: cc.variant, CacheFrames: cc.cachePages, SSDPages: cc.ssdPages,
+		FreeTarget: cc.freeTarget, ProviderInterval: cc.providerInterval, ViewChanges: cc.viewChanges,
+	}
+	if cc.plan.Pressure && cfg.FreeTarget == 0 {
+		cfg.FreeTarget = max(2, cc.cachePages/4)
+	}
+	if cc.mutate != "" {
+		cfg.Mutations.SkipInvalidation = mutation.Point(mutation.SkipInvalidation, fire(0.5))
+		cfg.Mutations.DropDirty = mutation.Point(mutation.DropDirty, fire(0.5))
+	}
+	var obs actors.Observer = c.inv
+	if cc.observer != nil {
+		obs = tee{c.inv, cc.observer}
+	}
+	pages := c.arena[i*frameBytes : (i+1)*frameBytes : (i+1)*frameBytes]
+	if i < len(c.nodes) {
+		// A restart: fresh memory. The crashed incarnation's storage
+		// reads still land in its old frames (its process is gone, the
+		// device finishes what it was given).
+		pages = make([]byte, frameBytes)
+	}
+	n := actors.New(cfg, env, obs, pages)
+	if cc.mutate != "" {
+		n.Directory().NoOwnerStability = mutation.Point(mutation.NoOwnerStability, fire(1))
+		n.Directory().StaleGrant = mutation.Point(mutation.StaleGrant, fire(0.5))
+		n.Cache().SkipVersionCheck = mutation.Point(mutation.SkipVersionCheck, fire(0.5))
+		n.Cache().UpgradeIgnoresVersion = mutation.Point(mutation.UpgradeIgnoresVersion, fire(1))
+		n.Cache().EntitleFewer = mutation.Point(mutation.EntitleFewer, fire(1))
+		n.Directory().ForgetOwnerSharer = mutation.Point(mutation.ForgetOwnerSharer, fire(1))
+	}
+	w.Attach(id, n)
+	return n
 }
 
 // setTrace makes the world count every message for the cost invariants,

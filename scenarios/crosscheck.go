@@ -23,6 +23,9 @@ func (c *cluster) crossCheck(pids []protocol.PID) {
 		held[pid] = &counts[i]
 	}
 	for _, n := range c.nodes {
+		if n.Dead() {
+			continue // its copies went with it (Crash told the checker)
+		}
 		cache := n.Cache()
 		for i := range cache.Frames() {
 			f := cache.Frame(i)

@@ -119,6 +119,11 @@ type SimConfig struct {
 	// Warmup is the share of the operations that throughput figures
 	// (Compare) leave out, counted from the first call.
 	Warmup float64
+	// Crashes is how many node crashes the run has, spread evenly over
+	// the workload: each kills a random node, which restarts after 20 to
+	// 220 us with an empty cache (see crash.go). Writes are then written
+	// through to their directory's SSD before they are acknowledged.
+	Crashes int
 }
 
 // MaxSteps bounds SimConfig.Steps: a chart of more messages than this is
@@ -170,6 +175,8 @@ type SimResult struct {
 	CheckWall       time.Duration // wall time of porcupine
 	Violations      []string
 	Left            []LeftNode // Elastic: the compute nodes that left, and when
+	Crashes         []CrashEvent
+	UnknownOps      int // writes of unknown outcome (a crash during their write-through)
 	ViolationCount  int
 	Linearizable    bool
 	LinearUnknown   bool
@@ -264,6 +271,10 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--elastic: want at least 2 compute nodes (--compute-nodes), got %d", c.ComputeNodes)
 	case (c.ComputeNodes > 0 || c.Elastic) && (c.Partitioned || c.Workload == "btree" || c.System == SystemSELCC || IsNAMWorkload(c.Workload)):
 		return fmt.Errorf("--compute-nodes: the register and rmw workloads of ScaleStore only, not partitioned")
+	case c.Crashes < 0:
+		return fmt.Errorf("--crashes %d: want at least 0", c.Crashes)
+	case c.Crashes > 0 && (c.ComputeNodes > 0 || c.Workload == "btree" || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
+		return fmt.Errorf("--crashes: the register and rmw workloads of ScaleStore on at least 2 nodes, without compute nodes")
 	case c.OpNanos < 0:
 		return fmt.Errorf("operation CPU %d ns: want at least 0", c.OpNanos)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -330,8 +341,14 @@ func MutantWorkload(name string) string {
 }
 
 type simRun struct {
-	active    []int      // per node: its workers still running (Elastic)
-	left      []LeftNode // compute nodes that left (Elastic)
+	inflight  []*inflight // per client
+	clientsOf [][]int     // per node: its clients, in the order they started
+	cos       []*sim.Coroutine
+	crashAt   []int // operation counts at which the next crashes happen
+	crashes   []CrashEvent
+	unknown   []checker.Op // writes of unknown outcome
+	active    []int        // per node: its workers still running (Elastic)
+	left      []LeftNode   // compute nodes that left (Elastic)
 	cfg       SimConfig
 	c         *cluster
 	pids      []protocol.PID
@@ -392,13 +409,15 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		obs = watch
 	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
-		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs})
+		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs,
+		viewChanges: cfg.Crashes > 0})
 	if err != nil {
 		return res, err
 	}
 	if watch != nil {
 		watch.now = c.w.Now
 	}
+	c.w.OrderedIO = cfg.Crashes > 0
 	if cfg.HandleCost > 0 {
 		for i := range cfg.Nodes {
 			c.w.SetHandleCost(protocol.NodeID(i), cfg.HandleCost)
@@ -474,8 +493,14 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			c.checkQuiet(r.pids)
 			c.flush(r.pids)
 		}
-		c.checkCosts()
 		budget := cfg.MessageBudget
+		if cfg.Crashes == 0 {
+			// A view change aborts requests and sends them again: the cost
+			// bounds are for runs without crashes.
+			c.checkCosts()
+		} else if budget == 0 {
+			budget = -1
+		}
 		if budget == 0 {
 			budget = MessageBudget(cfg)
 		}
@@ -485,7 +510,21 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		}
 	}
 	res.finish(r, time.Time{})
-	cfg.checkHistory(&res, r.hist.Ops())
+	ops := r.hist.Ops()
+	if len(r.unknown) > 0 {
+		// A write of unknown outcome may take effect at any time after its
+		// call: it returns after everything else.
+		end := c.w.Now()
+		for _, op := range ops {
+			end = max(end, op.Return)
+		}
+		for _, op := range r.unknown {
+			op.Return = end + 1
+			r.hist.Add(op)
+		}
+		ops = r.hist.Ops()
+	}
+	cfg.checkHistory(&res, ops)
 	return res, nil
 }
 
@@ -514,6 +553,8 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	}
 	res.Ops = r.completed
 	res.Left = r.left
+	res.Crashes = r.crashes
+	res.UnknownOps = len(r.unknown)
 	res.FailedOps = r.failed
 	res.UnreadableReads = c.inv.UnreadableReads()
 	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
@@ -565,20 +606,21 @@ func (r *simRun) setup() bool {
 func (r *simRun) runWorkload() {
 	var cos []*sim.Coroutine
 	r.active = make([]int, len(r.c.nodes))
+	r.clientsOf = make([][]int, len(r.c.nodes))
+	r.crashAt = r.crashPoints()
 	for k, node := range r.c.nodes {
 		if r.cfg.ComputeNodes > 0 && k < r.cfg.Nodes {
-			continue // a storage node of the decoupled architecture
+			// A storage node of the decoupled architecture: no workers
+			// (their client numbers stay unused).
+			for range r.cfg.Workers {
+				r.inflight = append(r.inflight, &inflight{})
+			}
+			continue
 		}
 		if _, leave := r.window(k); leave < r.cfg.Ops {
 			cos = append(cos, r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) { r.leave(co, k) }))
 		}
-		r.active[k] = r.cfg.Workers
-		for j := range r.cfg.Workers {
-			client := k*r.cfg.Workers + j
-			cos = append(cos, r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
-				r.worker(co, node.Cache(), client)
-			}))
-		}
+		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
 	r.runUntil(cos, "workload")
 }
@@ -596,6 +638,14 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 			if !co.Done() {
 				done = false
 				break
+			}
+		}
+		if phase == "workload" {
+			for _, co := range r.cos { // workers of restarted nodes too
+				if !co.Done() {
+					done = false
+					break
+				}
 			}
 		}
 		if done {
@@ -705,10 +755,11 @@ type LeftNode struct {
 
 // worker runs operations until the cluster-wide budget is used up, or
 // (Elastic) within its node's window.
-func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
+func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
 	bw := &bufmgr.Worker{ID: client, P: co}
 	w := r.c.w
-	k := client / r.cfg.Workers
+	c := node.Cache()
+	in := r.inflight[client]
 	join, leave := r.window(k)
 	defer func() { r.active[k]-- }()
 	for r.started < join {
@@ -716,19 +767,20 @@ func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 	}
 	for r.started < r.cfg.Ops && r.started < leave {
 		r.started++
+		r.maybeCrash()
 		if r.cfg.OpNanos == 0 {
 			co.Sleep(w.Intn(2_000))
 		}
 		i := r.perm[r.zipf.next(w.Rand())]
 		if r.cfg.Partitioned {
-			i = r.partitionPage(i, client/r.cfg.Workers)
+			i = r.partitionPage(i, k)
 		}
 		pid := r.pids[i]
 		call := w.Now()
 		op := checker.Op{Client: client, Page: uint64(i), Call: call}
 		read := w.Chance(r.cfg.ReadRatio)
 		if r.cfg.SingleWriter {
-			read = client >= r.cfg.Workers // node 0's workers write
+			read = k > 0 // node 0's workers write
 		}
 		if r.cfg.OpNanos > 0 {
 			if !read && r.cfg.WriteNanos > 0 {
@@ -737,25 +789,32 @@ func (r *simRun) worker(co *sim.Coroutine, c *bufmgr.Cache, client int) {
 				co.Sleep(r.cfg.OpNanos)
 			}
 		}
+		*in = inflight{op: op, pid: pid, active: true}
 		perr := bufmgr.Catch(func() {
 			if read {
 				op.Kind, op.Value = "read", r.read(co, bw, c, pid)
 			} else if r.cfg.Workload == "rmw" {
 				r.nextValue++
 				op.Kind, op.Value = checker.KindRMW, r.nextValue
-				op.Read = r.readModifyWrite(co, bw, c, pid, r.nextValue)
+				in.op.Kind, in.op.Value = op.Kind, op.Value
+				op.Read = r.readModifyWrite(co, bw, node, pid, r.nextValue)
 			} else {
 				r.nextValue++
 				op.Kind, op.Value = "write", r.nextValue
-				r.write(co, bw, c, pid, r.nextValue)
+				in.op.Kind, in.op.Value = op.Kind, op.Value
+				r.write(co, bw, node, pid, r.nextValue)
 			}
 		})
 		op.Return = w.Now()
-		if perr == nil {
+		switch {
+		case !in.active:
+			// its write-through found the directory crashed (abandon)
+		case perr == nil:
 			r.hist.Add(op)
-		} else {
+		default:
 			r.failedOp(perr, pid)
 		}
+		in.active = false
 		r.completed++
 		r.lastOp = op.Return
 	}
@@ -818,7 +877,8 @@ func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid
 	return v
 }
 
-func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID, v uint64) {
+func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) {
+	c := node.Cache()
 	var x bufmgr.ExclusiveGuard
 	if r.c.w.Chance(0.3) {
 		// Read, then upgrade (paper §5.1): exercises S->X upgrades and their
@@ -835,16 +895,29 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pi
 	} else {
 		x = c.Exclusive(bw, pid)
 	}
-	r.writeValue(co, x, pid, v)
+	r.writeValue(co, bw, node, x, pid, v)
 }
 
 // writeValue writes v into both ends of the latched page, yielding between
 // the two (a reader that does not validate sees it torn), and releases it.
-func (r *simRun) writeValue(co *sim.Coroutine, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
+func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
+	in := r.inflight[bw.ID]
+	in.writing = true
 	checker.PutPageValue(x.Data(), v, false)
 	co.MaybeYield()
 	checker.PutPageValue(x.Data(), v, true)
 	x.MarkDirty()
+	if r.cfg.Crashes > 0 {
+		// Durable when acknowledged: the checker learns of it then, not
+		// when this worker next runs (a view change may come between).
+		// If the page's directory crashes first, the fence abandons the
+		// operation as one of unknown outcome.
+		if !node.Persist(bw, x.Frame(), func() { r.c.inv.Wrote(pid, v) }) {
+			r.abandon(bw.ID) // (once: the fence may have done it)
+		}
+		x.Release()
+		return
+	}
 	r.c.inv.Wrote(pid, v)
 	x.Release()
 }
@@ -855,8 +928,9 @@ func (r *simRun) writeValue(co *sim.Coroutine, x bufmgr.ExclusiveGuard, pid prot
 // between the read and the write; they must then restart (ErrRestart), or
 // the write would overwrite a value it never saw (a lost update, which the
 // history's rmw model rejects).
-func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID, v uint64) uint64 {
+func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) uint64 {
 	w := r.c.w
+	c := node.Cache()
 	for attempt := 0; ; attempt++ {
 		var x bufmgr.ExclusiveGuard
 		var old uint64
@@ -886,7 +960,8 @@ func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr
 			}
 			continue
 		}
-		r.writeValue(co, x, pid, v)
+		r.inflight[bw.ID].op.Read = old
+		r.writeValue(co, bw, node, x, pid, v)
 		return old
 	}
 }

@@ -103,6 +103,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.model, "model", "default", "simulated hardware: default (Table 1's latencies, workers pause 0-2 us between operations and spend no CPU) or paper (the paper's evaluation: 20 workers a node unless --workers is given, each operation 820 ns of the worker's CPU, 1,500 ns for a write, calibrated from this engine's ycsb; see docs/figures.md)")
 	fs.IntVar(&f.cfg.ComputeNodes, "compute-nodes", 0, "add this many compute nodes (cache, workers, no pages) to the --nodes storage nodes, which then run no workers: the decoupled architecture of paper §6.6")
+	fs.IntVar(&f.cfg.Crashes, "crashes", 0, "crash this many random nodes during the workload (evenly spread); each restarts after 20-220 us with an empty cache and its directory restored from its SSD. Writes are then written through to their directory's SSD before they are acknowledged, and a view change fences every message in flight (docs/protocol.md, \"Node crashes\")")
 	fs.BoolVar(&f.cfg.Elastic, "elastic", false, "with --compute-nodes C: Fig. 10's schedule, 1 -> C -> 1 working compute nodes (joins and leaves at equal steps of the operations); a leaving node hands back every page it holds and is checked to hold none")
 	fs.BoolVar(&f.cfg.Partitioned, "partitioned", false, "each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)")
 	fs.StringVar(&f.checkWith, "checker", "zones", "how histories are checked: zones (pages whose writes are unique are decided in O(n log n) by Gibbons-Korach zones, the rest by porcupine) or porcupine (every page searched by porcupine: the reference verdict, which can take minutes at 256 nodes)")
@@ -187,6 +188,8 @@ type simSummary struct {
 	IORetries         uint64   `json:"io_retries"`
 	UnreadableReads   int      `json:"unreadable_reads"`
 	FailedOps         int      `json:"failed_ops"`
+	Crashes           int      `json:"crashes"`
+	UnknownOps        int      `json:"unknown_outcome_writes"`
 	SimulatedNanos    int64    `json:"simulated_ns"`
 	Verbs             uint64   `json:"sim_verbs"`
 	MemoryHandlers    uint64   `json:"memory_handler_calls"`
@@ -267,6 +270,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.IORetries += res.IORetries
 		sum.UnreadableReads += res.UnreadableReads
 		sum.FailedOps += res.FailedOps
+		sum.Crashes += len(res.Crashes)
+		sum.UnknownOps += res.UnknownOps
 		sum.SimulatedNanos += res.SimNanos
 		sum.Verbs += res.Verbs
 		sum.MemoryHandlers += res.MemoryHandlerCalls
@@ -368,6 +373,16 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(w, "  elastic (last seed):")
 			for _, l := range lastRes.Left {
 				fmt.Fprintf(w, " node %d left at %.2f ms handing back %d pages;", l.Node, float64(l.At)/1e6, l.PagesHanded)
+			}
+			fmt.Fprintln(w)
+		}
+		if f.cfg.Crashes > 0 {
+			fmt.Fprintf(w, "  node crashes %d, writes of unknown outcome %d (in the history as returning at the end)", sum.Crashes, sum.UnknownOps)
+			if len(lastRes.Crashes) > 0 {
+				fmt.Fprintf(w, "; last seed:")
+				for _, c := range lastRes.Crashes {
+					fmt.Fprintf(w, " node %d down %.3f-%.3f ms;", c.Node, float64(c.At)/1e6, float64(c.Restart)/1e6)
+				}
 			}
 			fmt.Fprintln(w)
 		}

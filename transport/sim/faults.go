@@ -211,10 +211,10 @@ func (e *NodeEnv) After(delay int64, fn func()) { e.W.After(e.ID, delay, fn) }
 // ReadPage implements actors.Env: the read happens when its latency has
 // passed.
 func (e *NodeEnv) ReadPage(slot uint64, buf []byte, done func(error)) {
-	e.W.After(e.ID, e.W.ioLatency(false), func() { done(e.Store.ReadPage(slot, buf)) })
+	e.W.At(e.ID, e.W.ioAt(e.ID, slot, false), func() { done(e.Store.ReadPage(slot, buf)) })
 }
 
 // WritePage implements actors.Env.
 func (e *NodeEnv) WritePage(slot uint64, buf []byte, done func(error)) {
-	e.W.After(e.ID, e.W.ioLatency(true), func() { done(e.Store.WritePage(slot, buf)) })
+	e.W.At(e.ID, e.W.ioAt(e.ID, slot, true), func() { done(e.Store.WritePage(slot, buf)) })
 }

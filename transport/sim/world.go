@@ -138,6 +138,12 @@ type World struct {
 	// the sender (the codec mutants: a field the encoder drops).
 	MutateFrame func(frame []byte)
 
+	// OrderedIO makes the storage operations on one slot complete in the
+	// order they were issued (the crash runs set it; see ioAt).
+	OrderedIO bool
+	slotLast  map[uint64]int64 // per node and slot: the last completion (OrderedIO)
+	dead      []bool           // per node: crashed (Kill)
+
 	// Messages counts network messages delivered; PageBytes the payload
 	// bytes they carried; Steps the events processed.
 	Messages, PageBytes, Steps uint64
@@ -238,6 +244,9 @@ func (w *World) Send(m *protocol.Message, payload []byte) {
 	if len(payload) > protocol.PageSize {
 		panic("sim: payload larger than a page")
 	}
+	if w.dead != nil && (w.dead[m.From] || w.dead[m.To]) {
+		return // a crashed node sends nothing, and nothing reaches it
+	}
 	e := w.alloc()
 	e.kind, e.node, e.from = evMsg, m.To, m.From
 	protocol.Encode(e.frame[:], m)
@@ -320,6 +329,9 @@ func (w *World) run(e *event) {
 			return
 		}
 		m := &w.msg
+		if w.dead != nil && (w.dead[m.To] || w.dead[m.From]) {
+			return // on its way when a node crashed
+		}
 		switch {
 		case m.From != e.from:
 			w.fault(e.node, fmt.Errorf("sim: a frame on link %d->%d claims to come from node %d, dropped: %v", e.from, e.node, m.From, m))
