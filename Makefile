@@ -70,6 +70,10 @@ swarm: build
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 	$(BIN) sim --protocol selcc --workload btree --seeds 300 --nodes 4 --workers 3 --cache-pages 12 --ops 2000 \
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --seeds 300 --crashes 3 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --seeds 300 --crashes 3 --workload rmw --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 	@for w in nam-cg nam-fg nam-hybrid cell; do \
 		$(BIN) sim --workload $$w --seeds 300 --keys 200 --ops 2000 --faults heavy --json || exit 1; done
 
@@ -84,10 +88,12 @@ crashtest: build
 mutants: build
 	@for mw in skip-invalidation:register no-owner-stability:register drop-dirty:register stale-grant:register \
 		skip-version-check:register upgrade-ignores-version:rmw entitle-fewer:register forget-owner-sharer:register \
-		encode-drops-pred:register selcc-skip-undo:selcc selcc-handover-without-faa:selcc \
+		encode-drops-pred:register crash-no-write-through:crash crash-keep-dead-pages:crash \
+		crash-resurrect-evicting:crash crash-keep-messages:crash selcc-skip-undo:selcc selcc-handover-without-faa:selcc \
 		selcc-share-without-flush:selcc selcc-release-keeps-copy:selcc selcc-evict-without-flush:selcc; \
-		do m=$${mw%%:*}; w=$${mw#*:}; p=chaining; if [ $$w = selcc ]; then w=register; p=selcc; fi; \
-		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		do m=$${mw%%:*}; w=$${mw#*:}; p=chaining; c=0; if [ $$w = selcc ]; then w=register; p=selcc; fi; \
+		if [ $$w = crash ]; then w=register; c=6; fi; \
+		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --crashes $$c --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
 	done

@@ -48,6 +48,12 @@ func (n *Node) Persist(w *bufmgr.Worker, f *bufmgr.Frame, acked func()) bool {
 	if f.Mode != protocol.ModeExclusive {
 		return false // a view change took the copy away while w wrote it
 	}
+	if n.cfg.Mutations.NoWriteThrough != nil && n.cfg.Mutations.NoWriteThrough() {
+		if acked != nil {
+			acked() // mutation: acknowledged while only this cache has it
+		}
+		return true
+	}
 	p := &persistWait{w: w, f: f, acked: acked}
 	n.persists = append(n.persists, p)
 	n.issuePersist(p)
@@ -154,6 +160,12 @@ func (n *Node) Fence(down protocol.NodeSet, failed func(w *bufmgr.Worker)) {
 		}
 		f.Slow()
 		*n.cache.Queue(f) = (*n.cache.Queue(f))[:0]
+		if f.Evicting && n.cfg.Mutations.ResurrectEvicting != nil && n.cfg.Mutations.ResurrectEvicting() {
+			f.Evicting = false // mutation: the copy counts as valid again
+			if f.Mode != protocol.ModeNone {
+				n.obs.CopyChanged(n.id, f.PID, protocol.ModeNone, f.Mode, n.copyData(f))
+			}
+		}
 		if f.Evicting {
 			// The directory may have accepted the eviction already and let
 			// a writer in without invalidating this copy: it is gone
@@ -163,7 +175,8 @@ func (n *Node) Fence(down protocol.NodeSet, failed func(w *bufmgr.Worker)) {
 			f.Mode = protocol.ModeNone
 		}
 		f.Pending, f.AwaitResp, f.AwaitData, f.AwaitAcks, f.ReqEpoch, f.Served = protocol.ModeNone, false, false, 0, 0, 0
-		if down.Has(f.PID.Dir()) && f.Mode != protocol.ModeNone {
+		keep := n.cfg.Mutations.KeepDeadPages != nil && n.cfg.Mutations.KeepDeadPages()
+		if down.Has(f.PID.Dir()) && f.Mode != protocol.ModeNone && !keep {
 			n.obs.CopyChanged(n.id, f.PID, f.Mode, protocol.ModeNone, nil)
 			f.Mode = protocol.ModeNone
 			n.cache.DropEntitlements(f)

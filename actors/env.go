@@ -44,8 +44,11 @@ type Observer interface {
 // Mutations break one protocol rule each, on purpose, so the simulator can
 // show its checks catch them. Nil means never.
 type Mutations struct {
-	SkipInvalidation func() bool // an exclusive acquisition leaves a sharer's copy valid
-	DropDirty        func() bool // a pulled dirty page is not written to the SSD
+	SkipInvalidation  func() bool // an exclusive acquisition leaves a sharer's copy valid
+	DropDirty         func() bool // a pulled dirty page is not written to the SSD
+	NoWriteThrough    func() bool // Persist acknowledges without writing through
+	KeepDeadPages     func() bool // Fence keeps a copy of a crashed directory's page
+	ResurrectEvicting func() bool // Fence keeps a copy whose eviction was under way
 }
 
 // Config sizes a node.

@@ -43,6 +43,22 @@ const (
 	// EncodeDropsPred: the codec does not put Pred on the wire.
 	EncodeDropsPred = "encode-drops-pred"
 
+	// Node crashes' mutation points (runs with --crashes; see
+	// actors/crash.go and scenarios/crash.go).
+
+	// CrashNoWriteThrough: a write is acknowledged without being written
+	// through to its directory's SSD.
+	CrashNoWriteThrough = "crash-no-write-through"
+	// CrashKeepDeadPages: a view change leaves survivors their copies of
+	// the crashed directory's pages.
+	CrashKeepDeadPages = "crash-keep-dead-pages"
+	// CrashResurrectEvicting: a view change keeps copies whose eviction was
+	// under way, though the directory may have accepted it already.
+	CrashResurrectEvicting = "crash-resurrect-evicting"
+	// CrashKeepMessages: a view change does not drop the messages in
+	// flight, so grants and transfers of the old view arrive in the new.
+	CrashKeepMessages = "crash-keep-messages"
+
 	// SELCC's mutation points (linecache.Mutations).
 
 	// SELCCSkipUndo: a reader whose FAA met a holder leaves its bit set.
@@ -102,7 +118,12 @@ func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 // Names lists every mutation point.
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
 	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred,
+	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages,
 	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush}
+
+// Crash reports whether the named mutation breaks the handling of node
+// crashes (its runs need crashes: --crashes).
+func Crash(name string) bool { return strings.HasPrefix(name, "crash-") }
 
 // SELCC reports whether the named mutation breaks SELCC (its runs use
 // --protocol selcc) rather than ScaleStore.

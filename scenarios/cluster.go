@@ -102,6 +102,9 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 	if cc.mutate != "" {
 		cfg.Mutations.SkipInvalidation = mutation.Point(mutation.SkipInvalidation, fire(0.5))
 		cfg.Mutations.DropDirty = mutation.Point(mutation.DropDirty, fire(0.5))
+		cfg.Mutations.NoWriteThrough = mutation.Point(mutation.CrashNoWriteThrough, fire(0.5))
+		cfg.Mutations.KeepDeadPages = mutation.Point(mutation.CrashKeepDeadPages, fire(1))
+		cfg.Mutations.ResurrectEvicting = mutation.Point(mutation.CrashResurrectEvicting, fire(1))
 	}
 	var obs actors.Observer = c.inv
 	if cc.observer != nil {

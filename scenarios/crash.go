@@ -4,6 +4,7 @@ import (
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -135,7 +136,9 @@ func (r *simRun) restart(x protocol.NodeID) {
 // whose directory is in down), and every live directory rebuilds its
 // metadata from the copies the live nodes still hold.
 func (c *cluster) fence(down protocol.NodeSet, failed func(w *bufmgr.Worker)) {
-	c.w.DropMessages()
+	if keep := mutation.Point(mutation.CrashKeepMessages, c.fire(1)); keep == nil || !keep() {
+		c.w.DropMessages()
+	}
 	for _, n := range c.nodes {
 		if !n.Dead() {
 			n.Fence(down, failed)

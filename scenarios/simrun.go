@@ -331,6 +331,15 @@ func MessageBudget(cfg SimConfig) float64 {
 var acceptanceShape = SimConfig{Nodes: 4, Workers: 3, Pages: 48, CachePages: 12, Ops: 2000, ReadRatio: 0.6,
 	Zipf: 0.9, Faults: "heavy", Protocol: protocol.Chaining}
 
+// MutantCrashes is how many node crashes a mutant's runs need: the crash
+// mutations break only what happens at a crash.
+func MutantCrashes(name string) int {
+	if mutation.Crash(name) {
+		return 6
+	}
+	return 0
+}
+
 // MutantWorkload is the workload whose checks a mutation breaks: a lost
 // update needs writes that depend on what they read.
 func MutantWorkload(name string) string {

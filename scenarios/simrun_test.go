@@ -102,6 +102,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			cfg := acceptanceConfig(seed)
 			cfg.Mutate = m
 			cfg.Workload = MutantWorkload(m)
+			cfg.Crashes = MutantCrashes(m)
 			if mutation.SELCC(m) {
 				cfg.System = SystemSELCC
 			}
@@ -373,6 +374,7 @@ func TestZonesAgreeWithPorcupineOnSimulatedHistories(t *testing.T) {
 			cfg.Ops = 600
 			cfg.Mutate = m
 			cfg.Workload = MutantWorkload(m)
+			cfg.Crashes = MutantCrashes(m)
 			cfg.SkipLinearizability = true
 			res, err := RunSim(cfg)
 			if err != nil {
