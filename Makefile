@@ -92,8 +92,8 @@ mutants: build
 		crash-resurrect-evicting:crash crash-keep-messages:crash selcc-skip-undo:selcc selcc-handover-without-faa:selcc \
 		selcc-share-without-flush:selcc selcc-release-keeps-copy:selcc selcc-evict-without-flush:selcc; \
 		do m=$${mw%%:*}; w=$${mw#*:}; p=chaining; c=0; if [ $$w = selcc ]; then w=register; p=selcc; fi; \
-		if [ $$w = crash ]; then w=register; c=6; fi; \
-		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --crashes $$c --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
+		f=12; if [ $$w = crash ]; then w=register; c=10; f=8; fi; \
+		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --crashes $$c --nodes 4 --workers 3 --pages 48 --cache-pages $$f --ops 2000 \
 			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
 	done

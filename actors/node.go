@@ -197,7 +197,8 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 	case protocol.TBusy:
 		n.onBusy(m)
 	case protocol.TTransfer:
-		n.enqueue(m.PID, bufmgr.Transfer{From: m.From, Mode: m.Mode, Epoch: m.Epoch, K: m.K, Pred: m.Pred}, m)
+		n.enqueue(m.PID, bufmgr.Transfer{From: m.From, Mode: m.Mode, Epoch: m.Epoch, K: m.K, Pred: m.Pred,
+			AnyCopy: m.Flags&protocol.FlagAnyCopy != 0}, m)
 	case protocol.TInvalidate:
 		n.enqueue(m.PID, bufmgr.Transfer{From: m.From, Epoch: m.Epoch, K: m.K, Invalidate: true}, m)
 	case protocol.TTransferReply:
@@ -280,8 +281,12 @@ func (n *Node) execute(dec protocol.Decision) {
 		n.send(protocol.Message{Type: protocol.TGrant, To: dec.Requester, Mode: dec.Mode, PID: dec.PID,
 			Epoch: dec.Epoch, Flags: protocol.FlagNoData, Set: dec.Set, Target: dec.Target, K: dec.K}, nil)
 	case protocol.ActForward:
+		var flags protocol.Flags
+		if dec.AnyCopy {
+			flags = protocol.FlagAnyCopy
+		}
 		n.send(protocol.Message{Type: protocol.TForward, To: dec.Requester, Mode: dec.Mode, PID: dec.PID,
-			Epoch: dec.Epoch, Target: dec.Target, K: dec.K, Set: dec.Set, Pred: dec.Pred}, nil)
+			Epoch: dec.Epoch, Target: dec.Target, K: dec.K, Set: dec.Set, Pred: dec.Pred, Flags: flags}, nil)
 	case protocol.ActServeLocal:
 		f := n.cache.Lookup(dec.PID)
 		if f == nil || (f.Mode == protocol.ModeNone && f.Pending == protocol.ModeNone) {
@@ -295,7 +300,7 @@ func (n *Node) execute(dec protocol.Decision) {
 		f.Slow() // before the transfer is queued: hot-path latch holders must back off
 		q := n.cache.Queue(f)
 		*q = append(*q, bufmgr.Transfer{From: dec.Requester, Mode: dec.Mode, Epoch: dec.Epoch, K: dec.K,
-			Pred: pred, AsGrant: true, GrantSet: dec.Set})
+			Pred: pred, AsGrant: true, GrantSet: dec.Set, AnyCopy: dec.AnyCopy && !dec.LocalCopy})
 		n.serve(f)
 	case protocol.ActBusy:
 		n.send(protocol.Message{Type: protocol.TBusy, To: dec.Requester, PID: dec.PID}, nil)
@@ -519,7 +524,7 @@ func (n *Node) onForward(m *protocol.Message) {
 	f.AwaitResp, f.AwaitData = false, true
 	f.ReqEpoch = m.Epoch
 	n.send(protocol.Message{Type: protocol.TTransfer, To: m.Target, Mode: f.Pending, PID: f.PID, Epoch: m.Epoch, K: m.K,
-		Pred: m.Pred}, nil)
+		Pred: m.Pred, Flags: m.Flags & protocol.FlagAnyCopy}, nil)
 	n.invalidateAll(f, m)
 }
 
@@ -598,7 +603,11 @@ func (n *Node) maybeComplete(f *bufmgr.Frame) {
 	if n.cfg.Variant != protocol.Chaining {
 		n.send(protocol.Message{Type: protocol.TDone, To: f.PID.Dir(), Mode: mode, PID: f.PID}, nil)
 	}
-	n.cache.Granted(f)
+	if old != protocol.ModeNone {
+		n.cache.Upgraded(f)
+	} else {
+		n.cache.Granted(f)
+	}
 	n.serve(f)
 }
 
@@ -687,7 +696,7 @@ func beforeOwnTurn(f *bufmgr.Frame, t *bufmgr.Transfer) bool {
 	if f.Mode == protocol.ModeNone {
 		return false
 	}
-	return t.Invalidate || t.Pred == f.Epoch
+	return t.Invalidate || t.AnyCopy || t.Pred == f.Epoch
 }
 
 func (n *Node) canCopy(f *bufmgr.Frame, t *bufmgr.Transfer) bool {

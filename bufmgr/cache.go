@@ -370,6 +370,26 @@ func (c *Cache) Granted(f *Frame) {
 	c.wakeAll(f)
 }
 
+// Upgraded is Granted for a request that upgraded a copy f kept all along
+// (shared to exclusive): entitlements of the earlier grant still count, since
+// the page never left. Workers it entitled may not have run yet (woken, not
+// resumed); the hand-over queued behind the upgrade must wait for them too.
+func (c *Cache) Upgraded(f *Frame) {
+	for _, w := range c.waiters[f.index] {
+		if w.want <= f.Mode {
+			w.satisfied++
+		}
+		if w.want <= f.Mode && !w.hasTurn(f) {
+			if c.EntitleFewer != nil && w.want == f.Mode && c.EntitleFewer() {
+				continue // mutation: the rule is broken on purpose
+			}
+			w.entitled, w.entitledGen = f, f.grantGen
+			f.entitled++
+		}
+	}
+	c.wakeAll(f)
+}
+
 // Changed wakes every worker waiting on f so it looks again.
 func (c *Cache) Changed(f *Frame) { c.wakeAll(f) }
 

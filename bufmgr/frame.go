@@ -63,6 +63,8 @@ type Transfer struct {
 	AsGrant    bool             // answer with a TGrant (the directory serves from its own cache)
 	GrantSet   protocol.NodeSet // with AsGrant: sharers the requester invalidates
 	Invalidate bool
+	// AnyCopy: serve from the shared copy held, or awaited (protocol.FlagAnyCopy).
+	AnyCopy bool
 }
 
 // GivesUp reports whether serving t takes the page away from this node.

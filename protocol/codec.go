@@ -127,6 +127,9 @@ func (m *Message) Validate() error {
 	if m.Pred != 0 && m.Type != TForward && m.Type != TTransfer && m.Type != TLineInvalidate {
 		return bad("predecessor epoch on a message that carries none")
 	}
+	if m.Flags&FlagAnyCopy != 0 && m.Type != TForward && m.Type != TTransfer {
+		return bad("any-copy flag outside a forward or transfer")
+	}
 	if m.Flags&FlagNoData != 0 && m.Type != TGrant {
 		return bad("nodata flag outside a grant")
 	}

@@ -93,7 +93,10 @@ type Decision struct {
 	// LocalCopy: the directory node serves from the stable copy it holds
 	// now (the localCopy of Request), not from one it is still acquiring.
 	LocalCopy bool
-	Set       NodeSet // sharers the requester must invalidate
+	// AnyCopy: Target serves from the shared copy it holds or awaits
+	// (protocol.FlagAnyCopy); Pred is unused.
+	AnyCopy bool
+	Set     NodeSet // sharers the requester must invalidate
 }
 
 // Errors the directory reports for requests that break the protocol. In the
@@ -111,8 +114,14 @@ type Meta struct {
 	Sharers NodeSet // when ModeShared
 	Epoch   uint32  // conflict epoch
 	Stale   bool    // the SSD copy is older than the latest value
-	Source  NodeID  // ModeShared && Stale: the sharer that serves copies
+	Source  NodeID  // ModeShared && (Stale || Sourced): the sharer that serves copies
 	Copies  uint32  // copies forwarded to Source since it obtained the page
+	// Sourced: the SSD copy is the latest, but a sharer (Source) serves
+	// copies from its memory, which is faster than the SSD (paper §3.4.3:
+	// a shared request is served by a sharer). The first node granted the
+	// page shared from the SSD becomes the source.
+	// When the source leaves, another sharer takes its place.
+	Sourced bool
 	// OwnerEpoch is the conflict epoch at which the exclusive owner (or,
 	// once it served a copy, the source) was accepted.
 	OwnerEpoch uint32
@@ -251,6 +260,7 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 		if mode == ModeShared {
 			m.Mode, m.Sharers = ModeShared, NodeSet{}
 			m.Sharers.Add(from)
+			d.makeSource(m, from)
 		} else {
 			m.Mode, m.Owner, m.Stale, m.OwnerEpoch = ModeExclusive, from, true, m.Epoch
 		}
@@ -286,13 +296,20 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 				return dec, ErrAlreadyHolder
 			}
 			m.Sharers.Add(from)
-			if m.Stale {
-				// The SSD copy is stale: copy from the source sharer, which
-				// counts the copies it owes (see ModeExclusive below).
+			if m.Stale || m.Sourced && !(localCopy && m.Sharers.Has(d.self)) {
+				// The SSD copy is stale, or a sharer serves copies: copy
+				// from the source sharer, which counts the copies it owes
+				// (see ModeExclusive below): a remote cache is faster than
+				// the SSD, for the directory node too. (Not when the
+				// directory node has a copy of its own to serve.)
 				m.Epoch++
 				m.Copies++
 				d.forwardTo(&dec, m.Source, 0, NodeSet{}, m.Epoch)
-				dec.Pred = m.OwnerEpoch
+				if m.Stale {
+					dec.Pred = m.OwnerEpoch
+				} else {
+					dec.AnyCopy = true
+				}
 				d.maybeStaleGrant(&dec)
 				return dec, nil
 			}
@@ -302,48 +319,69 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 				dec.LocalCopy = true
 				return dec, nil
 			}
+			if !m.Stale && !m.Sourced {
+				d.makeSource(m, from)
+			}
 			dec.Action, dec.Epoch = ActGrantFromSSD, m.Epoch
 			return dec, nil
 		}
 		// Exclusive request against sharers: shared conflict.
 		sharers := m.Sharers
-		stale, source, copies, pred := m.Stale, m.Source, m.Copies, m.OwnerEpoch
+		// sourced: a sharer serves copies (Stale or Sourced): it owes the
+		// copies forwarded to it before it gives the page up.
+		sourced, anyCopy, source, copies, pred := m.Stale || m.Sourced, !m.Stale && m.Sourced, m.Source, m.Copies, m.OwnerEpoch
 		m.Epoch++
 		m.Mode, m.Owner, m.Stale, m.Sharers, m.Copies, m.OwnerEpoch = ModeExclusive, from, true, NodeSet{}, 0, m.Epoch
+		m.Sourced = false
 		if sharers.Has(from) {
 			// Upgrade: the requester keeps its copy and invalidates the rest.
 			sharers.Remove(from)
 			dec.Action, dec.Epoch, dec.Set = ActGrantNoData, m.Epoch, sharers
-			if stale && source != from {
+			if sourced && source != from {
 				dec.Target, dec.K = source, copies
 			}
 			return dec, nil
 		}
 		switch {
-		case stale:
-			// The SSD copy is stale: the page must come from the source,
-			// after the copies it owes (the other sharers may still wait
-			// for theirs).
+		case sourced:
+			// The page comes from the source sharer (the SSD copy is
+			// stale, or a sharer's memory is faster), after the copies it
+			// owes (the other sharers may still wait for theirs). The
+			// transfer names the source's acquisition (Pred), so a source
+			// in the middle of an upgrade of its own serves it from the
+			// copy it holds.
 			sharers.Remove(source)
 			d.forwardTo(&dec, source, copies, sharers, m.Epoch)
-			dec.Pred = pred
+			if anyCopy {
+				dec.AnyCopy = true
+			} else {
+				dec.Pred = pred
+			}
 		case localCopy && sharers.Has(d.self):
 			// The directory node's own copy serves.
 			sharers.Remove(d.self)
 			d.forwardTo(&dec, d.self, 0, sharers, m.Epoch)
 			dec.LocalCopy = true
 		default:
-			// The SSD copy is the latest: the directory sends it and the
-			// requester invalidates every sharer. (The paper lets the
-			// requester copy from a random sharer; that sharer may be in
-			// the middle of an upgrade of its own, and the directory could
-			// not tell it which of its acquisitions the transfer is for.
-			// See docs/protocol.md.)
+			// The SSD copy is the latest and no sharer is the source: the
+			// directory sends it and the requester invalidates every
+			// sharer. (Not a random sharer, as the paper allows: that
+			// sharer may be in the middle of an upgrade of its own, and
+			// only the source's acquisition is known. See
+			// docs/protocol.md.)
 			dec.Action, dec.Epoch, dec.Set = ActGrantFromSSD, m.Epoch, sharers
 		}
 		return dec, nil
 	}
 	return dec, fmt.Errorf("%w: page in mode %v", ErrUnexpected, m.Mode)
+}
+
+// makeSource makes from, granted the page shared from the SSD, the sharer
+// that serves the next shared requests (Sourced), at a conflict epoch of
+// its own that transfers to it name (Pred).
+func (d *Directory) makeSource(m *Meta, from NodeID) {
+	m.Epoch++
+	m.Sourced, m.Source, m.Copies, m.OwnerEpoch = true, from, 0, m.Epoch
 }
 
 func (d *Directory) forwardTo(dec *Decision, target NodeID, k uint32, set NodeSet, epoch uint32) {
@@ -410,11 +448,18 @@ func (d *Directory) Evict(from NodeID, e EvictEntry) (EvictDecision, error) {
 		m.Mode = ModeNone
 		return d.persistIfStale(m, from), nil
 	case m.Mode == ModeShared && m.Sharers.Has(from):
-		if m.Stale && m.Source == from {
+		if (m.Stale || m.Sourced) && m.Source == from {
 			if e.Served < m.Copies {
 				break // copies are still owed: decline below
 			}
 			m.Sharers.Remove(from)
+			if next, ok := m.Sharers.Nth(0); ok && !m.Stale {
+				// Another sharer serves in its place, from the copy it
+				// holds or awaits (FlagAnyCopy).
+				m.Source, m.Copies = next, 0
+			} else {
+				m.Sourced = false
+			}
 			if m.Sharers.Empty() {
 				m.Mode = ModeNone
 			}
@@ -422,7 +467,7 @@ func (d *Directory) Evict(from NodeID, e EvictEntry) (EvictDecision, error) {
 		}
 		m.Sharers.Remove(from)
 		if m.Sharers.Empty() {
-			m.Mode = ModeNone
+			m.Mode, m.Sourced = ModeNone, false
 		}
 		return EvictAccepted, nil
 	}
@@ -465,7 +510,12 @@ func (d *Directory) Persisted(pid PID) error {
 	if m == nil || !m.writingBack || m.pulling {
 		return fmt.Errorf("persisted %v: %w", pid, ErrUnexpected)
 	}
-	m.writingBack, m.Stale, m.Copies, m.Source = false, false, 0, 0
+	m.writingBack, m.Stale, m.Copies, m.Source, m.Sourced = false, false, 0, 0, false
+	if next, ok := m.Sharers.Nth(0); ok && m.Mode == ModeShared {
+		// The source left (its page pulled); a sharer that stays serves
+		// copies in its place (FlagAnyCopy).
+		m.Sourced, m.Source = true, next
+	}
 	return nil
 }
 

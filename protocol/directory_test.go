@@ -143,8 +143,9 @@ func TestNoOwnerStabilityMutation(t *testing.T) {
 }
 
 // Shared conflict: "the directory node detects the conflict and sends a list
-// of node-shared owners to the requester", which invalidates them. With the
-// SSD copy fresh the directory sends the page itself (docs/protocol.md).
+// of node-shared owners to the requester", which invalidates them. The page
+// comes from the source sharer, after the copies it owes; with a stable
+// copy of its own, the directory node serves from cache.
 func TestSharedConflict(t *testing.T) {
 	d, pid := newDir(t, Chaining)
 	evictAll(t, d, 1, pid, 0, 0)
@@ -153,22 +154,72 @@ func TestSharedConflict(t *testing.T) {
 	req(t, d, 1, pid, ModeShared)
 	req(t, d, 2, pid, ModeShared)
 	dec := req(t, d, 3, pid, ModeExclusive)
-	if dec.Action != ActGrantFromSSD || dec.Set.Len() != 2 || !dec.Set.Has(1) || !dec.Set.Has(2) {
+	if dec.Action != ActForward || dec.Target != 1 || dec.K != 1 || !dec.AnyCopy || dec.Set.Len() != 1 || !dec.Set.Has(2) {
 		t.Fatalf("shared conflict: %+v", dec)
 	}
-	if m := d.Meta(pid); m.Mode != ModeExclusive || m.Owner != 3 || m.OwnerEpoch != dec.Epoch {
+	if m := d.Meta(pid); m.Mode != ModeExclusive || m.Owner != 3 || m.OwnerEpoch != dec.Epoch || m.Sourced {
 		t.Fatalf("metadata: %+v", m)
 	}
-	// With a stable copy of its own, the directory node serves from cache.
 	d2, pid2 := newDir(t, Chaining)
 	evictAll(t, d2, 1, pid2, 0, 0)
 	_ = d2.PulledPage(1, pid2)
 	_ = d2.Persisted(pid2)
 	req(t, d2, 0, pid2, ModeShared)
-	req(t, d2, 2, pid2, ModeShared)
-	dec2, err := d2.Request(3, pid2, ModeExclusive, true)
-	if err != nil || dec2.Action != ActServeLocal || dec2.Target != 0 || !dec2.Set.Has(2) || dec2.Set.Has(0) {
-		t.Fatalf("shared conflict with a local copy: %+v %v", dec2, err)
+	dec2, err := d2.Request(2, pid2, ModeShared, true)
+	if err != nil || dec2.Action != ActServeLocal || dec2.Target != 0 {
+		t.Fatalf("shared copy with a local copy: %+v %v", dec2, err)
+	}
+}
+
+// A page whose SSD copy is the latest is served by a sharer once one has it
+// (paper §3.4.3: a remote cache is faster than the SSD): the first node
+// granted it from the SSD becomes the source; when the source is evicted,
+// another sharer serves in its place, from whatever copy it holds or awaits
+// (FlagAnyCopy); the last sharer gone, the SSD serves again.
+func TestSharerServesCopies(t *testing.T) {
+	d, pid := newDir(t, Chaining)
+	evictAll(t, d, 1, pid, 0, 0)
+	_ = d.PulledPage(1, pid)
+	_ = d.Persisted(pid)
+	first := req(t, d, 1, pid, ModeShared)
+	if first.Action != ActGrantFromSSD {
+		t.Fatalf("first copy: %+v", first)
+	}
+	second := req(t, d, 2, pid, ModeShared)
+	if second.Action != ActForward || second.Target != 1 || !second.AnyCopy || second.Pred != 0 {
+		t.Fatalf("second copy not from the first sharer: %+v", second)
+	}
+	third := req(t, d, 3, pid, ModeShared)
+	if third.Target != 1 || d.Meta(pid).Copies != 2 {
+		t.Fatalf("third copy: %+v, copies %d", third, d.Meta(pid).Copies)
+	}
+	// The source owes two copies: it may not leave before it served them.
+	if got, _ := d.Evict(1, EvictEntry{PID: pid, Epoch: first.Epoch, Served: 1}); got != EvictDeclined {
+		t.Fatalf("source left owing a copy: %v", got)
+	}
+	if got, _ := d.Evict(1, EvictEntry{PID: pid, Epoch: first.Epoch, Served: 2}); got != EvictAccepted {
+		t.Fatalf("source could not leave: %v", got)
+	}
+	if m := d.Meta(pid); !m.Sourced || m.Source != 2 || m.Copies != 0 {
+		t.Fatalf("no sharer took the source's place: %+v", m)
+	}
+	if next := req(t, d, 4, pid, ModeShared); next.Target != 2 || !next.AnyCopy {
+		t.Fatalf("copy after the source left: %+v", next)
+	}
+	for _, n := range []NodeID{2, 3, 4} {
+		served := uint32(0)
+		if n == 2 {
+			served = 1
+		}
+		if got, _ := d.Evict(n, EvictEntry{PID: pid, Served: served}); got != EvictAccepted {
+			t.Fatalf("sharer %d could not leave: %v", n, got)
+		}
+	}
+	if m := d.Meta(pid); m.Mode != ModeNone || m.Sourced {
+		t.Fatalf("after every sharer left: %+v", m)
+	}
+	if again := req(t, d, 5, pid, ModeShared); again.Action != ActGrantFromSSD {
+		t.Fatalf("no sharer left, yet %+v", again)
 	}
 }
 

@@ -128,7 +128,14 @@ const (
 	// protocol says, but no worker may read it, and it is never written
 	// back over the SSD copy. See docs/protocol.md, "Unreadable pages".
 	FlagUnreadable
-	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable
+	// FlagAnyCopy: a forward or transfer of a shared copy from a sharer
+	// that serves copies of a page whose SSD copy is the latest
+	// (Meta.Sourced): the target serves it from whatever shared copy it
+	// holds, or once the one it waits for has come, whatever it has asked
+	// for since (the directory accepted this transfer while the target was
+	// a sharer, before any upgrade of the target's). Pred is then unused.
+	FlagAnyCopy
+	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy
 )
 
 // MaxEvictBatch bounds an eviction batch (paper §4.3: up to 100 pages).
@@ -210,6 +217,9 @@ func (m Message) String() string {
 	}
 	if m.Flags&FlagFull != 0 {
 		s += " full"
+	}
+	if m.Flags&FlagAnyCopy != 0 {
+		s += " anycopy"
 	}
 	return s
 }

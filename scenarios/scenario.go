@@ -237,7 +237,9 @@ func describe(m *protocol.Message, payload []byte) string {
 	if m.Epoch != 0 {
 		fmt.Fprintf(&b, " epoch=%d", m.Epoch)
 	}
-	if m.Type == protocol.TForward || m.Type == protocol.TTransfer {
+	if m.Flags&protocol.FlagAnyCopy != 0 {
+		b.WriteString(" from-any-copy")
+	} else if m.Type == protocol.TForward || m.Type == protocol.TTransfer {
 		fmt.Fprintf(&b, " pred=%d", m.Pred)
 	}
 	if m.K != 0 {

@@ -119,6 +119,10 @@ type SimConfig struct {
 	// Warmup is the share of the operations that throughput figures
 	// (Compare) leave out, counted from the first call.
 	Warmup float64
+	// ProviderNanos is how often each node's page provider runs (0: the
+	// default, every 20 us). The paper model runs it more often: its
+	// provider threads evict continuously (PaperModel).
+	ProviderNanos int64
 	// Crashes is how many node crashes the run has, spread evenly over
 	// the workload: each kills a random node, which restarts after 20 to
 	// 220 us with an empty cache (see crash.go). Writes are then written
@@ -298,8 +302,8 @@ var messageBudgets = []struct {
 	workload string
 	budget   float64
 }{
-	{"register", 3.1715 * 1.05},
-	{"rmw", 3.4745 * 1.05},
+	{"register", 3.3415 * 1.05},
+	{"rmw", 3.6970 * 1.05},
 }
 
 // MessageBudget is the calibrated messages-per-operation budget of cfg: set
@@ -331,13 +335,16 @@ func MessageBudget(cfg SimConfig) float64 {
 var acceptanceShape = SimConfig{Nodes: 4, Workers: 3, Pages: 48, CachePages: 12, Ops: 2000, ReadRatio: 0.6,
 	Zipf: 0.9, Faults: "heavy", Protocol: protocol.Chaining}
 
-// MutantCrashes is how many node crashes a mutant's runs need: the crash
-// mutations break only what happens at a crash.
-func MutantCrashes(name string) int {
+// MutantShape adapts the swarm's configuration to a mutant: the crash
+// mutations break only what happens at a crash, so their runs crash ten
+// times, with eight frames a node (evictions under way when a crash comes
+// are what crash-resurrect-evicting gets wrong).
+func MutantShape(name string, cfg SimConfig) SimConfig {
+	cfg.Workload = MutantWorkload(name)
 	if mutation.Crash(name) {
-		return 6
+		cfg.Crashes, cfg.CachePages = 10, 8
 	}
-	return 0
+	return cfg
 }
 
 // MutantWorkload is the workload whose checks a mutation breaks: a lost
@@ -419,7 +426,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
 		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs,
-		viewChanges: cfg.Crashes > 0})
+		viewChanges: cfg.Crashes > 0, providerInterval: cfg.ProviderNanos})
 	if err != nil {
 		return res, err
 	}

@@ -100,9 +100,8 @@ func TestMutantsAreCaught(t *testing.T) {
 		caught := uint64(0)
 		for seed := uint64(1); seed <= 200 && caught == 0; seed++ {
 			cfg := acceptanceConfig(seed)
+			cfg = MutantShape(m, cfg)
 			cfg.Mutate = m
-			cfg.Workload = MutantWorkload(m)
-			cfg.Crashes = MutantCrashes(m)
 			if mutation.SELCC(m) {
 				cfg.System = SystemSELCC
 			}
@@ -372,9 +371,8 @@ func TestZonesAgreeWithPorcupineOnSimulatedHistories(t *testing.T) {
 		for seed := uint64(1); seed <= seeds; seed++ {
 			cfg := acceptanceConfig(seed)
 			cfg.Ops = 600
+			cfg = MutantShape(m, cfg)
 			cfg.Mutate = m
-			cfg.Workload = MutantWorkload(m)
-			cfg.Crashes = MutantCrashes(m)
 			cfg.SkipLinearizability = true
 			res, err := RunSim(cfg)
 			if err != nil {

@@ -137,7 +137,7 @@ func TestSimUndecidedSeeds(t *testing.T) {
 // A panic inside a simulated node is a violation of its seed, with the
 // replay command and the JSON summary, not a crash.
 func TestSimPanicIsAViolation(t *testing.T) {
-	code, out, errOut := runCLI("sim", "--seed", "9", "--ops", "400", "--mutate", "forget-owner-sharer", "--viz-dir", t.TempDir(), "--json")
+	code, out, errOut := runCLI("sim", "--seed", "6", "--ops", "400", "--mutate", "forget-owner-sharer", "--viz-dir", t.TempDir(), "--json")
 	if code != 1 || !strings.Contains(errOut, "panic in node") || !strings.Contains(errOut, "replay: scalestore sim --ops 400 --mutate forget-owner-sharer") ||
 		!strings.Contains(out, `"violations":1`) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
