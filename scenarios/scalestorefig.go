@@ -30,14 +30,14 @@ var ScaleStoreFigures = []Figure{
 			return ps
 		}},
 	{Name: "scalestore-fig7", Paper: "ScaleStore Fig. 7",
-		About:   "scale-out on a fixed data set (each node caches 150/280 of it): nodes 1-5, partitioned and random accesses, 0%, 5% and 50% writes",
+		About:   "scale-out on a fixed data set (each node caches 150/280 of it): nodes 1-5, partitioned and random accesses, 0%, 5%, 50% and 95% (update heavy) writes",
 		Systems: []string{SystemScaleStore},
 		Base:    paperBase,
 		Nodes:   []int{1, 2, 3, 4, 5}, XKey: "nodes",
 		NodePoints: func(b SimConfig, nodes []int) []FigurePoint {
 			var ps []FigurePoint
 			for _, part := range []bool{true, false} {
-				for _, rr := range []float64{1, 0.95, 0.5} {
+				for _, rr := range []float64{1, 0.95, 0.5, 0.05} {
 					for _, n := range nodes {
 						c := b
 						c.Nodes, c.ReadRatio, c.Partitioned, c.Ops = n, rr, part, paperOpsPerNode*n
