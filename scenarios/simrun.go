@@ -119,10 +119,6 @@ type SimConfig struct {
 	// Warmup is the share of the operations that throughput figures
 	// (Compare) leave out, counted from the first call.
 	Warmup float64
-	// ProviderNanos is how often each node's page provider runs (0: the
-	// default, every 20 us). The paper model runs it more often: its
-	// provider threads evict continuously (PaperModel).
-	ProviderNanos int64
 	// Crashes is how many node crashes the run has, spread evenly over
 	// the workload: each kills a random node, which restarts after 20 to
 	// 220 us with an empty cache (see crash.go). Writes are then written
@@ -426,7 +422,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
 		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs,
-		viewChanges: cfg.Crashes > 0, providerInterval: cfg.ProviderNanos})
+		viewChanges: cfg.Crashes > 0})
 	if err != nil {
 		return res, err
 	}
