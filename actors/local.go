@@ -728,6 +728,52 @@ func (l *Local) Flush() error {
 	}
 }
 
+// Leave hands back every page the node holds, for a node that leaves the
+// cluster (paper §6.6): each is evicted to its directory, which pulls the
+// dirty ones, until no frame is in use. Unlike Flush it lets go of the lock
+// between rounds, so that the directories' answers (remote, for a compute
+// node) can arrive. No worker may run meanwhile. It returns how many frames
+// were in use when it began; an error if the cache is not empty within
+// limit.
+func (l *Local) Leave(limit time.Duration) (held int, err error) {
+	deadline := time.Now().Add(limit)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.node.Cache()
+	held = c.Frames() - c.FreeFrames()
+	for {
+		if l.err != nil {
+			return held, l.err
+		}
+		if c.FreeFrames() == c.Frames() {
+			return held, nil
+		}
+		if time.Now().After(deadline) {
+			return held, fmt.Errorf("actors: node %d still holds %d pages %v after it began to leave",
+				l.node.ID(), c.Frames()-c.FreeFrames(), limit)
+		}
+		l.node.EvictAll()
+		l.mu.Unlock()
+		time.Sleep(50 * time.Microsecond)
+		l.mu.Lock()
+	}
+}
+
+// Names counts the pages of this node's directory whose metadata names
+// node as their exclusive owner or a sharer (none may, once node left).
+func (l *Local) Names(node protocol.NodeID) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.node.Directory()
+	n := 0
+	for slot := range d.Allocated() {
+		if m := d.Meta(protocol.MakePID(d.Self(), slot)); m != nil && m.Holds(node) {
+			n++
+		}
+	}
+	return n
+}
+
 // WriteBack writes every page whose SSD copy is stale to the store, while
 // workers go on (a checkpoint: the caller keeps writers out). Unlike Flush it
 // leaves clean pages cached; a written-back page is evicted, and read again

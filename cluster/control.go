@@ -19,7 +19,7 @@ import (
 
 // Command is one control command.
 type Command struct {
-	Op      string       `json:"op"` // create, open, load, run, stats, quit
+	Op      string       `json:"op"` // create, open, load, run, stats, names, quit
 	Catalog protocol.PID `json:"catalog,omitempty"`
 	From    int          `json:"from,omitempty"`
 	To      int          `json:"to,omitempty"`
@@ -28,6 +28,9 @@ type Command struct {
 	// HistoryFile, for load and run, receives the operations as JSON lines.
 	HistoryFile string    `json:"history_file,omitempty"`
 	Workload    *Workload `json:"workload,omitempty"`
+	// Node, for names: the node whose mentions in this node's directory to
+	// count.
+	Node int `json:"node,omitempty"`
 }
 
 // Reply answers a command.
@@ -36,6 +39,9 @@ type Reply struct {
 	Catalog protocol.PID `json:"catalog,omitempty"`
 	Result  *RunResult   `json:"result,omitempty"`
 	Stats   *Stats       `json:"stats,omitempty"`
+	// Names answers names: the pages of this node's directory that name
+	// Command.Node as their owner or a sharer.
+	Names int `json:"names,omitempty"`
 }
 
 // maxCommand bounds one command line.
@@ -100,6 +106,12 @@ func (n *Node) execute(cmd *Command, rep *Reply) error {
 	case "stats":
 		s := n.Stats()
 		rep.Stats = &s
+		return nil
+	case "names":
+		if cmd.Node < 0 || cmd.Node >= protocol.MaxNodes {
+			return fmt.Errorf("names: node %d out of range", cmd.Node)
+		}
+		rep.Names = n.RT.Names(protocol.NodeID(cmd.Node))
 		return nil
 	}
 	return fmt.Errorf("unknown command %q", cmd.Op)

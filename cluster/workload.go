@@ -35,7 +35,18 @@ type Workload struct {
 	History bool `json:"history"`
 	// Hashed uses the hashed key order (ycsb.HashedKey), as the load did.
 	Hashed bool `json:"hashed"`
+	// An elastic schedule (paper §6.6): StartAt (Unix ns) is when the
+	// cluster's schedule starts; the workers start Delay after it (the node
+	// joins) and stop after Duration; with Leave the node then hands back
+	// every page it holds (Local.Leave). The result counts the operations
+	// completed in each second of the schedule (PerSecond).
+	StartAt int64         `json:"start_at,omitempty"`
+	Delay   time.Duration `json:"delay,omitempty"`
+	Leave   bool          `json:"leave,omitempty"`
 }
+
+// leaveLimit bounds how long a leaving node may take to hand its pages back.
+const leaveLimit = 10 * time.Second
 
 // RunResult is what one node's workers measured.
 type RunResult struct {
@@ -49,6 +60,13 @@ type RunResult struct {
 	// Trace breaks the remote fetches into hops (NodeConfig.Trace).
 	Trace  *actors.RemoteTrace `json:"trace,omitempty"`
 	Errors []string            `json:"errors,omitempty"`
+	// PerSecond counts the operations completed in each second of an
+	// elastic schedule (Workload.StartAt).
+	PerSecond []int64 `json:"per_second,omitempty"`
+	// PagesHanded is how many pages the node held when it left
+	// (Workload.Leave), FramesLeft how many it still held after (0).
+	PagesHanded int `json:"pages_handed,omitempty"`
+	FramesLeft  int `json:"frames_left,omitempty"`
 }
 
 // Load inserts records [from, to) with unique write ids, recording the
@@ -96,6 +114,13 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 	histories := make([]*checker.History, wl.Threads)
 	counts := make([]int64, wl.Threads)
 	errs := make([]error, wl.Threads)
+	var sched time.Time
+	var perSecond []atomic.Int64
+	if wl.StartAt != 0 {
+		sched = time.Unix(0, wl.StartAt)
+		time.Sleep(time.Until(sched.Add(wl.Delay))) // join
+		perSecond = make([]atomic.Int64, int((wl.Delay+wl.Duration)/time.Second)+2)
+	}
 	start := time.Now()
 	n.RT.Locked(n.fetches.Reset)
 	n.RT.Trace() // from here on
@@ -158,6 +183,11 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 				ret := time.Now()
 				_ = hists[t].RecordValue(int64(ret.Sub(call)))
 				counts[t]++
+				if perSecond != nil {
+					if i := int(ret.Sub(sched) / time.Second); i >= 0 && i < len(perSecond) {
+						perSecond[i].Add(1)
+					}
+				}
 				if histories[t] != nil {
 					kind := checker.KindWrite
 					if read {
@@ -197,5 +227,19 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 		res.Trace = &tr
 	}
 	res.Stats = n.Stats()
+	for i := range perSecond {
+		res.PerSecond = append(res.PerSecond, perSecond[i].Load())
+	}
+	if wl.Leave {
+		held, err := n.RT.Leave(leaveLimit)
+		res.PagesHanded = held
+		n.RT.Locked(func() {
+			c := n.RT.Node().Cache()
+			res.FramesLeft = c.Frames() - c.FreeFrames()
+		})
+		if err != nil {
+			res.Errors = append(res.Errors, err.Error())
+		}
+	}
 	return res, ops
 }

@@ -51,6 +51,8 @@ type clusterFlags struct {
 	memoryNodes             int
 	workload, search        string
 	cacheBytes              int64
+	elastic                 bool
+	computeNodes            int
 }
 
 type clusterResult struct {
@@ -84,6 +86,12 @@ type clusterResult struct {
 	Protocol       string `json:"protocol"`
 	MemoryNodes    int    `json:"memory_nodes,omitempty"`
 	MemoryMessages uint64 `json:"memory_messages"`
+	// --elastic: the compute nodes, the throughput of each second of the
+	// schedule, and the nodes that left.
+	Elastic      bool       `json:"elastic,omitempty"`
+	ComputeNodes int        `json:"compute_nodes,omitempty"`
+	Timeline     []int64    `json:"timeline,omitempty"`
+	Left         []leftNode `json:"left,omitempty"`
 }
 
 // traceResult is --trace-remote's breakdown over all nodes, in µs.
@@ -159,6 +167,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler); with an index --workload: memory servers")
 	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of up to 12 keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
 	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
+	fs.BoolVar(&f.elastic, "elastic", false, "the decoupled architecture and Fig. 10's schedule (paper §6.6): --nodes storage nodes hold the pages and run no workers, --compute-nodes compute nodes (a cache, no pages) run them; the first works from the start, the others join one by one and leave in reverse order, each leaving node handing back every page it holds; prints the throughput of each second and checks that no directory names a node that left")
+	fs.IntVar(&f.computeNodes, "compute-nodes", 3, "with --elastic: compute node processes (at least 2)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -198,6 +208,13 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "cluster: --workload %q: want ycsb, nam-cg, nam-fg, nam-hybrid or cell\n", f.workload)
 		return 2
+	}
+	if f.elastic {
+		if f.workload != "ycsb" || f.protocol != "scalestore" || f.partitioned || f.computeNodes < 2 || f.nodes+f.computeNodes > 64 {
+			fmt.Fprintln(stderr, "cluster: --elastic: the ScaleStore YCSB workload, not partitioned, with --compute-nodes 2 or more (64 processes at most)")
+			return 2
+		}
+		run = clusterRunElastic
 	}
 	switch f.protocol {
 	case "index":
@@ -250,8 +267,14 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if res.Elastic {
+		fmt.Fprintf(stdout, "%d compute nodes and ", res.ComputeNodes)
+	}
 	fmt.Fprintf(stdout, "%d nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  p99.9 %.1fus  hit ratio %.3f  remote page fetches %d (p50 %.1fus p99 %.1fus)  %s\n",
 		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, res.FetchP50us, res.FetchP99us, check)
+	if res.Elastic {
+		printElastic(stdout, res)
+	}
 	if t := res.Trace; t != nil {
 		fmt.Fprintf(stdout, "remote fetch p50 %.1fus (p99 %.1fus), request to reply handled: the requester's outbox queueing, the transport both ways, the peer's wait for a reader or poller and its handler; then the requester's wake-up:\n",
 			res.FetchP50us, res.FetchP99us)
@@ -362,24 +385,7 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		}
 	}
 	children, stop, err := spawnChildren(exe, f.nodes, stderr, func(i int) []string {
-		args := []string{"node", "--control", "--id", fmt.Sprint(i), "--listen", addrs[i], "--peers", strings.Join(peers, ","),
-			"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
-		if f.data != "" {
-			args = append(args, "--data", f.data)
-		}
-		if f.reformat {
-			args = append(args, "--reformat")
-		}
-		if f.trace {
-			args = append(args, "--trace-remote")
-		}
-		if f.pollSpin >= 0 {
-			args = append(args, "--poll-spin", f.pollSpin.String())
-		}
-		if f.shmSpin != 0 {
-			args = append(args, "--shm-spin", f.shmSpin.String())
-		}
-		return args
+		return f.nodeArgs(i, addrs, peers, tmp, logFile)
 	})
 	defer stop()
 	if err != nil {
@@ -467,6 +473,28 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
 	}
 	return res, nil
+}
+
+// nodeArgs are the arguments of node process i of a ScaleStore cluster.
+func (f *clusterFlags) nodeArgs(i int, addrs, peers []string, tmp, logFile string) []string {
+	args := []string{"node", "--control", "--id", fmt.Sprint(i), "--listen", addrs[i], "--peers", strings.Join(peers, ","),
+		"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
+	if f.data != "" {
+		args = append(args, "--data", f.data)
+	}
+	if f.reformat {
+		args = append(args, "--reformat")
+	}
+	if f.trace {
+		args = append(args, "--trace-remote")
+	}
+	if f.pollSpin >= 0 {
+		args = append(args, "--poll-spin", f.pollSpin.String())
+	}
+	if f.shmSpin != 0 {
+		args = append(args, "--shm-spin", f.shmSpin.String())
+	}
+	return args
 }
 
 // spawnChildren starts n node processes with the arguments argsFor gives

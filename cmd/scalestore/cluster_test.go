@@ -86,6 +86,38 @@ func TestClusterProcesses(t *testing.T) {
 	}
 }
 
+// TestClusterElastic: the elastic schedule on processes (2 storage nodes,
+// 3 compute nodes joining and leaving) over shm and tcp, checked: no
+// violation, every compute node worked, each node that left handed back
+// the pages it held and no directory names it, and the schedule's seconds
+// are all in the timeline.
+func TestClusterElastic(t *testing.T) {
+	bin := scalestoreBinary(t)
+	for _, kind := range []string{"shm", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			out, err := exec.Command(bin, "cluster", "--elastic", "--nodes", "2", "--compute-nodes", "3", "--transport", kind,
+				"--records", "3000", "--threads", "1", "--read-ratio", "0.8", "--duration", "2500ms", "--check", "--json", "--quiet").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var res clusterResult
+			lastJSON(t, out, &res)
+			if !res.Elastic || res.Violations != 0 || !res.Checked || res.Ops == 0 || res.ComputeNodes != 3 || len(res.Timeline) != 2 {
+				t.Fatalf("elastic %v violations %d checked %v ops %d compute %d timeline %v\n%s",
+					res.Elastic, res.Violations, res.Checked, res.Ops, res.ComputeNodes, res.Timeline, out)
+			}
+			if len(res.Left) != 2 {
+				t.Fatalf("%d compute nodes left, want 2\n%s", len(res.Left), out)
+			}
+			for _, l := range res.Left {
+				if l.PagesHanded == 0 || l.FramesLeft != 0 || l.NamedBy != 0 {
+					t.Fatalf("compute node %d left: handed %d, holds %d, named by %d pages\n%s", l.Node, l.PagesHanded, l.FramesLeft, l.NamedBy, out)
+				}
+			}
+		})
+	}
+}
+
 // TestClusterSELCC: SELCC on processes, two compute nodes and a memory
 // node over shm and tcp: a checked register mix with no violation, lines
 // moved between the compute nodes, and no message to the memory node.

@@ -62,6 +62,7 @@ type nodeFlags struct {
 	rdma                   cluster.RDMAConfig
 	actorDelivery          bool
 	reformat               bool
+	compute                bool
 	pollSpin               time.Duration
 	trace                  bool
 	indexWorkload, search  string
@@ -109,6 +110,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.gamma, "gamma", 4, "selcc compute node: the lease threshold (0: off)")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "shm and plain tcp: the longest a worker waiting for a peer polls the transport itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything; negative: 50us over shm, 150us over tcp, a few of each transport's round trips)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
+	fs.BoolVar(&f.compute, "compute", false, "a compute node of the decoupled architecture (paper §6.6): a cache and no pages of its own (its store has no slots, so nothing is allocated on it; --data is ignored)")
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -187,7 +189,11 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.data != "" {
 		reserveIOProc()
 	}
-	store, closeStore, err := openNodeStore(f.data, f.id, f.reformat)
+	var store storage.PageStore = memfile.New(0, nil)
+	closeStore := func() {}
+	if !f.compute {
+		store, closeStore, err = openNodeStore(f.data, f.id, f.reformat)
+	}
 	if err != nil {
 		return err
 	}
