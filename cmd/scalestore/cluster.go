@@ -353,43 +353,18 @@ func freeAddrs(n int) ([]string, error) {
 }
 
 func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error) {
-	exe, err := os.Executable()
+	p, end, err := launch(f, "cluster", f.nodes, stderr, func(i int, p *processes) []string {
+		return f.nodeArgs(i, p.addrs, p.peers, p.tmp, p.logFile)
+	})
+	defer end(&err)
 	if err != nil {
 		return res, err
 	}
-	tmp, err := os.MkdirTemp("", "scalestore-cluster-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(tmp)
-	logFile := f.logFile
-	if logFile == "" {
-		logFile = filepath.Join(tmp, "nodes.log")
-	}
-	defer func() {
-		if err != nil && f.logFile == "" {
-			printLogTail(stderr, logFile)
-		}
-	}()
-	addrs, err := freeAddrs(f.nodes)
-	if err != nil {
-		return res, err
-	}
-	var peers []string
-	for i, a := range addrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
-	}
+	children, tmp := p.children, p.tmp
 	progress := func(format string, a ...any) {
 		if !f.quiet {
 			fmt.Fprintf(stderr, "\r"+format, a...)
 		}
-	}
-	children, stop, err := spawnChildren(exe, f.nodes, stderr, func(i int) []string {
-		return f.nodeArgs(i, addrs, peers, tmp, logFile)
-	})
-	defer stop()
-	if err != nil {
-		return res, err
 	}
 	rep, err := children[0].call(cluster.Command{Op: "create"})
 	if err != nil {
@@ -611,4 +586,51 @@ func writeOps(path string, ops []checker.Op) error {
 		return fmt.Errorf("--history-out: %w", err)
 	}
 	return fh.Close()
+}
+
+// processes are the node processes of one cluster run, children of this
+// process: the temporary directory they share (sockets, histories), the
+// log file they write, and their loopback addresses.
+type processes struct {
+	tmp, logFile string
+	addrs, peers []string
+	children     []*child
+	stop         func()
+}
+
+// launch starts total node processes in a fresh temporary directory named
+// after kind, each with the arguments args gives. end stops them, prints
+// the tail of their log if *errp is set and no --log was asked for (it is
+// in the directory end removes), and removes the directory; it must be
+// deferred even when launch fails.
+func launch(f clusterFlags, kind string, total int, stderr io.Writer, args func(i int, p *processes) []string) (p *processes, end func(errp *error), err error) {
+	p = &processes{stop: func() {}}
+	end = func(errp *error) {
+		p.stop()
+		if *errp != nil && f.logFile == "" && p.logFile != "" {
+			printLogTail(stderr, p.logFile)
+		}
+		if p.tmp != "" {
+			os.RemoveAll(p.tmp)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return p, end, err
+	}
+	if p.tmp, err = os.MkdirTemp("", "scalestore-"+kind+"-"); err != nil {
+		return p, end, err
+	}
+	p.logFile = f.logFile
+	if p.logFile == "" {
+		p.logFile = filepath.Join(p.tmp, "nodes.log")
+	}
+	if p.addrs, err = freeAddrs(total); err != nil {
+		return p, end, err
+	}
+	for i, a := range p.addrs {
+		p.peers = append(p.peers, fmt.Sprintf("%d=%s", i, a))
+	}
+	p.children, p.stop, err = spawnChildren(exe, total, stderr, func(i int) []string { return args(i, p) })
+	return p, end, err
 }

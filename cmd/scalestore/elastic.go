@@ -48,49 +48,24 @@ type leftNode struct {
 }
 
 func clusterRunElastic(f clusterFlags, stderr io.Writer) (res clusterResult, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return res, err
-	}
-	tmp, err := os.MkdirTemp("", "scalestore-elastic-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(tmp)
-	logFile := f.logFile
-	if logFile == "" {
-		logFile = filepath.Join(tmp, "nodes.log")
-	}
-	defer func() {
-		if err != nil && f.logFile == "" {
-			printLogTail(stderr, logFile)
-		}
-	}()
 	storage, compute := f.nodes, f.computeNodes
 	total := storage + compute
-	addrs, err := freeAddrs(total)
-	if err != nil {
-		return res, err
-	}
-	var peers []string
-	for i, a := range addrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
-	}
-	progress := func(format string, a ...any) {
-		if !f.quiet {
-			fmt.Fprintf(stderr, "\r"+format, a...)
-		}
-	}
-	children, stop, err := spawnChildren(exe, total, stderr, func(i int) []string {
-		args := f.nodeArgs(i, addrs, peers, tmp, logFile)
+	p, end, err := launch(f, "elastic", total, stderr, func(i int, p *processes) []string {
+		args := f.nodeArgs(i, p.addrs, p.peers, p.tmp, p.logFile)
 		if i >= storage {
 			args = append(args, "--compute")
 		}
 		return args
 	})
-	defer stop()
+	defer end(&err)
 	if err != nil {
 		return res, err
+	}
+	children, tmp := p.children, p.tmp
+	progress := func(format string, a ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, "\r"+format, a...)
+		}
 	}
 	rep, err := children[0].call(cluster.Command{Op: "create"})
 	if err != nil {

@@ -19,48 +19,23 @@ import (
 // message a node refused (malformed, unexpected, a reply nobody waits
 // for) is a violation.
 func clusterRunIndex(f clusterFlags, stderr io.Writer) (res clusterResult, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return res, err
-	}
-	tmp, err := os.MkdirTemp("", "scalestore-index-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(tmp)
-	logFile := f.logFile
-	if logFile == "" {
-		logFile = filepath.Join(tmp, "nodes.log")
-	}
-	defer func() {
-		if err != nil && f.logFile == "" {
-			printLogTail(stderr, logFile)
-		}
-	}()
 	c, m := f.nodes, f.memoryNodes
 	total := c + m
-	addrs, err := freeAddrs(total)
-	if err != nil {
-		return res, err
-	}
-	var peers []string
-	for i, a := range addrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
-	}
-	children, stop, err := spawnChildren(exe, total, stderr, func(i int) []string {
+	p, end, err := launch(f, "index", total, stderr, func(i int, p *processes) []string {
 		role := "compute"
 		if i >= c {
 			role = "memory"
 		}
 		return []string{"node", "--control", "--protocol", "index", "--index-workload", f.workload, "--role", role, "--id", fmt.Sprint(i),
-			"--listen", addrs[i], "--peers", strings.Join(peers, ","), "--transport", f.kind, "--socket-dir", tmp,
-			"--log", logFile, "--keys", fmt.Sprint(f.records), "--computes", fmt.Sprint(c), "--servers", fmt.Sprint(m),
+			"--listen", p.addrs[i], "--peers", strings.Join(p.peers, ","), "--transport", f.kind, "--socket-dir", p.tmp,
+			"--log", p.logFile, "--keys", fmt.Sprint(f.records), "--computes", fmt.Sprint(c), "--servers", fmt.Sprint(m),
 			"--threads", fmt.Sprint(f.threads), "--search", f.search}
 	})
-	defer stop()
+	defer end(&err)
 	if err != nil {
 		return res, err
 	}
+	children, tmp := p.children, p.tmp
 	call := func(ch *child, cmd cluster.IndexCommand) (cluster.IndexReply, error) {
 		var rep cluster.IndexReply
 		err := ch.exchange(cmd.Op, cmd, &rep, func() string { return rep.Error })

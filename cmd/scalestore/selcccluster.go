@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -19,49 +18,24 @@ import (
 // --check porcupine on the whole history. A memory node that received a
 // message is a violation (they have no handler).
 func clusterRunSELCC(f clusterFlags, stderr io.Writer) (res clusterResult, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return res, err
-	}
-	tmp, err := os.MkdirTemp("", "scalestore-selcc-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(tmp)
-	logFile := f.logFile
-	if logFile == "" {
-		logFile = filepath.Join(tmp, "nodes.log")
-	}
-	defer func() {
-		if err != nil && f.logFile == "" {
-			printLogTail(stderr, logFile)
-		}
-	}()
 	c, m := f.nodes, f.memoryNodes
 	total := c + m
-	addrs, err := freeAddrs(total)
-	if err != nil {
-		return res, err
-	}
-	var peers []string
-	for i, a := range addrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, a))
-	}
 	lines := (f.records + m - 1) / m
 	frames := max(2, min(f.records, int(f.cacheBytes/protocol.PageSize)))
-	children, stop, err := spawnChildren(exe, total, stderr, func(i int) []string {
+	p, end, err := launch(f, "selcc", total, stderr, func(i int, p *processes) []string {
 		role := "compute"
 		if i >= c {
 			role = "memory"
 		}
 		return []string{"node", "--control", "--protocol", "selcc", "--role", role, "--id", fmt.Sprint(i),
-			"--listen", addrs[i], "--peers", strings.Join(peers, ","), "--transport", f.kind, "--socket-dir", tmp,
-			"--log", logFile, "--lines", fmt.Sprint(lines), "--frames", fmt.Sprint(frames), "--threads", fmt.Sprint(f.threads)}
+			"--listen", p.addrs[i], "--peers", strings.Join(p.peers, ","), "--transport", f.kind, "--socket-dir", p.tmp,
+			"--log", p.logFile, "--lines", fmt.Sprint(lines), "--frames", fmt.Sprint(frames), "--threads", fmt.Sprint(f.threads)}
 	})
-	defer stop()
+	defer end(&err)
 	if err != nil {
 		return res, err
 	}
+	children, tmp := p.children, p.tmp
 	call := func(ch *child, cmd cluster.SELCCCommand) (cluster.SELCCReply, error) {
 		var rep cluster.SELCCReply
 		err := ch.exchange(cmd.Op, cmd, &rep, func() string { return rep.Error })
