@@ -360,26 +360,10 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	if err != nil {
 		return res, err
 	}
-	children, tmp := p.children, p.tmp
-	progress := func(format string, a ...any) {
-		if !f.quiet {
-			fmt.Fprintf(stderr, "\r"+format, a...)
-		}
-	}
-	rep, err := children[0].call(cluster.Command{Op: "create"})
-	if err != nil {
+	children := p.children
+	progress, history := f.progress(stderr), p.history(f)
+	if err := p.openTable(); err != nil {
 		return res, err
-	}
-	for _, c := range children[1:] {
-		if _, err := c.call(cluster.Command{Op: "open", Catalog: rep.Catalog}); err != nil {
-			return res, err
-		}
-	}
-	history := func(phase string, i int) string {
-		if !f.check {
-			return ""
-		}
-		return filepath.Join(tmp, fmt.Sprintf("%s-%d.jsonl", phase, i))
 	}
 	// Load: every node inserts its share, all at once.
 	progress("loading %d records on %d nodes...", f.records, f.nodes)
@@ -426,28 +410,71 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	}
 	res = aggregate(f, results, res.LoadSeconds)
 	if f.check {
-		var ops []checker.Op
-		for i := range f.nodes {
-			for _, phase := range []string{"load", "run"} {
-				part, err := readHistory(history(phase, i))
-				if err != nil {
-					return res, err
-				}
-				ops = append(ops, part...)
-			}
-		}
-		res.Checked, res.HistoryOps = true, len(ops)
-		if f.historyOut != "" {
-			if err := writeOps(f.historyOut, ops); err != nil {
-				return res, err
-			}
-		}
-		progress("checking %d operations with porcupine...", len(ops))
-		cr, _ := checker.Check(ops, f.checkTimeout)
-		progress("\n")
-		res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
+		err = f.checkHistories(&res, history, f.nodes, func(int) []string { return []string{"load", "run"} }, progress)
 	}
-	return res, nil
+	return res, err
+}
+
+// checkHistories reads the histories of nodes 0..n-1, of the phases
+// (load, run) each took part in, writes them to --history-out if asked and
+// checks them with porcupine, per key.
+func (f *clusterFlags) checkHistories(res *clusterResult, history func(phase string, i int) string, n int, phases func(i int) []string, progress func(string, ...any)) error {
+	var ops []checker.Op
+	for i := range n {
+		for _, phase := range phases(i) {
+			part, err := readHistory(history(phase, i))
+			if err != nil {
+				return err
+			}
+			ops = append(ops, part...)
+		}
+	}
+	res.Checked, res.HistoryOps = true, len(ops)
+	if f.historyOut != "" {
+		if err := writeOps(f.historyOut, ops); err != nil {
+			return err
+		}
+	}
+	progress("checking %d operations with porcupine...", len(ops))
+	cr, _ := checker.Check(ops, f.checkTimeout)
+	progress("\n")
+	res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
+	return nil
+}
+
+// progress prints progress lines on stderr unless --quiet.
+func (f *clusterFlags) progress(stderr io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, "\r"+format, a...)
+		}
+	}
+}
+
+// openTable creates the YCSB table on the first node and opens it on the
+// others.
+func (p *processes) openTable() error {
+	rep, err := p.children[0].call(cluster.Command{Op: "create"})
+	if err != nil {
+		return err
+	}
+	for _, c := range p.children[1:] {
+		if _, err := c.call(cluster.Command{Op: "open", Catalog: rep.Catalog}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// history names the file of node i's history of a phase (load, run) with
+// --check; "" without.
+func (p *processes) history(f clusterFlags) func(phase string, i int) string {
+	return func(phase string, i int) string {
+		if !f.check {
+			return ""
+		}
+		return filepath.Join(p.tmp, fmt.Sprintf("%s-%d.jsonl", phase, i))
+	}
 }
 
 // nodeArgs are the arguments of node process i of a ScaleStore cluster.

@@ -3,11 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/cluster"
 )
 
@@ -61,26 +58,10 @@ func clusterRunElastic(f clusterFlags, stderr io.Writer) (res clusterResult, err
 	if err != nil {
 		return res, err
 	}
-	children, tmp := p.children, p.tmp
-	progress := func(format string, a ...any) {
-		if !f.quiet {
-			fmt.Fprintf(stderr, "\r"+format, a...)
-		}
-	}
-	rep, err := children[0].call(cluster.Command{Op: "create"})
-	if err != nil {
+	children := p.children
+	progress, history := f.progress(stderr), p.history(f)
+	if err := p.openTable(); err != nil {
 		return res, err
-	}
-	for _, c := range children[1:] {
-		if _, err := c.call(cluster.Command{Op: "open", Catalog: rep.Catalog}); err != nil {
-			return res, err
-		}
-	}
-	history := func(phase string, i int) string {
-		if !f.check {
-			return ""
-		}
-		return filepath.Join(tmp, fmt.Sprintf("%s-%d.jsonl", phase, i))
 	}
 	// The storage nodes load the records: the pages are theirs.
 	progress("loading %d records on %d storage nodes...", f.records, storage)
@@ -152,32 +133,15 @@ func clusterRunElastic(f clusterFlags, stderr io.Writer) (res clusterResult, err
 		}
 	}
 	if f.check {
-		var ops []checker.Op
-		for i := range total {
-			for _, phase := range []string{"load", "run"} {
-				path := history(phase, i)
-				if _, err := os.Stat(path); os.IsNotExist(err) {
-					continue // storage nodes run nothing, compute nodes load nothing
-				}
-				part, err := readHistory(path)
-				if err != nil {
-					return res, err
-				}
-				ops = append(ops, part...)
+		// Storage nodes only load, compute nodes only run.
+		err = f.checkHistories(&res, history, total, func(i int) []string {
+			if i < storage {
+				return []string{"load"}
 			}
-		}
-		res.Checked, res.HistoryOps = true, len(ops)
-		if f.historyOut != "" {
-			if err := writeOps(f.historyOut, ops); err != nil {
-				return res, err
-			}
-		}
-		progress("checking %d operations with porcupine...", len(ops))
-		cr, _ := checker.Check(ops, f.checkTimeout)
-		progress("\n")
-		res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
+			return []string{"run"}
+		}, progress)
 	}
-	return res, nil
+	return res, err
 }
 
 // printElastic prints the schedule's throughput per second and the nodes
