@@ -283,6 +283,13 @@ func (db *DB) wasClean() bool {
 func (db *DB) load() error {
 	meta := db.store.Meta()
 	if len(meta) == 0 {
+		if r, ok := db.store.(recoverable); ok && !db.wasClean() && r.Recovered() && !db.unclean {
+			// Killed while create wrote the new tree's pages, before it
+			// persisted the catalog: the journal put the pages back as
+			// they were (never written), Open never returned, and nothing
+			// was written to the store. Start over.
+			return db.create()
+		}
 		if !db.wasClean() {
 			// This build persists the catalog before Open returns (below),
 			// so only a store of an earlier build, which kept none until
@@ -397,16 +404,18 @@ func (db *DB) create() error {
 	if err != nil {
 		return err
 	}
-	// The metadata first: the tree's first page write marks the store in
-	// use with it. Then the empty tree's pages, so that the catalog on disk
-	// names a root from the start and a store killed before its first
-	// clean close reads with OpenUnclean as far as its pages go.
+	// The empty tree's pages first (the first write marks the store in
+	// use, with no catalog yet), then the catalog with the commit point
+	// (SyncStore). Killed in between, the store is in use without a
+	// catalog, and its journal puts the pages back: load starts over.
+	// (The catalog first would leave, after that rollback, a catalog that
+	// names a root page the journal had put back to never written.)
 	db.logEpoch = 1
-	if err := db.store.SetMeta(db.meta(db.logEpoch)); err != nil {
-		return fmt.Errorf("scalestore: %s: recording the new tree: %w", db.dir, err)
-	}
 	if err := db.rt.Flush(); err != nil {
 		return fmt.Errorf("scalestore: %s: writing the new tree: %w", db.dir, err)
+	}
+	if err := db.store.SetMeta(db.meta(db.logEpoch)); err != nil {
+		return fmt.Errorf("scalestore: %s: recording the new tree: %w", db.dir, err)
 	}
 	if err := db.rt.SyncStore(); err != nil {
 		return fmt.Errorf("scalestore: %s: persisting the new tree's catalog: %w", db.dir, err)
@@ -452,6 +461,9 @@ func (db *DB) Checkpoint() error {
 func (db *DB) checkpoint() error {
 	if err := db.log.Sync(); err != nil {
 		return err
+	}
+	if err := db.rt.ProtectStale(); err != nil {
+		return fmt.Errorf("journaling the changed pages' old images: %w", err)
 	}
 	if err := db.rt.WriteBack(); err != nil {
 		return fmt.Errorf("writing the changed pages: %w", err)

@@ -680,6 +680,34 @@ func (l *Local) SyncStore() error {
 	return err
 }
 
+// ProtectStale asks a store with an undo journal (storage/nvme's Protect)
+// to journal, ahead of the writes and many at a time, the on-disk images of
+// the pages whose SSD copy is stale: the ones WriteBack is about to write.
+// Pages that turn stale meanwhile are journaled by their write, as usual.
+func (l *Local) ProtectStale() error {
+	p, ok := l.store.(interface{ Protect(slots []uint64) error })
+	if !ok {
+		return nil
+	}
+	var slots []uint64
+	l.Locked(func() {
+		d := l.node.Directory()
+		for slot := range d.Allocated() {
+			if m := d.Meta(protocol.MakePID(d.Self(), slot)); m != nil && m.Stale {
+				slots = append(slots, slot)
+			}
+		}
+	})
+	mu := &l.syncMu
+	if l.async != nil {
+		mu = &l.ringMu
+	}
+	mu.Lock()
+	err := p.Protect(slots)
+	mu.Unlock()
+	return err
+}
+
 // SetPoller makes workers consume incoming messages themselves (poll, the
 // transport's Poll): every operation polls once as it starts, and a worker
 // that waits for the protocol polls for up to spin before it sleeps. Call it
@@ -788,7 +816,7 @@ func (l *Local) WriteBack() error {
 		if l.err != nil {
 			return l.err
 		}
-		busy := l.node.EvictStale()
+		busy := l.node.CleanStale()
 		if l.inFlite > 0 {
 			continue
 		}

@@ -101,6 +101,62 @@ func (n *Node) EvictStale() (busy int) {
 	return busy
 }
 
+// CleanStale is EvictStale for a checkpoint that keeps the pages cached: a
+// page of this node's directory that this node holds exclusively is written
+// back in place (Directory.WriteBackInPlace; the frame keeps it, shared),
+// any other stale page is evicted. It returns how many such frames it could
+// not claim now.
+func (n *Node) CleanStale() (busy int) {
+	for i := range n.cache.Frames() {
+		f := n.cache.Frame(i)
+		if f.Mode == protocol.ModeNone || f.Evicting || f.PID.Dir() != n.id {
+			continue
+		}
+		m := n.dir.Meta(f.PID)
+		if m == nil || !m.Stale {
+			continue
+		}
+		if m.InTransition() {
+			busy++ // being written back already
+			continue
+		}
+		if !n.cache.Claim(f) {
+			busy++
+			continue
+		}
+		if f.Mode == protocol.ModeExclusive && !f.Unreadable && m.Mode == protocol.ModeExclusive && m.Owner == n.id {
+			n.cleanInPlace(f)
+		} else {
+			n.startEvict(f)
+		}
+	}
+	n.flushBatches()
+	n.drain()
+	return busy
+}
+
+// cleanInPlace writes f's page back while f keeps it, shared.
+func (n *Node) cleanInPlace(f *bufmgr.Frame) {
+	pid := f.PID
+	if err := n.dir.WriteBackInPlace(pid, n.id); err != nil {
+		n.violation("%v", err)
+		return
+	}
+	buf := n.getBuf()
+	copy(buf, n.cache.Page(f))
+	f.Mode = protocol.ModeShared // the frame is slow (Claim): latch holders take the slow path
+	n.obs.CopyChanged(n.id, pid, protocol.ModeExclusive, protocol.ModeShared, n.copyData(f))
+	n.cache.Changed(f)
+	n.writeSSD(pid, buf, 0, func() {
+		n.putBuf(buf)
+		if err := n.dir.Persisted(pid); err != nil {
+			n.violation("%v", err)
+			return
+		}
+		n.resumeParked(pid)
+	})
+}
+
 // EvictPage starts the eviction of one page if its frame is evictable now.
 func (n *Node) EvictPage(pid protocol.PID) bool {
 	f := n.cache.Lookup(pid)

@@ -503,6 +503,24 @@ func (d *Directory) PulledPage(from NodeID, pid PID) error {
 	return nil
 }
 
+// WriteBackInPlace starts writing back a page whose exclusive owner keeps
+// it (a checkpoint that writes the changed pages without evicting them):
+// the owner holds it shared from now on (its next write upgrades it again,
+// which marks the page stale), and requests for it park until Persisted.
+func (d *Directory) WriteBackInPlace(pid PID, owner NodeID) error {
+	m := d.Meta(pid)
+	if m == nil {
+		return fmt.Errorf("write-back of %v in place: %w", pid, ErrNotOurs)
+	}
+	if m.Mode != ModeExclusive || m.Owner != owner || !m.Stale || m.InTransition() {
+		return fmt.Errorf("write-back of %v in place by node %d: %w: mode %v owner %d stale %v", pid, owner, ErrUnexpected, m.Mode, m.Owner, m.Stale)
+	}
+	m.Mode, m.Sharers, m.Copies = ModeShared, NodeSet{}, 0
+	m.Sharers.Add(owner)
+	m.writingBack, m.pulling = true, false
+	return nil
+}
+
 // Persisted records that the SSD copy of pid is the latest value again.
 // Parked requests may now proceed (NextParked).
 func (d *Directory) Persisted(pid PID) error {
