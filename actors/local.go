@@ -64,7 +64,11 @@ type Local struct {
 	// poll, when set (SetPoller), consumes incoming messages on the
 	// calling goroutine; a parked worker polls for pollSpin before it
 	// sleeps, and every operation polls once as it starts.
-	poll      func() int
+	poll func() int
+	// naps, when set, lets the transport's readers nap while workers
+	// poll (SetReaderNaps): activity counts the operations started.
+	naps      ReaderNaps
+	activity  atomic.Uint64
 	pollSpin  time.Duration
 	pollEvery time.Duration // SetPoller
 	pollBase  time.Time     // the clock's origin for nextPoll
@@ -178,6 +182,9 @@ func (l *Local) DoAs(w *bufmgr.Worker, fn func(w *bufmgr.Worker) error) error {
 	}
 	if l.poll != nil && l.pollDue() {
 		l.poll() // serve what peers sent: nobody else may be on a CPU to
+	}
+	if l.naps != nil {
+		l.activity.Add(1)
 	}
 	if p, ok := w.P.(*goParker); ok {
 		// The clock is read at the first park, not here: an operation
@@ -294,7 +301,13 @@ func (p *goParker) pollWait() {
 			break
 		}
 	}
-	<-p.ch
+	if l.naps != nil {
+		l.naps.WorkerParks()
+		<-p.ch
+		l.naps.WorkerRuns()
+	} else {
+		<-p.ch
+	}
 	if time.Since(start) <= l.pollSpin {
 		// Polling for the longest window would have caught the wake:
 		// widen. (Growing only on a wake while polling traps the window
@@ -316,6 +329,26 @@ func (l *Local) pollDue() bool {
 	}
 	l.nextPoll.Store(now + int64(l.pollEvery))
 	return true
+}
+
+// ReaderNaps is a transport whose readers can nap while the node's workers
+// poll (transport/shm's nap.go): the node tells it how many operations
+// its workers started, and when a worker sleeps waiting for the protocol
+// (its reply then needs a reader that a producer wakes at once).
+type ReaderNaps interface {
+	SetActivity(ops *atomic.Uint64)
+	WorkerParks()
+	WorkerRuns()
+}
+
+// SetReaderNaps lets t's readers nap while workers poll. Call it after
+// SetPoller, before the first worker runs.
+func (l *Local) SetReaderNaps(t ReaderNaps) {
+	if l.poll == nil {
+		return
+	}
+	l.naps = t
+	t.SetActivity(&l.activity)
 }
 
 // minPollSpin is the least a waiting worker polls (SetPoller).

@@ -30,6 +30,10 @@ type NodeConfig struct {
 	// actor's inbox (hollywood's mailbox) instead of handling it on the
 	// transport's goroutine; slower by a goroutine hand-off per message.
 	ActorDelivery bool
+	// NoReaderNaps keeps the transport's readers parking as soon as they
+	// find nothing, even while workers poll (shm's readers otherwise nap:
+	// transport/shm/nap.go).
+	NoReaderNaps bool
 	// PollSpin is how long a waiting worker polls the transport (where it
 	// can be polled: shm) before it sleeps; 0: workers do not poll.
 	PollSpin time.Duration
@@ -104,6 +108,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 			every = pi.PollInterval()
 		}
 		rt.SetPoller(p.Poll, cfg.PollSpin, every)
+		if naps, ok := tr.(actors.ReaderNaps); ok && !cfg.NoReaderNaps {
+			rt.SetReaderNaps(naps)
+		}
 	}
 	n.Tr, n.Host = tr, host
 	n.fetches = hdrhistogram.New(1, 60_000_000, 3)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -492,12 +493,23 @@ func (f *clusterFlags) nodeArgs(i int, addrs, peers []string, tmp, logFile strin
 	}
 	if f.pollSpin >= 0 {
 		args = append(args, "--poll-spin", f.pollSpin.String())
+	} else if f.kind == "shm" && f.nodes*f.threads <= runtime.NumCPU() {
+		// Every worker has a core of its own: one waiting for a peer may
+		// poll long (its peer's worker is on another core and answers at
+		// its next operation), and the readers nap meanwhile. With more
+		// workers than cores the node's adaptive default stays: polling
+		// would take the CPU from the worker it waits for.
+		args = append(args, "--poll-spin", dedicatedPollSpin.String())
 	}
 	if f.shmSpin != 0 {
 		args = append(args, "--shm-spin", f.shmSpin.String())
 	}
 	return args
 }
+
+// dedicatedPollSpin is the poll window the cluster gives shm nodes when
+// every worker of the cluster has a core (nodeArgs).
+const dedicatedPollSpin = 500 * time.Microsecond
 
 // spawnChildren starts n node processes with the arguments argsFor gives
 // each; stop closes their stdin (a node exits when it closes) and kills

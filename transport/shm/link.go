@@ -25,8 +25,11 @@ import (
 type link struct {
 	t    *Transport
 	peer *peer
-	conn *net.UnixConn
-	seg  *segment
+	// lastActivity is the workers' activity count the reader saw last
+	// (nap.go): only the reader goroutine touches it.
+	lastActivity uint64
+	conn         *net.UnixConn
+	seg          *segment
 
 	msgOut producer // messages and verb requests to the peer
 	// msgIn holds messages and verb requests from the peer. Whoever holds
@@ -156,6 +159,17 @@ func (l *link) readLoop() {
 			return
 		}
 		if n == 0 {
+			if act, ok := l.t.napping(); ok {
+				// Workers poll: nap instead of parking while they make
+				// progress (nap.go).
+				if a := act.Load(); a != l.lastActivity {
+					l.lastActivity = a
+					if !l.msgIn.spinOnly(stopped) {
+						l.t.nap()
+					}
+					continue
+				}
+			}
 			if l.msgIn.wait(stopped) {
 				l.drainStale() // idle: a good time
 			}

@@ -276,6 +276,18 @@ func (c *consumer) wait(stopped func() bool) bool {
 	return true
 }
 
+// spinOnly polls like wait but never parks; it reports whether a record
+// came.
+func (c *consumer) spinOnly(stopped func() bool) bool {
+	ready := func() bool { return c.ctl.tail.Load() != c.ctl.head.Load() }
+	var check func() bool
+	if c.peerCPU != nil {
+		check = c.apart
+	}
+	ok, _ := spinUntil(ready, c.spin.cur, check)
+	return ok || stopped()
+}
+
 // apart publishes our CPU and reports whether the peer's reader was last
 // seen on another one.
 func (c *consumer) apart() bool {

@@ -46,6 +46,11 @@ type Transport struct {
 
 	regMu   sync.RWMutex
 	regions map[uint32][]byte // registered memory by key
+
+	// Napping readers (nap.go).
+	activity      atomic.Pointer[atomic.Uint64]
+	parkedWorkers atomic.Int32
+	napWord       atomic.Uint32
 }
 
 var _ transport.Transport = (*Transport)(nil)
