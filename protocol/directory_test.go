@@ -318,3 +318,45 @@ func TestPollingBusy(t *testing.T) {
 		t.Fatalf("polling: %v", dec.Action)
 	}
 }
+
+// A checkpoint writes a page back in place: the exclusive owner keeps it,
+// shared; requests park until the SSD copy is written; then the page is
+// fresh, its owner serves copies, and the owner's next write upgrades it
+// and marks it stale again. Anything but a stale page held exclusively by
+// the caller is refused.
+func TestWriteBackInPlace(t *testing.T) {
+	d, pid := newDir(t, Chaining) // 1 owns it, stale
+	if err := d.WriteBackInPlace(pid, 2); err == nil {
+		t.Fatal("write-back in place by a node that does not own the page")
+	}
+	if err := d.WriteBackInPlace(pid, 1); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Meta(pid); m.Mode != ModeShared || !m.Sharers.Has(1) || !m.InTransition() {
+		t.Fatalf("during the write: %+v", m)
+	}
+	if err := d.WriteBackInPlace(pid, 1); err == nil {
+		t.Fatal("a second write-back in place while the first is under way")
+	}
+	if dec := req(t, d, 3, pid, ModeShared); dec.Action != ActParked {
+		t.Fatalf("request during the write: %+v", dec)
+	}
+	if err := d.Persisted(pid); err != nil {
+		t.Fatal(err)
+	}
+	m := d.Meta(pid)
+	if m.Stale || !m.Sourced || m.Source != 1 {
+		t.Fatalf("after the write: %+v", m)
+	}
+	from, mode, ok := d.NextParked(pid)
+	if !ok || from != 3 || mode != ModeShared {
+		t.Fatalf("parked request: %d %v %v", from, mode, ok)
+	}
+	if dec := req(t, d, from, pid, mode); dec.Target != 1 || !dec.AnyCopy {
+		t.Fatalf("copy after the write-back: %+v", dec)
+	}
+	up := req(t, d, 1, pid, ModeExclusive)
+	if up.Action != ActGrantNoData || !up.Set.Has(3) || d.Meta(pid).Mode != ModeExclusive || !d.Meta(pid).Stale {
+		t.Fatalf("the owner's next write: %+v, meta %+v", up, d.Meta(pid))
+	}
+}

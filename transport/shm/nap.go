@@ -52,6 +52,7 @@ func (t *Transport) WorkerRuns() { t.parkedWorkers.Add(-1) }
 
 // nap sleeps up to napTimeout unless a worker parks meanwhile.
 func (t *Transport) nap() {
+	t.naps.Add(1)
 	t.napWord.Store(0)
 	if t.parkedWorkers.Load() == 0 {
 		futexSleep(&t.napWord, 0, napTimeout)

@@ -871,3 +871,69 @@ func TestPollSharesTheRingInOrder(t *testing.T) {
 	}
 	t.Logf("pollers consumed %d of %d messages", polled.Load(), n)
 }
+
+// TestReadersNapWhileWorkersPoll: with the workers' activity counter moving
+// and no worker parked, a reader that finds nothing naps instead of
+// parking, so the sender never has a parked reader to wake (no futex
+// wake-up); a message still arrives, through a poller or the reader after
+// its nap. Once a worker parks (WorkerParks), the nappers are woken and the
+// reader parks as before: a message then reaches the handler at once.
+func TestReadersNapWhileWorkersPoll(t *testing.T) {
+	c := newCollector()
+	nop := func(protocol.NodeID, []byte, []byte) {}
+	ts := newCluster(t, []transport.Handler{nop, c.handler}, nil)
+	defer ts[0].Close()
+	defer ts[1].Close()
+	var activity atomic.Uint64
+	ts[1].SetActivity(&activity)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a worker making progress, polling now and then
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			activity.Add(1)
+			ts[1].Poll()
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	const n = 2000
+	for i := range uint64(n) {
+		if err := ts[0].Send(1, seqFrame(i), nil); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			time.Sleep(200 * time.Microsecond) // let the reader run dry and nap
+		}
+	}
+	c.waitFor(t, n-1)
+	if ts[1].naps.Load() == 0 {
+		t.Error("the reader never napped while the worker made progress")
+	}
+	// A worker parks: the readers stop napping, and a message gets through
+	// without any poller.
+	close(stop)
+	wg.Wait()
+	ts[1].WorkerParks()
+	defer ts[1].WorkerRuns()
+	start := time.Now()
+	if err := ts[0].Send(1, seqFrame(n), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(t, n)
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("a message to a node whose worker sleeps took %v", d)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, s := range c.msgs {
+		if s != uint64(i) {
+			t.Fatalf("message %d is %d: out of order or twice", i, s)
+		}
+	}
+}

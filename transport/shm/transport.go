@@ -51,6 +51,7 @@ type Transport struct {
 	activity      atomic.Pointer[atomic.Uint64]
 	parkedWorkers atomic.Int32
 	napWord       atomic.Uint32
+	naps          atomic.Uint64 // naps taken (tests)
 }
 
 var _ transport.Transport = (*Transport)(nil)
