@@ -21,14 +21,14 @@ func (e *fakeEnv) Rand() uint64 {
 	e.rnd ^= e.rnd << 17
 	return e.rnd
 }
-func (e *fakeEnv) Send(m *protocol.Message, payload []byte) {
+func (e *fakeEnv) Send(m protocol.Message, payload []byte) {
 	if err := m.Validate(); err != nil {
 		e.t.Fatalf("node sent an invalid message %v: %v", m, err)
 	}
 	if len(payload) != m.PayloadLen() {
 		e.t.Fatalf("node sent %v with %d payload bytes", m, len(payload))
 	}
-	e.sent = append(e.sent, *m)
+	e.sent = append(e.sent, m)
 }
 func (e *fakeEnv) ReadPage(slot uint64, buf []byte, done func(error))  { done(nil) }
 func (e *fakeEnv) WritePage(slot uint64, buf []byte, done func(error)) { done(nil) }

@@ -13,7 +13,7 @@ type Env interface {
 	Rand() uint64
 	// Send sends m (m.From is this node) with payload, which the transport
 	// copies before Send returns.
-	Send(m *protocol.Message, payload []byte)
+	Send(m protocol.Message, payload []byte)
 	// ReadPage reads SSD slot into buf and calls done when finished.
 	ReadPage(slot uint64, buf []byte, done func(error))
 	// WritePage writes buf to SSD slot and calls done when finished.

@@ -377,12 +377,12 @@ func (l *Local) Rand() uint64 { return l.rng.Uint64() }
 // Send implements Env: the message joins the outbox, which a goroutine
 // hands to the transport outside the lock (a full transport queue must not
 // stall the node). A node of one never sends.
-func (l *Local) Send(m *protocol.Message, payload []byte) {
+func (l *Local) Send(m protocol.Message, payload []byte) {
 	if l.out == nil {
 		l.fail(fmt.Errorf("actors: a node without a transport sent %v", m))
 		return
 	}
-	l.out.add(m, payload)
+	l.out.add(&m, payload)
 }
 
 // ReadPage implements Env.

@@ -149,7 +149,7 @@ func (n *Node) send(m protocol.Message, payload []byte) {
 // a message that leaves the node is copied to the heap (Env.Send is an
 // interface call, and its argument escapes): a node of one never does.
 func (n *Node) sendRemote(m protocol.Message, payload []byte) {
-	n.env.Send(&m, payload)
+	n.env.Send(m, payload)
 }
 
 // drain handles the messages a step sent to this node itself.

@@ -203,7 +203,7 @@ func (e *NodeEnv) Now() int64 { return e.W.now }
 func (e *NodeEnv) Rand() uint64 { return e.W.Rand() }
 
 // Send implements actors.Env.
-func (e *NodeEnv) Send(m *protocol.Message, payload []byte) { e.W.Send(m, payload) }
+func (e *NodeEnv) Send(m protocol.Message, payload []byte) { e.W.Send(&m, payload) }
 
 // After implements actors.Env.
 func (e *NodeEnv) After(delay int64, fn func()) { e.W.After(e.ID, delay, fn) }
