@@ -242,7 +242,3 @@ func (n *Node) Rebuilt(pid protocol.PID, epoch uint32) {
 		f.Epoch = epoch
 	}
 }
-
-// Voids is the number of frames a view change took away that a worker
-// still latches.
-func (n *Node) Voids() int { return len(n.voids) }

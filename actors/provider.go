@@ -77,35 +77,12 @@ func (n *Node) EvictAll() {
 	n.drain()
 }
 
-// EvictStale starts the eviction of every frame whose page's SSD copy is
-// stale (a page of this node's directory changed since it was last
-// persisted), which writes it back, and returns how many such frames it
-// could not claim now (latched, or waited for): a checkpoint tries again.
-func (n *Node) EvictStale() (busy int) {
-	for i := range n.cache.Frames() {
-		f := n.cache.Frame(i)
-		if f.Mode == protocol.ModeNone || f.Evicting || f.PID.Dir() != n.id {
-			continue
-		}
-		if m := n.dir.Meta(f.PID); m == nil || !m.Stale {
-			continue
-		}
-		if n.cache.Claim(f) {
-			n.startEvict(f)
-		} else {
-			busy++
-		}
-	}
-	n.flushBatches()
-	n.drain()
-	return busy
-}
-
-// CleanStale is EvictStale for a checkpoint that keeps the pages cached: a
-// page of this node's directory that this node holds exclusively is written
-// back in place (Directory.WriteBackInPlace; the frame keeps it, shared),
-// any other stale page is evicted. It returns how many such frames it could
-// not claim now.
+// CleanStale writes back every page of this node's directory whose SSD
+// copy is stale, for a checkpoint that keeps the pages cached: a page this
+// node holds exclusively is written back in place
+// (Directory.WriteBackInPlace; the frame keeps it, shared), any other is
+// evicted, the directory pulling it. It returns how many such frames it
+// could not claim now (latched, or being written back already).
 func (n *Node) CleanStale() (busy int) {
 	for i := range n.cache.Frames() {
 		f := n.cache.Frame(i)

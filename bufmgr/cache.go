@@ -355,6 +355,12 @@ func (c *Cache) wakeFreeWaiters() {
 func (c *Cache) Granted(f *Frame) {
 	f.grantGen++
 	f.entitled = 0
+	c.entitle(f)
+}
+
+// entitle gives every waiter on f whose wish f's mode meets a turn, and
+// wakes them all.
+func (c *Cache) entitle(f *Frame) {
 	for _, w := range c.waiters[f.index] {
 		if w.want <= f.Mode {
 			w.satisfied++
@@ -374,21 +380,7 @@ func (c *Cache) Granted(f *Frame) {
 // (shared to exclusive): entitlements of the earlier grant still count, since
 // the page never left. Workers it entitled may not have run yet (woken, not
 // resumed); the hand-over queued behind the upgrade must wait for them too.
-func (c *Cache) Upgraded(f *Frame) {
-	for _, w := range c.waiters[f.index] {
-		if w.want <= f.Mode {
-			w.satisfied++
-		}
-		if w.want <= f.Mode && !w.hasTurn(f) {
-			if c.EntitleFewer != nil && w.want == f.Mode && c.EntitleFewer() {
-				continue // mutation: the rule is broken on purpose
-			}
-			w.entitled, w.entitledGen = f, f.grantGen
-			f.entitled++
-		}
-	}
-	c.wakeAll(f)
-}
+func (c *Cache) Upgraded(f *Frame) { c.entitle(f) }
 
 // Changed wakes every worker waiting on f so it looks again.
 func (c *Cache) Changed(f *Frame) { c.wakeAll(f) }

@@ -411,36 +411,13 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	}
 	res = aggregate(f, results, res.LoadSeconds)
 	if f.check {
-		err = f.checkHistories(&res, history, f.nodes, func(int) []string { return []string{"load", "run"} }, progress)
+		var paths []string
+		for i := range f.nodes {
+			paths = append(paths, history("load", i), history("run", i))
+		}
+		err = checkHistories(f, paths, &res, progress)
 	}
 	return res, err
-}
-
-// checkHistories reads the histories of nodes 0..n-1, of the phases
-// (load, run) each took part in, writes them to --history-out if asked and
-// checks them with porcupine, per key.
-func (f *clusterFlags) checkHistories(res *clusterResult, history func(phase string, i int) string, n int, phases func(i int) []string, progress func(string, ...any)) error {
-	var ops []checker.Op
-	for i := range n {
-		for _, phase := range phases(i) {
-			part, err := readHistory(history(phase, i))
-			if err != nil {
-				return err
-			}
-			ops = append(ops, part...)
-		}
-	}
-	res.Checked, res.HistoryOps = true, len(ops)
-	if f.historyOut != "" {
-		if err := writeOps(f.historyOut, ops); err != nil {
-			return err
-		}
-	}
-	progress("checking %d operations with porcupine...", len(ops))
-	cr, _ := checker.Check(ops, f.checkTimeout)
-	progress("\n")
-	res.Violations, res.Undecided = len(cr.BadPages), cr.Unknown
-	return nil
 }
 
 // progress prints progress lines on stderr unless --quiet.

@@ -134,12 +134,15 @@ func clusterRunElastic(f clusterFlags, stderr io.Writer) (res clusterResult, err
 	}
 	if f.check {
 		// Storage nodes only load, compute nodes only run.
-		err = f.checkHistories(&res, history, total, func(i int) []string {
+		var paths []string
+		for i := range total {
+			phase := "run"
 			if i < storage {
-				return []string{"load"}
+				phase = "load"
 			}
-			return []string{"run"}
-		}, progress)
+			paths = append(paths, history(phase, i))
+		}
+		err = checkHistories(f, paths, &res, progress)
 	}
 	return res, err
 }

@@ -95,9 +95,18 @@ func clusterRunIndex(f clusterFlags, stderr io.Writer) (res clusterResult, err e
 		fmt.Fprintf(stderr, "cluster: the nodes refused %d messages (see the log)\n", bad)
 	}
 	if f.check {
-		err = checkHistories(f, c, history, &res, stderr)
+		err = checkHistories(f, computeHistories(c, history), &res, f.progress(stderr))
 	}
 	return res, err
+}
+
+// computeHistories are the history files of compute nodes 0..c-1.
+func computeHistories(c int, history func(int) string) []string {
+	paths := make([]string, c)
+	for i := range c {
+		paths[i] = history(i)
+	}
+	return paths
 }
 
 // printLogTail prints the last lines of the nodes' log after a failed run.
@@ -108,12 +117,13 @@ func printLogTail(stderr io.Writer, logFile string) {
 	}
 }
 
-// checkHistories reads the histories of compute nodes 0..c-1, writes them
-// to --history-out if asked, and checks them with porcupine per key.
-func checkHistories(f clusterFlags, c int, history func(int) string, res *clusterResult, stderr io.Writer) error {
+// checkHistories reads the history files at paths, writes them to
+// --history-out if asked, and checks them with porcupine per key; the keys
+// not linearizable add to res.Violations.
+func checkHistories(f clusterFlags, paths []string, res *clusterResult, progress func(string, ...any)) error {
 	var ops []checker.Op
-	for i := range c {
-		part, err := readHistory(history(i))
+	for _, path := range paths {
+		part, err := readHistory(path)
 		if err != nil {
 			return err
 		}
@@ -125,10 +135,9 @@ func checkHistories(f clusterFlags, c int, history func(int) string, res *cluste
 			return err
 		}
 	}
-	if !f.quiet {
-		fmt.Fprintf(stderr, "checking %d operations...\n", len(ops))
-	}
+	progress("checking %d operations with porcupine...", len(ops))
 	cr, _ := checker.Check(ops, f.checkTimeout)
+	progress("\n")
 	res.Violations += len(cr.BadPages)
 	res.Undecided = cr.Unknown
 	return nil

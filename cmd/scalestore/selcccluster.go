@@ -100,7 +100,7 @@ func clusterRunSELCC(f clusterFlags, stderr io.Writer) (res clusterResult, err e
 		fmt.Fprintf(stderr, "cluster: the memory nodes received %d messages; they have no handler\n", res.MemoryMessages)
 	}
 	if f.check {
-		err = checkHistories(f, c, history, &res, stderr)
+		err = checkHistories(f, computeHistories(c, history), &res, f.progress(stderr))
 	}
 	return res, err
 }

@@ -61,25 +61,6 @@ func (w *World) DropMessages() int {
 	return dropped
 }
 
-// down sifts element i of the heap down to its place.
-func (h eventHeap) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && h.less(r, l) {
-			m = r
-		}
-		if !h.less(m, i) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
 // ioAt is when a storage operation on node's slot issued now completes.
 // With OrderedIO, operations on one slot complete in the order they were
 // issued: a write that started before a crash can then never land over a

@@ -68,23 +68,27 @@ func (h *eventHeap) pop() *event {
 	q[last] = nil
 	q = q[:last]
 	*h = q
-	i := 0
+	q.down(0)
+	return top
+}
+
+// down sifts element i of the heap down to its place.
+func (h eventHeap) down(i int) {
 	for {
 		l := 2*i + 1
-		if l >= len(q) {
-			break
+		if l >= len(h) {
+			return
 		}
 		m := l
-		if r := l + 1; r < len(q) && q.less(r, l) {
+		if r := l + 1; r < len(h) && h.less(r, l) {
 			m = r
 		}
-		if !q.less(m, i) {
-			break
+		if !h.less(m, i) {
+			return
 		}
-		q[i], q[m] = q[m], q[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
-	return top
 }
 
 // TraceFunc sees every network message right after its receiver handled it.
