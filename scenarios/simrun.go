@@ -102,6 +102,11 @@ type SimConfig struct {
 	ShiftAt     float64
 	// WriteNanos is OpNanos for a write (0: OpNanos).
 	WriteNanos int64
+	// DirectWrites makes every write take the exclusive latch at once, as
+	// Fig. 6's micro-benchmark does; otherwise 30% of writes read first and
+	// upgrade, so that runs exercise S->X upgrades and their deadlock
+	// avoidance.
+	DirectWrites bool
 	// ComputeNodes, when above 0, adds that many compute nodes (ids Nodes
 	// and up) to the Nodes storage nodes: the decoupled architecture of
 	// paper §6.6. Pages live on the storage nodes, which then run no
@@ -892,7 +897,7 @@ func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid
 func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) {
 	c := node.Cache()
 	var x bufmgr.ExclusiveGuard
-	if r.c.w.Chance(0.3) {
+	if !r.cfg.DirectWrites && r.c.w.Chance(0.3) {
 		// Read, then upgrade (paper §5.1): exercises S->X upgrades and their
 		// deadlock avoidance.
 		s := c.Shared(bw, pid)

@@ -160,7 +160,7 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
 		}
 		for _, f := range scenarios.ScaleStoreFigures {
-			fmt.Fprintf(stdout, "%-16s %-20s %s\n", f.Name, f.Paper, f.About)
+			fmt.Fprintf(stdout, "%-18s %-20s %s\n", f.Name, f.Paper, f.About)
 		}
 		for _, f := range scenarios.IndexFigures {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
