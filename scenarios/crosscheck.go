@@ -9,12 +9,23 @@ import (
 // keeps from the nodes' reports: a node that changed a copy without saying
 // so would otherwise hide from the single-writer check. It also checks every
 // valid copy against the last completed write. It runs every
-// crossCheckEvery steps, and after every step in builds with -tags
+// crossCheckInterval steps, and after every step in builds with -tags
 // invariants.
 //
 // It walks each node's frames once, not every page on every node, so its
 // cost is the cluster's frames plus the pages (not their product): at 256
 // nodes the product made the check most of the simulator's time.
+// crossCheckInterval is how many steps apart crossCheck runs in a cluster
+// of frames frames: crossCheckEvery, stretched to 4 steps a frame in large
+// clusters so that its cost per step stays bounded (a quarter of a frame)
+// whatever the node count. Builds with -tags invariants keep every step.
+func crossCheckInterval(frames int) uint64 {
+	if crossCheckEvery == 1 {
+		return 1
+	}
+	return uint64(max(crossCheckEvery, 4*frames))
+}
+
 func (c *cluster) crossCheck(pids []protocol.PID) {
 	type copies struct{ x, s int }
 	held := make(map[protocol.PID]*copies, len(pids))

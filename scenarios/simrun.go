@@ -649,6 +649,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 	const watchdog = 2_000_000_000 // 2 s simulated without a completed operation
 	r.lastOp = r.c.w.Now()
 	w := r.c.w
+	checkEvery := crossCheckInterval(len(r.c.nodes) * r.cfg.CachePages)
 	for {
 		done := true
 		for _, co := range cos {
@@ -677,7 +678,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 				r.stopAll(cos)
 				return false
 			}
-			if w.Steps%crossCheckEvery == 0 && phase == "workload" {
+			if w.Steps%checkEvery == 0 && phase == "workload" {
 				r.c.crossCheck(r.pids)
 			}
 		}

@@ -36,8 +36,8 @@ func (w *World) Dead(node protocol.NodeID) bool { return w.dead != nil && w.dead
 func (w *World) DropMessages() int {
 	kept := w.events[:0]
 	dropped := 0
-	for _, e := range w.events {
-		if e.kind == evMsg {
+	for _, slot := range w.events {
+		if e := slot.e; e.kind == evMsg {
 			dropped++
 			if cap(e.payload) >= protocol.PageSize {
 				w.pages = append(w.pages, e.payload)
@@ -46,13 +46,15 @@ func (w *World) DropMessages() int {
 			w.free = append(w.free, e)
 			continue
 		}
-		kept = append(kept, e)
+		kept = append(kept, slot)
 	}
 	clear(w.events[len(kept):])
 	w.events = kept
 	// Re-establish the heap property bottom-up.
-	for i := len(w.events)/2 - 1; i >= 0; i-- {
-		w.events.down(i)
+	if n := len(w.events); n > 1 {
+		for i := (n - 2) / 4; i >= 0; i-- {
+			w.events.down(i)
+		}
 	}
 	for i := range w.linkLast {
 		w.linkLast[i] = 0

@@ -35,62 +35,6 @@ type event struct {
 	verb    *pendingVerb
 }
 
-// eventHeap is a binary min-heap on (at, seq): typed, so the hot loop does
-// no interface calls.
-type eventHeap []*event
-
-func (h eventHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *eventHeap) push(e *event) {
-	*h = append(*h, e)
-	q := *h
-	i := len(q) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-}
-
-func (h *eventHeap) pop() *event {
-	q := *h
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q[last] = nil
-	q = q[:last]
-	*h = q
-	q.down(0)
-	return top
-}
-
-// down sifts element i of the heap down to its place.
-func (h eventHeap) down(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && h.less(r, l) {
-			m = r
-		}
-		if !h.less(m, i) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
 // TraceFunc sees every network message right after its receiver handled it.
 type TraceFunc func(at int64, m *protocol.Message, payload []byte)
 
