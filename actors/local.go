@@ -137,7 +137,7 @@ func newLocal(cfg Config, store storage.PageStore) (*Local, error) {
 	cfg.AdviseMemory = AdviseHuge
 	l.node = New(cfg, l, l, pages)
 	l.node.Cache().SetLocker(&l.mu)
-	l.node.Cache().PoisonPrefix = 64
+	l.node.Cache().PoisonEnds = 64
 	l.workers.New = func() any {
 		p := &goParker{l: l, ch: make(chan struct{}, 1)}
 		return &bufmgr.Worker{ID: int(l.nextID.Add(1)), P: p}

@@ -146,14 +146,16 @@ type Cache struct {
 	// names (package mutation); nil: the rule holds.
 	UpgradeIgnoresVersion func() bool
 	EntitleFewer          func() bool
-	// PoisonPrefix, when above 0, limits the poison of a dropped frame
-	// (Poison) to its first PoisonPrefix bytes. The simulator poisons whole
-	// pages, so that a reader who skips validation is caught whatever it
-	// reads; the real-world runtime poisons the first line only (a page's
-	// header, a register's value), since a dropped frame is refilled with
-	// the next page anyway and 4 KiB of stores per eviction, under the node
-	// lock, slowed down every miss.
-	PoisonPrefix int
+	// PoisonEnds, when above 0, limits the poison of a dropped frame
+	// (Poison) to its first and its last PoisonEnds bytes: a page's header,
+	// and both copies of a register's value. By default a dropped frame is
+	// poisoned whole, so that a reader who skips validation is caught
+	// whatever it reads (the simulator's B-tree and index workloads); the
+	// real-world runtime and the simulator's register workloads poison the
+	// ends only, since a dropped frame is refilled with the next page
+	// anyway, and 4 KiB of stores to a cold frame on every invalidation
+	// slowed down every miss.
+	PoisonEnds int
 	// OnExclusiveRelease, when set, sees every page an exclusive guard
 	// releases or downgrades, before others can see it (the simulator
 	// records the page's content as the last completed write).

@@ -99,12 +99,14 @@ var poisonPage = func() []byte {
 	return b
 }()
 
-// poison fills the frame's data with Poison (its first PoisonPrefix bytes,
-// when that is set).
+// poison fills the frame's data with Poison (its first and last
+// PoisonEnds bytes, when that is set).
 func (c *Cache) poison(f *Frame) {
 	p := c.Page(f)
-	if c.PoisonPrefix > 0 && c.PoisonPrefix < len(p) {
-		p = p[:c.PoisonPrefix]
+	if e := c.PoisonEnds; e > 0 && 2*e < len(p) {
+		copy(p[:e], poisonPage)
+		copy(p[len(p)-e:], poisonPage)
+		return
 	}
 	copy(p, poisonPage)
 }

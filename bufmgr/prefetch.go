@@ -25,6 +25,42 @@ func (c *Cache) PrefetchLookup(pid protocol.PID) {
 	prefetch.Line(unsafe.Pointer(c.table.bucketOf(pid)))
 }
 
+// TransferHint hints what a protocol message about a page touches first
+// on its way to a frame: the home frame, the translation table's bucket,
+// and the frame's queue of transfers and its waiters. It holds copies of
+// the addresses it needs, so that a holder of many (the simulator keeps
+// one per node in an array) reaches the lines to hint without first
+// missing on the cache and its table. Valid as long as the cache is.
+type TransferHint struct {
+	frames, queues, waiters, buckets unsafe.Pointer
+	n, homeDiv, mask                 uint64
+}
+
+// TransferHint returns the cache's TransferHint.
+func (c *Cache) TransferHint() TransferHint {
+	return TransferHint{
+		frames:  unsafe.Pointer(unsafe.SliceData(c.frames)),
+		queues:  unsafe.Pointer(unsafe.SliceData(c.queues)),
+		waiters: unsafe.Pointer(unsafe.SliceData(c.waiters)),
+		buckets: unsafe.Pointer(unsafe.SliceData(c.table.buckets)),
+		n:       uint64(len(c.frames)), homeDiv: c.table.homeDiv, mask: c.table.mask,
+	}
+}
+
+// PrefetchFrame hints the lines a message reads first (see TransferHint),
+// given the message's encoded frame (protocol.FramePID).
+func (h *TransferHint) PrefetchFrame(frame []byte) {
+	if h.n == 0 {
+		return
+	}
+	pid := protocol.FramePID(frame)
+	i := uintptr(homeIndex(pid, h.homeDiv, h.n))
+	prefetch.Line(unsafe.Add(h.frames, i*unsafe.Sizeof(Frame{})))
+	prefetch.Line(unsafe.Add(h.queues, i*unsafe.Sizeof([]Transfer{})))
+	prefetch.Line(unsafe.Add(h.waiters, i*unsafe.Sizeof([]*Worker{})))
+	prefetch.Line(unsafe.Add(h.buckets, uintptr(bucketIndex(pid, h.mask))*unsafe.Sizeof(bucket{})))
+}
+
 // PrefetchPage hints, for a page that does not live at home, the frame
 // that pid's bucket points to first and the first line of its page (the
 // header a B-tree node starts with). It reads the home frame and the

@@ -81,8 +81,13 @@ func (t *table) countHome(f *Frame, pid protocol.PID, d int) {
 func tableKey(pid protocol.PID) uint64 { return uint64(pid) + 1 }
 
 func (t *table) bucketOf(pid protocol.PID) *bucket {
+	return &t.buckets[bucketIndex(pid, t.mask)]
+}
+
+// bucketIndex is pid's bucket in a table of mask+1 buckets.
+func bucketIndex(pid protocol.PID, mask uint64) uint64 {
 	h := uint64(pid) * 0x9E3779B97F4A7C15 // Fibonacci hashing spreads slots
-	return &t.buckets[(h>>17)&t.mask]
+	return (h >> 17) & mask
 }
 
 // homeSpread offsets the homes of different directories' pages, so that
@@ -101,7 +106,12 @@ const homeSpread = 0x9E3779B9
 // 64-bit and one 128-bit multiplication (fastmod: for a < 2^32 and
 // d < 2^32, a mod d = hi64(lo64(a·⌈2^64/d⌉)·d)).
 func (t *table) home(pid protocol.PID) int {
-	return fastmod(uint32(pid.Slot())+uint32(pid.Dir())*homeSpread, t.homeDiv, uint64(len(t.frames)))
+	return homeIndex(pid, t.homeDiv, uint64(len(t.frames)))
+}
+
+// homeIndex is pid's home in n frames, given div = ⌈2^64/n⌉ (see home).
+func homeIndex(pid protocol.PID, div, n uint64) int {
+	return fastmod(uint32(pid.Slot())+uint32(pid.Dir())*homeSpread, div, n)
 }
 
 // fastmod is a mod n, given div = ⌈2^64/n⌉ (0 for n = 1), for n < 2^32.

@@ -195,3 +195,13 @@ func DecodeEvictEntries(dst []EvictEntry, b []byte, count int, reply bool) ([]Ev
 	}
 	return dst, nil
 }
+
+// FramePID is the PID field of an encoded frame, unvalidated: for a hint
+// about which page a message is for before it is decoded, never for a
+// decision (0 when b is too short).
+func FramePID(b []byte) PID {
+	if len(b) < 16 {
+		return 0
+	}
+	return PID(binary.LittleEndian.Uint64(b[8:]))
+}

@@ -24,6 +24,9 @@ type cluster struct {
 	cc      clusterConfig
 	arena   []byte // every node's page memory
 	fire    func(p float64) func() bool
+	// hints: each node's bufmgr.TransferHint, side by side, which the world
+	// reads to hint the next message's frame (sim.Prefetcher)
+	hints []bufmgr.TransferHint
 }
 
 type clusterConfig struct {
@@ -39,6 +42,8 @@ type clusterConfig struct {
 	observer actors.Observer
 	// viewChanges: nodes may crash (actors.Config.ViewChanges)
 	viewChanges bool
+	// poisonEnds: bufmgr.Cache.PoisonEnds of every node (0: whole pages)
+	poisonEnds int
 	// provider overrides (0: defaults)
 	freeTarget       int
 	providerInterval int64
@@ -75,6 +80,7 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 	frameBytes := cc.cachePages * protocol.PageSize
 	c.cc, c.fire = cc, fire
 	c.arena = make([]byte, cc.nodes*frameBytes)
+	c.hints = make([]bufmgr.TransferHint, cc.nodes)
 	actors.AdviseHuge(c.arena)
 	for i := range cc.nodes {
 		store := memfile.New(cc.ssdPages, w)
@@ -118,6 +124,9 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 		pages = make([]byte, frameBytes)
 	}
 	n := actors.New(cfg, env, obs, pages)
+	n.Cache().PoisonEnds = cc.poisonEnds
+	c.hints[i] = n.Cache().TransferHint()
+	w.SetPrefetcher(id, &c.hints[i])
 	if cc.mutate != "" {
 		n.Directory().NoOwnerStability = mutation.Point(mutation.NoOwnerStability, fire(1))
 		n.Directory().StaleGrant = mutation.Point(mutation.StaleGrant, fire(0.5))
