@@ -56,9 +56,8 @@ func (w *World) DropMessages() int {
 			w.events.down(i)
 		}
 	}
-	for i := range w.linkLast {
-		w.linkLast[i] = 0
-	}
+	clear(w.linkLast)
+	clear(w.sentLast)
 	w.mix(0xF3C3<<32 | uint64(dropped))
 	return dropped
 }

@@ -148,11 +148,20 @@ func (w *World) verbLatency(n int) int64 {
 // onLink is the arrival time of something sent now from -> to after lat,
 // with the fault plan's delays, in FIFO order with everything sent on that
 // link before.
+//
+// The link's last arrival is read only when some link of the sender has
+// an arrival later than this one (sentLast): otherwise none of its links
+// can, and the per-link clock (n*n entries, a cache miss a message at 256
+// nodes) is only written, which does not stall.
 func (w *World) onLink(from, to protocol.NodeID, lat int64) int64 {
 	lat += w.faults.messageDelay(w, from, to)
 	link := int(from)*w.n + int(to)
-	at := max(w.now+lat, w.linkLast[link])
+	at := w.now + lat
+	if at < w.sentLast[from] {
+		at = max(at, w.linkLast[link])
+	}
 	w.linkLast[link] = at
+	w.sentLast[from] = max(w.sentLast[from], at)
 	return at
 }
 

@@ -60,7 +60,8 @@ type World struct {
 	n         int
 	latency   Latency
 	faults    FaultPlan
-	linkLast  []int64
+	linkLast  []int64 // per link from*n+to: the last arrival on it
+	sentLast  []int64 // per node: the last arrival of what it sent on any link
 	linkSlow  []uint8
 	stalled   []int64
 	verbCost  []int64 // per node: NIC time per verb (SetVerbCost)
@@ -118,6 +119,7 @@ func New(seed uint64, n int, lat Latency, faults FaultPlan) *World {
 		latency:  lat,
 		faults:   faults,
 		linkLast: make([]int64, n*n),
+		sentLast: make([]int64, n),
 		stalled:  make([]int64, n),
 	}
 	w.faults.prepare(w)
