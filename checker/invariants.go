@@ -45,7 +45,10 @@ const MaxViolations = 32
 // Invariants 3 and 4 and the progress bound need the whole cluster at rest
 // and are checked by the simulation driver with the helpers below.
 type Invariants struct {
-	pages      map[protocol.PID]*ghost
+	// pages holds the ghost state by directory and slot (slots are
+	// allocated densely); sparse takes slots beyond denseSlots.
+	pages      [protocol.MaxNodes][]*ghost
+	sparse     map[protocol.PID]*ghost
 	CheckOrder bool // chaining: grants follow acceptance order
 	// Content switches the data-value check from the register value in the
 	// page's ends to a digest of the whole page, recorded by WroteContent
@@ -72,14 +75,37 @@ type ghost struct {
 
 // NewInvariants makes an empty checker.
 func NewInvariants(checkOrder bool, now func() int64) *Invariants {
-	return &Invariants{pages: make(map[protocol.PID]*ghost), CheckOrder: checkOrder, Now: now}
+	return &Invariants{sparse: make(map[protocol.PID]*ghost), CheckOrder: checkOrder, Now: now}
+}
+
+// denseSlots bounds the slots kept in Invariants.pages: a page's ghost is
+// found by indexing, not hashing, once per checked event.
+const denseSlots = 1 << 20
+
+// lookup is pid's ghost state, or nil.
+func (v *Invariants) lookup(pid protocol.PID) *ghost {
+	if slot := pid.Slot(); slot < denseSlots {
+		if d := v.pages[pid.Dir()]; slot < uint64(len(d)) {
+			return d[slot]
+		}
+		return nil
+	}
+	return v.sparse[pid]
 }
 
 func (v *Invariants) page(pid protocol.PID) *ghost {
-	g := v.pages[pid]
-	if g == nil {
-		g = &ghost{}
-		v.pages[pid] = g
+	if g := v.lookup(pid); g != nil {
+		return g
+	}
+	g := &ghost{}
+	if slot := pid.Slot(); slot < denseSlots {
+		d := &v.pages[pid.Dir()]
+		if slot >= uint64(len(*d)) {
+			*d = append(*d, make([]*ghost, slot+1-uint64(len(*d)))...)
+		}
+		(*d)[slot] = g
+	} else {
+		v.sparse[pid] = g
 	}
 	return g
 }
@@ -175,7 +201,14 @@ func (v *Invariants) Maybe(pid protocol.PID, value uint64) {
 // ResetOrder forgets the exclusive requests accepted and not yet granted:
 // a view change aborted them (the chaining order check starts afresh).
 func (v *Invariants) ResetOrder() {
-	for _, g := range v.pages {
+	for _, d := range v.pages {
+		for _, g := range d {
+			if g != nil {
+				g.accepted = g.accepted[:0]
+			}
+		}
+	}
+	for _, g := range v.sparse {
 		g.accepted = g.accepted[:0]
 	}
 }
@@ -246,7 +279,7 @@ func (v *Invariants) Wrote(pid protocol.PID, value uint64) {
 
 // Last is the last completed write of pid.
 func (v *Invariants) Last(pid protocol.PID) uint64 {
-	if g := v.pages[pid]; g != nil {
+	if g := v.lookup(pid); g != nil {
 		return g.last
 	}
 	return 0
@@ -254,7 +287,7 @@ func (v *Invariants) Last(pid protocol.PID) uint64 {
 
 // Copies returns the ghost counts of valid exclusive and shared copies.
 func (v *Invariants) Copies(pid protocol.PID) (x, s int) {
-	if g := v.pages[pid]; g != nil {
+	if g := v.lookup(pid); g != nil {
 		return g.x, g.s
 	}
 	return 0, 0
