@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"unsafe"
 )
 
 // Operation kinds.
@@ -51,6 +52,17 @@ func (op Op) validate() error {
 // for concurrent use.
 type History struct {
 	ops []Op
+}
+
+// Storage is the memory reserved for the history's operations, as bytes:
+// for a caller that advises the kernel about it (huge pages for a history
+// of millions of operations, whose first touches are page faults).
+func (h *History) Storage() []byte {
+	ops := h.ops[:cap(h.ops)]
+	if len(ops) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ops))), len(ops)*int(unsafe.Sizeof(Op{})))
 }
 
 // NewHistory returns an empty history with room for capacity operations.

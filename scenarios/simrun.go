@@ -471,6 +471,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages), zipf: newZipf(uint64(items), cfg.Zipf),
 		hist: checker.NewHistory(cfg.Ops)}
+	actors.AdviseHuge(r.hist.Storage())
 	if btreeMode {
 		r.pids = nil
 	}
