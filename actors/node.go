@@ -52,18 +52,21 @@ type Node struct {
 	local    []protocol.Message // messages to itself, handled after the current step
 	draining bool
 
-	batches           [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
-	batchDirs         []protocol.NodeID                        // directories with a batch being filled
-	candidates        []*bufmgr.Frame
-	entries           []protocol.EvictEntry
-	ioBufs            [][]byte
-	allocWait         [protocol.MaxNodes][]*allocWaiter
-	tickArmed         bool
-	evicting          int // frames with an eviction under way
-	lastProgressCheck int64
-	stopped           bool
-	lost              [lostRecords]lostRecord // the latest failed reads, a ring
-	lostNext          int
+	batches    [protocol.MaxNodes][]protocol.EvictEntry // eviction batches per directory
+	batchDirs  []protocol.NodeID                        // directories with a batch being filled
+	candidates []*bufmgr.Frame
+	entries    []protocol.EvictEntry
+	ioBufs     [][]byte
+	allocWait  [protocol.MaxNodes][]*allocWaiter
+	tickArmed  bool
+	// the periodic ticks as func values, made once: a method value passed
+	// to Env.After is a heap allocation at every tick otherwise
+	providerTickFn, epochTickFn func()
+	evicting                    int // frames with an eviction under way
+	lastProgressCheck           int64
+	stopped                     bool
+	lost                        [lostRecords]lostRecord // the latest failed reads, a ring
+	lostNext                    int
 	// gen counts the view changes this node went through (Fence): a
 	// storage completion or timer of an older view does nothing.
 	gen uint64
@@ -95,6 +98,7 @@ func New(cfg Config, env Env, obs Observer, pages []byte) *Node {
 	n := &Node{cfg: cfg, id: cfg.ID, env: env, obs: obs}
 	n.dir = protocol.NewDirectory(cfg.ID, cfg.Variant, cfg.SSDPages)
 	n.cache = bufmgr.NewCache(cfg.CacheFrames, pages, n, cfg.AdviseMemory)
+	n.providerTickFn, n.epochTickFn = n.providerTick, n.epochTick
 	return n
 }
 
@@ -110,7 +114,7 @@ func (n *Node) Directory() *protocol.Directory { return n.dir }
 // Start arms the page provider's timer.
 func (n *Node) Start() {
 	n.armTick()
-	n.env.After(n.cfg.EpochInterval, n.epochTick)
+	n.env.After(n.cfg.EpochInterval, n.epochTickFn)
 }
 
 // Stop lets the periodic timers lapse (the simulator stops when nothing is
@@ -122,7 +126,7 @@ func (n *Node) epochTick() {
 		return
 	}
 	n.cache.AdvanceEpoch()
-	n.env.After(n.cfg.EpochInterval, n.epochTick)
+	n.env.After(n.cfg.EpochInterval, n.epochTickFn)
 }
 
 func (n *Node) violation(format string, args ...any) {

@@ -26,7 +26,7 @@ func (n *Node) armTickAfter(d int64) {
 		return
 	}
 	n.tickArmed = true
-	n.env.After(d, n.providerTick)
+	n.env.After(d, n.providerTickFn)
 }
 
 func (n *Node) providerTick() {
