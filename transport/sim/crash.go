@@ -31,31 +31,21 @@ func (w *World) Revive(node protocol.NodeID) {
 func (w *World) Dead(node protocol.NodeID) bool { return w.dead != nil && w.dead[node] }
 
 // DropMessages removes every message in flight and returns how many there
-// were. The order of the events left does not change: the heap orders them
-// by (time, sequence), whatever its layout.
+// were. The events left keep their order (time, sequence).
 func (w *World) DropMessages() int {
-	kept := w.events[:0]
 	dropped := 0
-	for _, slot := range w.events {
-		if e := slot.e; e.kind == evMsg {
-			dropped++
-			if cap(e.payload) >= protocol.PageSize {
-				w.pages = append(w.pages, e.payload)
-			}
-			e.payload = nil
-			w.free = append(w.free, e)
-			continue
+	w.events.removeIf(func(e *event) bool {
+		if e.kind != evMsg {
+			return false
 		}
-		kept = append(kept, slot)
-	}
-	clear(w.events[len(kept):])
-	w.events = kept
-	// Re-establish the heap property bottom-up.
-	if n := len(w.events); n > 1 {
-		for i := (n - 2) / 4; i >= 0; i-- {
-			w.events.down(i)
+		dropped++
+		if cap(e.payload) >= protocol.PageSize {
+			w.pages = append(w.pages, e.payload)
 		}
-	}
+		e.payload = nil
+		w.free = append(w.free, e)
+		return true
+	})
 	clear(w.linkLast)
 	clear(w.sentLast)
 	w.mix(0xF3C3<<32 | uint64(dropped))

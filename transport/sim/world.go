@@ -50,7 +50,7 @@ type TraceFunc func(at int64, m *protocol.Message, payload []byte)
 type World struct {
 	now       int64
 	seq       uint64
-	events    eventHeap
+	events    eventQueue
 	free      []*event
 	pages     [][]byte
 	rng       *rand.Rand
@@ -161,7 +161,7 @@ func (w *World) Intn(n int64) int64 {
 func (w *World) Hash() uint64 { return w.hash }
 
 // Pending is the number of scheduled events.
-func (w *World) Pending() int { return len(w.events) }
+func (w *World) Pending() int { return w.events.n }
 
 func (w *World) mix(x uint64) {
 	w.hash ^= x
@@ -237,13 +237,13 @@ func (w *World) getPage() []byte {
 
 // Step processes the next event; false when none is left.
 func (w *World) Step() bool {
-	if len(w.events) == 0 {
+	if w.events.n == 0 {
 		return false
 	}
 	e := w.events.pop()
 	w.now = e.at
-	if len(w.events) > 0 {
-		if next := w.events[0].e; next.kind == evMsg && w.hints[next.node] != nil {
+	if w.events.n > 0 {
+		if next := w.events.peek(); next.kind == evMsg && w.hints[next.node] != nil {
 			w.hints[next.node].PrefetchFrame(next.frame[:])
 		}
 	}
