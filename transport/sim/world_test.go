@@ -807,3 +807,37 @@ func TestNodeEnvStorageLatency(t *testing.T) {
 		t.Fatal("read back differs")
 	}
 }
+
+// hintLog is a sim.Prefetcher that keeps the pages it was hinted about.
+type hintLog struct{ pids []protocol.PID }
+
+func (h *hintLog) PrefetchFrame(frame []byte) {
+	m, err := protocol.Decode(frame)
+	if err != nil {
+		panic(err)
+	}
+	h.pids = append(h.pids, m.PID)
+}
+
+// TestPrefetcherHearsOfTheNextMessage: while the world runs an event, the
+// receiver of the next one (a message) is told which page it is about;
+// nodes without a Prefetcher are not, and a hint changes no delivery.
+func TestPrefetcherHearsOfTheNextMessage(t *testing.T) {
+	w, r := newWorld(1, 3, sim.FaultPlan{})
+	var at1 hintLog
+	w.SetPrefetcher(1, &at1)
+	w.Send(msg(0, 1, 7), nil)
+	w.Send(msg(0, 2, 8), nil) // node 2 has no prefetcher
+	w.Send(msg(2, 1, 9), nil)
+	w.After(0, 0, func() {}) // runs first: message 7 is next
+	drain(t, w)
+	if len(r.got) != 3 {
+		t.Fatalf("delivered %d messages, want 3", len(r.got))
+	}
+	// Hints come while the event before each message runs: for 7 during
+	// the timer, for 9 during message 8 (7's and 8's arrivals are equal,
+	// 9 is sent on another link at the same time).
+	if want := []protocol.PID{7, 9}; !slices.Equal(at1.pids, want) {
+		t.Fatalf("node 1 was hinted %v, want %v", at1.pids, want)
+	}
+}
