@@ -48,7 +48,8 @@ func (w *World) Spawn(node protocol.NodeID, delay int64, body func(co *Coroutine
 
 func (co *Coroutine) schedule(at int64) {
 	e := co.w.alloc()
-	e.at, e.kind, e.node, e.co = at, evResume, co.node, co
+	// A negative delay runs now: simulated time does not go back.
+	e.at, e.kind, e.node, e.co = max(at, co.w.now), evResume, co.node, co
 	co.w.push(e)
 }
 
