@@ -34,14 +34,7 @@ func TestCompareBothProtocols(t *testing.T) {
 // ScaleStore (its directories handle every miss) and leaves SELCC as it
 // was (its memory nodes handle nothing).
 func TestFigure16Trend(t *testing.T) {
-	f, err := FigureByName("selcc-fig16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := RunFigure(f, 1, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := runFigure(t, "selcc-fig16", 1, nil)
 	var ss, sel []float64
 	for _, r := range rows {
 		if r.Protocol == SystemSELCC {
@@ -63,14 +56,7 @@ func TestFigure16Trend(t *testing.T) {
 // SELCC Fig. 15's point: with the priority a single writer among readers
 // gets its share; without it the readers starve it.
 func TestFigure15WriterNotStarved(t *testing.T) {
-	f, err := FigureByName("selcc-fig15")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := RunFigure(f, 2, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := runFigure(t, "selcc-fig15", 2, nil)
 	off, on := rows[0], rows[1] // gamma off; priority off, on
 	if on.Shares[0] < 2*off.Shares[0] || on.WriterP99us >= off.WriterP99us {
 		t.Errorf("priority off: writer share %.3f p99 %.0f us; on: %.3f, %.0f us", off.Shares[0], off.WriterP99us, on.Shares[0], on.WriterP99us)
@@ -81,14 +67,7 @@ func TestFigure15WriterNotStarved(t *testing.T) {
 // scales out (5 nodes at least 3.5x one), random accesses stay below
 // partitioned ones, and partitioned update-heavy runs below read-only.
 func TestScaleStoreFigure7Trends(t *testing.T) {
-	f, err := FigureByName("scalestore-fig7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := RunFigure(f, 1, []int{1, 5}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := runFigure(t, "scalestore-fig7", 1, []int{1, 5})
 	at := map[string]float64{}
 	for _, r := range rows {
 		if r.Violations > 0 {
@@ -125,14 +104,7 @@ func TestScaleStoreFigure7Trends(t *testing.T) {
 // FIFO run also keeps the calibration Fig6OpNanos was chosen by: the
 // directory node does twice the operations of each remote node.
 func TestScaleStoreFigure6(t *testing.T) {
-	f, err := FigureByName("scalestore-fig6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := RunFigure(f, 1, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := runFigure(t, "scalestore-fig6", 1, nil)
 	by := map[string]CompareRow{}
 	for _, r := range rows {
 		by[r.Label+" "+r.Protocol] = r
@@ -165,14 +137,7 @@ func TestScaleStoreFigure6(t *testing.T) {
 // holder beat chaining when an access is cheap against a message, and
 // lose to it once an access costs about a message's latency.
 func TestScaleStoreFigure6ByOperation(t *testing.T) {
-	f, err := FigureByName("scalestore-fig6-op")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := RunFigure(f, 1, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := runFigure(t, "scalestore-fig6-op", 1, nil)
 	at := map[string]float64{}
 	for _, r := range rows {
 		at[r.Label+" "+r.Protocol] = r.OpsPerSimSec
@@ -187,4 +152,19 @@ func TestScaleStoreFigure6ByOperation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runFigure runs the named figure with seeds seeds (nodes: the figure's
+// own when nil) and returns its rows.
+func runFigure(t *testing.T, name string, seeds int, nodes []int) []CompareRow {
+	t.Helper()
+	f, err := FigureByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := RunFigure(f, seeds, nodes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
