@@ -56,7 +56,7 @@ func (q *eventQueue) peek() *event {
 	if q.n == 0 {
 		return nil
 	}
-	src := q.lowest()
+	src := q.buckets[q.lowest()]
 	m := src[0]
 	for _, e := range src[1:] {
 		if e.at < m.at || e.at == m.at && e.seq < m.seq {
@@ -66,14 +66,14 @@ func (q *eventQueue) peek() *event {
 	return m
 }
 
-// lowest is the first non-empty bucket above 0 (the queue is not empty and
-// bucket 0 is used up).
-func (q *eventQueue) lowest() []*event {
+// lowest is the index of the first non-empty bucket above 0 (the queue is
+// not empty and bucket 0 is used up).
+func (q *eventQueue) lowest() int {
 	i := 1
 	for len(q.buckets[i]) == 0 {
 		i++
 	}
-	return q.buckets[i]
+	return i
 }
 
 // refill makes the earliest time last and moves the events due then into
@@ -82,10 +82,7 @@ func (q *eventQueue) lowest() []*event {
 // the new last in the same highest bit as from the old one.
 func (q *eventQueue) refill() {
 	q.buckets[0], q.head = q.buckets[0][:0], 0
-	i := 1
-	for len(q.buckets[i]) == 0 {
-		i++
-	}
+	i := q.lowest()
 	src := q.buckets[i]
 	m := src[0].at
 	for _, e := range src[1:] {
