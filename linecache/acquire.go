@@ -117,9 +117,9 @@ func (c *Cache) acquire(t *Thread, f *frame, step selcc.Step) error {
 }
 
 // rand spreads the retries of nodes that collided (deterministic: the
-// node's round counter and retry, not a clock).
+// slot's round counter and retry, not a clock).
 func (c *Cache) rand(t *Thread, n int) uint64 {
-	x := uint64(t.round)*0x9E3779B97F4A7C15 ^ uint64(n)<<32 ^ uint64(c.cfg.Self)<<48
+	x := uint64(c.rounds[t.Slot])*0x9E3779B97F4A7C15 ^ uint64(n)<<32 ^ uint64(c.cfg.Self)<<48
 	x ^= x >> 29
 	x *= 0xBF58476D1CE4E5B9
 	x ^= x >> 32
@@ -148,13 +148,28 @@ func (c *Cache) holdOff(f *frame) int64 {
 // invalidate sends the invalidations out asks for and waits for every
 // reply in t's slot (§4.4, §5.1). It returns the strongest reply: a
 // handover (its data is in f), Released when every target released, or
-// Dropped.
+// Dropped. Each call is the slot's next round; a status word counts only
+// if it carries that round, so a reply of an older round (still in the
+// slot) is never taken for this one's.
 func (c *Cache) invalidate(t *Thread, f *frame, out selcc.Outcome, want selcc.Access, prio int) (selcc.Reply, error) {
 	targets := out.Targets()
 	if len(targets) == 0 {
 		return selcc.Dropped, nil // the word changed under us: retry
 	}
-	t.round++
+	c.mu.Lock()
+	if c.slotInUse[t.Slot] {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("linecache: node %d: two threads invalidate through reply slot %d at once", c.cfg.Self, t.Slot)
+	}
+	c.slotInUse[t.Slot] = true
+	c.rounds[t.Slot]++
+	round := c.rounds[t.Slot]
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.slotInUse[t.Slot] = false
+		c.mu.Unlock()
+	}()
 	mode := protocol.ModeShared
 	if want == selcc.Write {
 		mode = protocol.ModeExclusive
@@ -164,7 +179,7 @@ func (c *Cache) invalidate(t *Thread, f *frame, out selcc.Outcome, want selcc.Ac
 			return 0, fmt.Errorf("%w: the latch word of %v names node %d of %d", ErrLost, f.line, n, len(c.cfg.Computes))
 		}
 		m := protocol.Message{Type: protocol.TLineInvalidate, From: c.cfg.ID, To: c.cfg.Computes[n], Mode: mode,
-			PID: f.line, Epoch: uint32(prio), K: uint32(t.Slot), Pred: t.round}
+			PID: f.line, Epoch: uint32(prio), K: uint32(t.Slot), Pred: round}
 		if err := c.cfg.Send(&m); err != nil {
 			return 0, fmt.Errorf("linecache: invalidating %v on node %d: %w", f.line, n, err)
 		}
@@ -174,7 +189,7 @@ func (c *Cache) invalidate(t *Thread, f *frame, out selcc.Outcome, want selcc.Ac
 	for _, n := range targets {
 		var r selcc.Reply
 		for {
-			if r = selcc.ParseStatus(c.status(t.Slot, n), t.round); r != selcc.NoReply {
+			if r = selcc.ParseStatus(c.status(t.Slot, n), round); r != selcc.NoReply {
 				break
 			}
 			if c.cfg.PollEvery < 0 {

@@ -43,7 +43,6 @@ type Thread struct {
 	// only: the handler sends no invalidations).
 	Slot int
 
-	round   uint32
 	pending int   // verbs posted and not completed
 	parked  bool  // waiting for pending to reach 0
 	err     error // the first verb error since the last wait
@@ -66,6 +65,10 @@ type Mutations struct {
 	// EvictWithoutFlush: the eviction of a dirty Modified line releases
 	// the latch without writing the line back.
 	EvictWithoutFlush func() bool
+	// RoundRestarts: an access restarts its reply slot's rounds at 0, as a
+	// new Thread on a used slot did before rounds belonged to the slot, so
+	// a status word left by an older round passes for this round's reply.
+	RoundRestarts func() bool
 }
 
 // Config configures one compute node's cache.
@@ -173,6 +176,12 @@ type Cache struct {
 	handler *Thread // parked in Serve while the inbox is empty
 	idle    bool
 	polling []*Thread // by reply slot: a sender waiting for Landed
+	// rounds is the last invalidation round of each reply slot. It belongs
+	// to the slot, not to the thread using it: the status words of older
+	// rounds stay in the slot, and a round number that came back (a new
+	// thread counting from 0) would take one of them for its own reply.
+	rounds    []uint32
+	slotInUse []bool // a thread is waiting for replies in the slot
 
 	Stats Stats
 }
@@ -202,7 +211,8 @@ func New(cfg Config) (*Cache, error) {
 		cfg.PollEvery = 200
 	}
 	c := &Cache{cfg: cfg, frames: make([]frame, cfg.Frames), table: make(map[protocol.PID]*frame, cfg.Frames),
-		inbox: make([]protocol.Message, cfg.Inbox), polling: make([]*Thread, len(cfg.ReplyMem)/SlotSize)}
+		inbox: make([]protocol.Message, cfg.Inbox), polling: make([]*Thread, len(cfg.ReplyMem)/SlotSize),
+		rounds: make([]uint32, len(cfg.ReplyMem)/SlotSize), slotInUse: make([]bool, len(cfg.ReplyMem)/SlotSize)}
 	data := make([]byte, cfg.Frames*LineSize)
 	for i := range c.frames {
 		c.frames[i].data = data[i*LineSize : (i+1)*LineSize : (i+1)*LineSize]
@@ -273,7 +283,13 @@ func (c *Cache) Access(t *Thread, line protocol.PID, a selcc.Access, fn func(dat
 	if _, ok := c.cfg.Memory[line.Dir()]; !ok {
 		return fmt.Errorf("linecache: line %v: no memory node %d", line, line.Dir())
 	}
+	if t.Slot < 0 || t.Slot >= len(c.rounds) {
+		return fmt.Errorf("linecache: reply slot %d of a node with %d", t.Slot, len(c.rounds))
+	}
 	c.mu.Lock()
+	if fire(c.cfg.Mutations.RoundRestarts) {
+		c.rounds[t.Slot] = 0
+	}
 	waited := false
 	for {
 		f := c.table[line]

@@ -75,6 +75,10 @@ const (
 	// SELCCEvictWithoutFlush: evicting a dirty Modified line releases the
 	// latch without writing the line back.
 	SELCCEvictWithoutFlush = "selcc-evict-without-flush"
+	// SELCCRoundRestarts: an access restarts its reply slot's invalidation
+	// rounds, so a status word of an older round passes for its reply
+	// (issue 36: the final read's new thread on slot 0 did this).
+	SELCCRoundRestarts = "selcc-round-restarts"
 	// The NAM-tree's mutation points (index/nam's Mutations and
 	// ServerMutations).
 	// NAMUnlockedWrite: a compute node writes a leaf back without its lock.
@@ -119,7 +123,7 @@ func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
 	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred,
 	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages,
-	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush}
+	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
 
 // Crash reports whether the named mutation breaks the handling of node
 // crashes (its runs need crashes: --crashes).

@@ -247,6 +247,7 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 				ShareWithoutFlush:  fire(mutation.SELCCShareWithoutFlush, 1),
 				ReleaseKeepsCopy:   fire(mutation.SELCCReleaseKeepsCopy, 0.5),
 				EvictWithoutFlush:  fire(mutation.SELCCEvictWithoutFlush, 0.5),
+				RoundRestarts:      fire(mutation.SELCCRoundRestarts, 0.5),
 			},
 			OnMemo: s.mark,
 		})

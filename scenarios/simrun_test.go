@@ -463,3 +463,55 @@ func TestElasticSwarm(t *testing.T) {
 		t.Fatal("an elastic run of one compute node was accepted")
 	}
 }
+
+// wideConfig is the swarm's wide shape: more compute nodes and workers
+// than lines of cache (8 nodes x 4 workers, 6 frames a node, 24 pages),
+// where issue 36's stale reply showed.
+func wideConfig(seed uint64) SimConfig {
+	return SimConfig{Seed: seed, Nodes: 8, Workers: 4, Pages: 24, CachePages: 6, Ops: 3000, ReadRatio: 0.5,
+		Zipf: 0.99, Faults: "heavy", Protocol: protocol.Chaining, WatchPage: -1}
+}
+
+// Issue 36: the final read's new thread on reply slot 0 restarted the
+// slot's invalidation rounds and took an older round's dropped status for
+// its reply, so it added its reader bit again after the holder's handover
+// had set it. Seed 1497 of the wide shape replays it.
+func TestSELCCStaleReplyRegression(t *testing.T) {
+	cfg := wideConfig(1497)
+	cfg.System = SystemSELCC
+	res, err := RunSim(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed() {
+		t.Fatalf("%v\nreplay: scalestore sim --protocol selcc --nodes 8 --workers 4 --pages 24 --cache-pages 6 --ops 3000 --read-ratio 0.5 --zipf 0.99 --faults heavy --seed 1497", res.Violations)
+	}
+	if res.SELCC.HandOvers == 0 || res.SELCC.Dropped == 0 {
+		t.Fatalf("the seed no longer takes the paths of the bug: %+v", res.SELCC)
+	}
+}
+
+// The wide shape for both protocols (make swarm runs 1,500 seeds of each).
+func TestWideSwarm(t *testing.T) {
+	n := uint64(seedsFor(t, 40, 6))
+	for _, sys := range []string{SystemScaleStore, SystemSELCC} {
+		for _, wl := range []string{"register", "rmw"} {
+			for seed := uint64(1); seed <= n; seed++ {
+				cfg := wideConfig(seed)
+				cfg.System, cfg.Workload = sys, wl
+				res, err := RunSim(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Failed() || res.Undecided() {
+					p := "chaining"
+					if sys == SystemSELCC {
+						p = "selcc"
+					}
+					t.Fatalf("%s %s seed %d: %v\nreplay: scalestore sim --protocol %s --workload %s --nodes 8 --workers 4 --pages 24 --cache-pages 6 --ops 3000 --read-ratio 0.5 --zipf 0.99 --faults heavy --seed %d",
+						p, wl, seed, res.Violations, p, wl, seed)
+				}
+			}
+		}
+	}
+}

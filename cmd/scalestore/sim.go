@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -73,7 +74,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	d := scenarios.DefaultSimConfig()
 	var f simFlags
 	fs.Uint64Var(&f.seed, "seed", 1, "the seed of a single run")
-	fs.IntVar(&f.seeds, "seeds", 0, "run seeds 1..N and stop at the first violation (overrides --seed)")
+	fs.IntVar(&f.seeds, "seeds", 0, "run N seeds, --seed S to S+N-1 (S defaults to 1), and stop at the first violation")
 	fs.IntVar(&f.cfg.Nodes, "nodes", d.Nodes, "nodes in the cluster (1..256)")
 	fs.IntVar(&f.cfg.Workers, "workers", d.Workers, "worker coroutines per node")
 	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) btree (the paper's B-tree; history per key), the NAM-tree's designs nam-cg, nam-fg, nam-hybrid, or cell (Cell's meganodes; gets, puts, deletes and scans of --keys keys on --nodes compute nodes and --memory-nodes memory servers; history per key, a scan a read of every key it covers; see docs/indexes.md)")
@@ -167,6 +168,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 
 type simSummary struct {
 	Seeds             int      `json:"seeds"`
+	FirstSeed         uint64   `json:"first_seed"`
+	LastSeed          uint64   `json:"last_seed"` // the last seed run (the failing one after a violation)
 	Ops               int      `json:"ops"`
 	Violations        int      `json:"violations"`
 	FirstFailingSeed  *uint64  `json:"first_failing_seed"`
@@ -201,9 +204,14 @@ type simSummary struct {
 func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 	first, last := f.seed, f.seed
 	if f.seeds > 0 {
-		first, last = 1, uint64(f.seeds)
+		if f.seed > math.MaxUint64-uint64(f.seeds)+1 {
+			fmt.Fprintf(stderr, "sim: --seed %d --seeds %d runs past the last seed\n", f.seed, f.seeds)
+			return 2
+		}
+		last = first + uint64(f.seeds) - 1
 	}
 	var sum simSummary
+	sum.FirstSeed = first
 	sum.Protocol, sum.Faults, sum.Mutate, sum.Nodes = f.protocol, f.faults, f.cfg.Mutate, f.cfg.Nodes
 	var trace *os.File
 	if f.traceOut != "" {
@@ -259,6 +267,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		}
 		lastRes = res
 		sum.Seeds++
+		sum.LastSeed = seed
 		sum.Ops += res.Ops
 		sum.SimMessages += res.Messages
 		sum.SimSeconds += res.SimWall.Seconds()
@@ -352,8 +361,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		if index {
 			what = "workload=" + f.cfg.Workload
 		}
-		fmt.Fprintf(w, "%s  seeds=%d ops=%d messages=%d sim=%.2fs (%.0f msg/s) check=%.2fs %s faults=%s",
-			verdict, sum.Seeds, sum.Ops, sum.SimMessages, sum.SimSeconds, sum.SimMessagesPerSec, sum.CheckSeconds, what, sum.Faults)
+		fmt.Fprintf(w, "%s  seeds=%d (%d..%d) ops=%d messages=%d sim=%.2fs (%.0f msg/s) check=%.2fs %s faults=%s",
+			verdict, sum.Seeds, sum.FirstSeed, sum.LastSeed, sum.Ops, sum.SimMessages, sum.SimSeconds, sum.SimMessagesPerSec, sum.CheckSeconds, what, sum.Faults)
 		if sum.TraceHash != "" {
 			fmt.Fprintf(w, " trace_hash=%s", sum.TraceHash)
 		}

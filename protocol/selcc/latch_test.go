@@ -135,3 +135,108 @@ func TestHandOverBeforeUndoCorruptsTheWord(t *testing.T) {
 		t.Fatalf("expected the carry into node 5's bit, got %v", w)
 	}
 }
+
+// slotModel is a reader's reply slot as the property below models it: the
+// status word each replier left, and the round counter that names the
+// reader's next invalidation.
+type slotModel struct {
+	status map[Node]uint64
+	round  uint32
+}
+
+// TestReaderRetriesOnlyOnItsOwnRoundsReply: a reader whose FAA met a holder
+// undoes its bit, invalidates the holder and waits for the reply of that
+// round in its slot; the holder's handover (FAA, then data and status) may
+// land at any later step, and the slot may be taken over by a new thread at
+// any time. The reader adds its bit again only after a reply of its own
+// round said the handover did not happen. Since the slot's round counter
+// survives the thread (linecache keeps it per slot), a status word of an
+// older round never passes for the current one, so the reader never adds
+// its bit while the handover set it. TestStaleRoundCarries shows the
+// carry that follows when a new thread counts rounds from 0 again.
+func TestReaderRetriesOnlyOnItsOwnRoundsReply(t *testing.T) {
+	run := func(t *rapid.T) (carried bool) {
+		reader := Node(rapid.IntRange(0, MaxNodes-2).Draw(t, "reader"))
+		holder := Node(rapid.IntRange(0, MaxNodes-1).Filter(func(v int) bool { return Node(v) != reader }).Draw(t, "holder"))
+		slot := slotModel{status: map[Node]uint64{}}
+		// Earlier rounds left statuses: some dropped, from this holder too.
+		for range rapid.IntRange(0, 4).Draw(t, "old-rounds") {
+			slot.round++
+			slot.status[holder] = Status(slot.round, Dropped)
+		}
+		w := Exclusive(holder)
+		readerHas := false // the model: the reader's bit is set in the word
+		pendingHandover := false
+		waiting := false
+		var waitRound uint32
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			switch {
+			case !waiting && !readerHas:
+				prev := w
+				w = w.Add(AcquireShared(reader))
+				out := AfterShared(reader, prev)
+				if out.Granted {
+					if prev.HasReader(reader) {
+						return true // added a bit that was set: carried
+					}
+					readerHas = true
+					continue
+				}
+				w = w.Add(out.Undo)
+				slot.round++
+				waitRound, waiting, pendingHandover = slot.round, true, true
+			case waiting && pendingHandover && rapid.Bool().Draw(t, "holder-answers"):
+				w = w.Add(HandOverShared(holder, reader))
+				slot.status[holder] = Status(waitRound, HandedOverShared)
+				pendingHandover = false
+			case waiting:
+				switch ParseStatus(slot.status[holder], waitRound) {
+				case NoReply:
+					continue
+				case HandedOverShared:
+					readerHas, waiting = true, false
+				default:
+					waiting = false // dropped: retry from the FAA
+				}
+			default:
+				return false
+			}
+			if _, held := w.Holder(); !held && !w.HasReader(reader) && !pendingHandover {
+				t.Fatalf("the handover landed but the word %v lost the reader's bit", w)
+			}
+		}
+		return false
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		if run(t) {
+			t.Fatal("a reader added its bit while it was set")
+		}
+	})
+}
+
+// The interleaving of issue 36 (seed 1497), step by step: round 1 of the
+// reader's slot once got a dropped reply from the holder; a new thread on
+// the slot counts from 0 again, so its first invalidation is round 1 too,
+// takes the old status for its reply and retries its FAA after the
+// holder's handover set its bit: the sum carries into the next node's bit.
+func TestStaleRoundCarries(t *testing.T) {
+	const reader, holder = Node(0), Node(5)
+	status := Status(1, Dropped) // left by an earlier thread's round 1
+	w := Exclusive(holder)
+	prev := w
+	w = w.Add(AcquireShared(reader))
+	out := AfterShared(reader, prev)
+	w = w.Add(out.Undo)
+	w = w.Add(HandOverShared(holder, reader)) // the handover lands
+	if r := ParseStatus(status, 1); r != Dropped {
+		t.Fatalf("round 1 reads %v", r)
+	}
+	prev = w
+	w = w.Add(AcquireShared(reader)) // the retry of a reply it misread
+	if !AfterShared(reader, prev).Granted || w.HasReader(reader) || !w.HasReader(reader+1) {
+		t.Fatalf("expected the carry into node 1's bit, got %v", w)
+	}
+	if r := ParseStatus(status, 2); r != NoReply {
+		t.Fatalf("round 2 (the slot's counter kept) reads the old status as %v", r)
+	}
+}
