@@ -119,6 +119,9 @@ type Stats struct {
 	// Checkpoints counts the checkpoints since Open.
 	LogBytes    int64
 	Checkpoints uint64
+	// A cluster node's protocol counters (zero for a single-node DB):
+	// pages fetched from other nodes, copies invalidated, pages evicted.
+	RemoteFetches, Invalidations, Evictions uint64
 }
 
 // Stats reads the counters.
@@ -160,6 +163,9 @@ type DB struct {
 	readOnly error
 	// dir names the store in errors.
 	dir string
+	// view: a table of a Cluster, whose Close closes nothing (the
+	// Cluster's does).
+	view bool
 
 	// log is the redo log, nil for a store that keeps none (in memory, or
 	// a custom store without an undo journal); logEpoch tags its records
@@ -598,6 +604,18 @@ func (db *DB) Put(key, val []byte) error {
 	return s.Put(key, val)
 }
 
+// PutIf sets key to val if cond, called with the key's current value
+// (valid only during the call; nil when absent) and whether it is there,
+// returns true; applied reports whether it wrote. No other write of the
+// key comes between cond and the write: it is Redis's SET NX (cond: not
+// found) and XX (cond: found). cond must be quick and must not use the DB:
+// it runs under the latch of the key's leaf.
+func (db *DB) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error) {
+	s := db.borrow()
+	defer s.Close()
+	return s.PutIf(key, val, cond)
+}
+
 // Delete removes key; found reports whether it was there.
 func (db *DB) Delete(key []byte) (found bool, err error) {
 	s := db.borrow()
@@ -673,6 +691,9 @@ type BatchError = btree.BatchError
 // A store opened with OpenUnclean that was not clean stays as it was: Close
 // releases it without marking it clean.
 func (db *DB) Close() error {
+	if db.view {
+		return nil
+	}
 	if db.log != nil && db.readOnly == nil {
 		return db.closeLogged()
 	}

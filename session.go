@@ -70,6 +70,21 @@ func (s *Session) Put(key, val []byte) error {
 	})
 }
 
+// PutIf is DB.PutIf.
+func (s *Session) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error) {
+	if s.db.readOnly != nil {
+		return false, s.db.readOnly
+	}
+	err = s.db.logged(wal.Put, key, val, func() (bool, error) {
+		err := s.do(func(w *bufmgr.Worker) error {
+			applied, err = s.db.tree.PutIf(s.db.session(w), key, val, cond)
+			return err
+		})
+		return applied, err
+	})
+	return applied, err
+}
+
 // Delete is DB.Delete.
 func (s *Session) Delete(key []byte) (found bool, err error) {
 	if s.db.readOnly != nil {

@@ -34,6 +34,9 @@ type ClusterConfig struct {
 	// (a reply from a peer) before the node reports the peer as down and
 	// fails; default 10 s.
 	RequestTimeout time.Duration
+	// DownPeers, when set, names the peers the transport knows to be down
+	// and why, for the error of a worker that waited too long.
+	DownPeers func() error
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -53,7 +56,7 @@ func NewClusterNode(cfg ClusterConfig, store storage.PageStore) (*Local, error) 
 		cfg.RequestTimeout = 10 * time.Second
 	}
 	l.out = newOutbox(l)
-	go l.watchdog(cfg.RequestTimeout)
+	go l.watchdog(cfg.RequestTimeout, cfg.DownPeers)
 	return l, nil
 }
 
@@ -96,11 +99,15 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 	l.mu.Unlock()
 }
 
+// ErrNoAnswer: a worker waited longer than the request timeout for the
+// protocol, and the node failed (a peer is down, or stuck).
+var ErrNoAnswer = errors.New("no answer from the cluster within the request timeout")
+
 // watchdog fails the node when a worker is waiting in an operation that
 // began longer ago than the bound: a peer that died with a request
 // outstanding never answers, and the workers must see an error rather than
 // hang.
-func (l *Local) watchdog(bound time.Duration) {
+func (l *Local) watchdog(bound time.Duration, down func() error) {
 	t := time.NewTicker(min(bound/4, time.Second))
 	defer t.Stop()
 	for range t.C {
@@ -112,7 +119,15 @@ func (l *Local) watchdog(bound time.Duration) {
 		for p := range l.parked {
 			if waited := time.Since(p.since); waited > bound {
 				l.log.Error("stuck", "node", l.node.ID(), "frames", l.node.DescribeStuck(8))
-				l.fail(fmt.Errorf("actors: node %d: a worker waited %v for the protocol (is a peer down?)", l.node.ID(), waited.Round(time.Millisecond)))
+				why := error(nil)
+				if down != nil {
+					why = down()
+				}
+				if why != nil {
+					l.fail(fmt.Errorf("actors: node %d: a worker waited %v for the protocol: %w: %w", l.node.ID(), waited.Round(time.Millisecond), ErrNoAnswer, why))
+				} else {
+					l.fail(fmt.Errorf("actors: node %d: a worker waited %v for the protocol (is a peer down?): %w", l.node.ID(), waited.Round(time.Millisecond), ErrNoAnswer))
+				}
 				break
 			}
 		}
@@ -285,3 +300,7 @@ func (l *Local) DescribeWaits() string {
 	}
 	return s
 }
+
+// Failed reports whether the node failed (its operations return the
+// error that failed it).
+func (l *Local) Failed() bool { return l.failed.Load() }

@@ -206,8 +206,13 @@ func (h *Host) EventCount(kind string) uint64 {
 	return 0
 }
 
-// Stop stops the actors.
+// Stop stops the actors. The event counter leaves the engine's event
+// stream first: a frame that reaches the stopped handler is a dead letter,
+// an event the stream would deliver to the stopped counter, whose dead
+// letter is another event, and so on: the engine spun on that loop after
+// Stop, taking a core from everything else in the process.
 func (h *Host) Stop() {
-	<-h.Engine.Poison(h.handler).Done()
+	h.Engine.Unsubscribe(h.events)
 	<-h.Engine.Poison(h.events).Done()
+	<-h.Engine.Poison(h.handler).Done()
 }

@@ -345,6 +345,63 @@ func (t *Tree) Put(s Session, key, val []byte) error {
 	}
 }
 
+// PutIf sets key to val if cond, called under the leaf's exclusive latch
+// with the key's current value (valid only during the call) and whether it
+// is there, returns true: a conditional write (Redis's SET NX and XX) that
+// no other write of the key can come between. applied reports whether it
+// wrote.
+func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error) {
+	if err := checkSizes(key, len(val)); err != nil {
+		return false, err
+	}
+	for {
+		p, err := t.descend(s, key, true, len(key), len(val))
+		if err != nil {
+			return false, err
+		}
+		x, err := p.current.ToExclusive(s.Worker)
+		if err != nil {
+			if err = notRestart(err); err != nil {
+				return false, err
+			}
+			continue
+		}
+		n := node(x.Data())
+		i, found := n.lowerBound(key)
+		var old []byte
+		if found {
+			old = n.value(i)
+		}
+		if !cond(old, found) {
+			x.Release()
+			return false, nil
+		}
+		if found {
+			if _, _, ovl := n.slot(i); ovl == len(val) {
+				copy(n.value(i), val)
+				x.MarkDirty()
+				x.Release()
+				return true, nil
+			}
+			// The old value goes back if the new one does not fit (a
+			// copy: insertAt may compact the heap under the old slice).
+			old = append([]byte(nil), old...)
+			n.removeAt(i)
+		}
+		if !n.room(len(key), len(val)) {
+			if found {
+				n.insertAt(i, key, old) // it fitted before
+			}
+			x.Release() // filled up meanwhile: split on the next descent
+			continue
+		}
+		n.insertAt(i, key, val)
+		x.MarkDirty()
+		x.Release()
+		return true, nil
+	}
+}
+
 // Delete removes key; found reports whether it was there.
 func (t *Tree) Delete(s Session, key []byte) (found bool, err error) {
 	if err := checkSizes(key, 0); err != nil {

@@ -40,6 +40,10 @@ type NodeConfig struct {
 	// Trace times the hops of remote fetches (actors.RemoteTrace; Run
 	// reports them).
 	Trace bool
+	// Prepare, when set, runs on the new runtime before the transport
+	// listens: what it creates on this node's own pages (a catalog) exists
+	// before any peer can ask for it.
+	Prepare func(rt *actors.Local) error
 }
 
 // Node is one node of a running cluster.
@@ -64,9 +68,31 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	// The transport exists only after the runtime: the watchdog asks it
+	// through tr, set below.
+	var tr atomic.Pointer[transport.Transport]
+	downPeers := func() error {
+		t := tr.Load()
+		if t == nil {
+			return nil
+		}
+		pd, ok := (*t).(interface{ PeerDown(protocol.NodeID) error })
+		if !ok {
+			return nil
+		}
+		var errs []error
+		for id := range protocol.MaxNodes {
+			if id != int(cfg.ID) {
+				if err := pd.PeerDown(protocol.NodeID(id)); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
 	rt, err := actors.NewClusterNode(actors.ClusterConfig{
 		Config: actors.Config{ID: cfg.ID, CacheFrames: cfg.CachePages},
-		Logger: cfg.Logger, RequestTimeout: cfg.Timeout,
+		Logger: cfg.Logger, RequestTimeout: cfg.Timeout, DownPeers: downPeers,
 	}, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -74,6 +100,12 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	n := &Node{ID: cfg.ID, RT: rt, log: cfg.Logger}
 	if cfg.Trace {
 		rt.EnableTrace()
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(rt); err != nil {
+			rt.Stop()
+			return nil, err
+		}
 	}
 	// Frames may arrive as soon as the transport listens, before the host
 	// exists: the forwarder waits for it.
@@ -83,36 +115,37 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		<-ready
 		deliver(from, frame, payload)
 	}
-	tr, err := cfg.NewTransport(forward)
+	t, err := cfg.NewTransport(forward)
 	if err != nil {
 		rt.Stop()
 		return nil, fmt.Errorf("cluster: node %d: %w", cfg.ID, err)
 	}
+	tr.Store(&t)
 	var hopts []actors.HostOption
 	if !cfg.ActorDelivery {
 		hopts = append(hopts, actors.InlineFrames())
 	}
-	host, h, err := actors.NewHost(rt, cfg.ID, tr, hopts...)
+	host, h, err := actors.NewHost(rt, cfg.ID, t, hopts...)
 	if err != nil {
-		tr.Close()
+		t.Close()
 		rt.Stop()
 		return nil, err
 	}
 	deliver = h
 	close(ready)
-	if p, ok := tr.(interface{ Poll() int }); ok && !cfg.ActorDelivery && cfg.PollSpin > 0 {
+	if p, ok := t.(interface{ Poll() int }); ok && !cfg.ActorDelivery && cfg.PollSpin > 0 {
 		// Workers serve incoming frames themselves (run to completion):
 		// the reader goroutines remain for when no worker runs.
 		var every time.Duration
-		if pi, ok := tr.(interface{ PollInterval() time.Duration }); ok {
+		if pi, ok := t.(interface{ PollInterval() time.Duration }); ok {
 			every = pi.PollInterval()
 		}
 		rt.SetPoller(p.Poll, cfg.PollSpin, every)
-		if naps, ok := tr.(actors.ReaderNaps); ok && !cfg.NoReaderNaps {
+		if naps, ok := t.(actors.ReaderNaps); ok && !cfg.NoReaderNaps {
 			rt.SetReaderNaps(naps)
 		}
 	}
-	n.Tr, n.Host = tr, host
+	n.Tr, n.Host = t, host
 	n.fetches = hdrhistogram.New(1, 60_000_000, 3)
 	rt.Locked(func() {
 		rt.OnObtained = func(pid protocol.PID, mode protocol.Mode, waited time.Duration) {
@@ -134,6 +167,48 @@ func (n *Node) Stop() error {
 	n.RT.Stop()
 	n.Host.Stop()
 	return n.Tr.Close()
+}
+
+// Shutdown ends the node cleanly, as one of a cluster stopped together:
+// it hands every page it holds back to its directory (Local.Leave), then
+// keeps serving as a directory until no peer holds a page of its own (the
+// peers are leaving too) or limit passes, then writes its pages back and
+// stops. held is how many pages peers still held at the end: a non-zero
+// held comes with an error, and the pages' latest values may be only in
+// those peers' caches. No worker may run meanwhile.
+func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int, err error) {
+	deadline := time.Now().Add(limit)
+	if _, err := n.RT.Leave(limit); err != nil {
+		n.Stop()
+		return 0, fmt.Errorf("cluster: node %d: handing its pages back: %w", n.ID, err)
+	}
+	for {
+		held = 0
+		var by []protocol.NodeID
+		for _, p := range peers {
+			if p == n.ID {
+				continue
+			}
+			if k := n.RT.Names(p); k > 0 {
+				held += k
+				by = append(by, p)
+			}
+		}
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n.Stop()
+			return held, fmt.Errorf("cluster: node %d: after %v nodes %v still hold %d of its pages (were they stopped too?)", n.ID, limit, by, held)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err = n.RT.Close() // writes back what the directory took back
+	n.Host.Stop()
+	if cerr := n.Tr.Close(); err == nil {
+		err = cerr
+	}
+	return 0, err
 }
 
 func (n *Node) session(w *bufmgr.Worker) btree.Session {

@@ -66,14 +66,17 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchIO(args[1:], stdout, stderr)
 	case "cluster":
 		return runBenchCluster(args[1:], stdout, stderr)
+	case "resp":
+		return runBenchRESP(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, benchUsage)
 		fmt.Fprint(stdout, "\n"+benchMemoryUsage)
 		fmt.Fprint(stdout, "\n"+benchIOUsage)
 		fmt.Fprint(stdout, "\n"+benchClusterUsage)
+		fmt.Fprint(stdout, "\n"+benchRESPUsage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "bench: unknown benchmark %q (known: transport, memory, io, cluster)\n\n%s", args[0], benchUsage)
+	fmt.Fprintf(stderr, "bench: unknown benchmark %q (known: transport, memory, io, cluster, resp)\n\n%s", args[0], benchUsage)
 	return 2
 }
 

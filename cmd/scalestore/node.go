@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/scalestore-go/scalestore"
 	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
@@ -28,13 +29,24 @@ import (
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
-const nodeUsage = `Usage: scalestore node --id N --listen ADDR --peers 0=ADDR,1=ADDR,... [flags]
+const nodeUsage = `Usage: scalestore node --id N --listen ADDR --peers 0=ADDR,1=ADDR,... [--resp ADDR] [flags]
+       scalestore node --config cluster.toml --id N [flags]
 
 Runs one node of a cluster: the message handler, the directory for the
 pages it allocates, the page provider and the workers' cache, hosted as
-hollywood actors over the chosen transport. It logs its listen address at
-start and serves until interrupted (SIGINT or SIGTERM). 'scalestore cluster'
-starts nodes like this one as child processes and drives them.
+hollywood actors over the chosen transport, and the cluster's tables: any
+node reads and writes any key, and the pages move by the protocol. With
+--resp it serves the Redis protocol (GET, SET, DEL, MGET, SCAN, ...) on
+the default table, so redis-cli and every Redis client can use the cluster.
+
+Nodes start in any order: the --bootstrap node (default 0) creates the
+catalog of a new cluster, the others wait for it and are refused if their
+--cluster-id, --peers or store belong to another cluster. SIGTERM (or
+SIGINT) stops a node cleanly: it hands its pages back and waits for the
+others to stop too (--shutdown-timeout), so a cluster stopped together
+and started again on the same --data holds every key. --config describes
+the whole deployment in one TOML file copied to every host (docs/deploy.md).
+'scalestore cluster' starts nodes as child processes and drives them.
 
   --transport tcp      TCP connections with a handshake (optional mutual TLS)
   --transport shm      shared memory after L5 (peers on this host); the
@@ -68,6 +80,10 @@ type nodeFlags struct {
 	indexWorkload, search  string
 	keys                   uint64
 	computes, servers      int
+	resp, respPassword     string
+	config                 string
+	bootstrap              int
+	joinTimeout, stopLimit time.Duration
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -112,12 +128,29 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
 	fs.BoolVar(&f.compute, "compute", false, "a compute node of the decoupled architecture (paper §6.6): a cache and no pages of its own (its store has no slots, so nothing is allocated on it; --data is ignored)")
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
+	fs.StringVar(&f.resp, "resp", "", "serve the Redis protocol (RESP) on the default table at this address, e.g. 127.0.0.1:6379 (empty: none)")
+	fs.StringVar(&f.respPassword, "resp-password", "", "RESP clients must AUTH with this password (or set SCALESTORE_RESP_PASSWORD); with --tls-cert the RESP port serves TLS too")
+	fs.StringVar(&f.config, "config", "", "a TOML file describing the whole cluster (cluster_id, bootstrap, transport, data, cache and one [[node]] per node with id, address, resp); flags given here win")
+	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
+	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
+	fs.DurationVar(&f.stopLimit, "shutdown-timeout", 30*time.Second, "at SIGTERM, how long the node waits for its peers to hand its pages back (they do when they stop too)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "node: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if f.config != "" {
+		if err := applyConfig(f.config, &f, flagsSet(fs)); err != nil {
+			fmt.Fprintf(stderr, "node: %v\n", err)
+			return 2
+		}
+	}
+	respPasswordFromEnv(&f)
 	if err := serveNode(f, stdin, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "node: %v\n", err)
 		return 1
@@ -186,6 +219,12 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 			f.pollSpin = 150 * time.Microsecond
 		}
 	}
+	if !f.control {
+		return joinCluster(f, tc, cacheBytes, log)
+	}
+	if f.resp != "" {
+		return errors.New("--resp: a node under 'scalestore cluster' (--control) serves no clients")
+	}
 	if f.data != "" {
 		reserveIOProc()
 	}
@@ -212,13 +251,55 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		log.Info("metrics", "node", f.id, "addr", addr)
 	}
-	if f.control {
-		return cluster.Serve(n, stdin, stdout)
+	return cluster.Serve(n, stdin, stdout)
+}
+
+// joinCluster runs a node of a cluster that applications use (through
+// --resp, or a Go program that calls scalestore.Join itself): it serves
+// until SIGINT or SIGTERM, then stops cleanly.
+func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log *slog.Logger) error {
+	peers := map[int]string{}
+	for id, addr := range tc.Peers {
+		peers[int(id)] = addr
+	}
+	if f.listen == peers[f.id] {
+		f.listen = "" // Join listens at the peers' address unless told otherwise
+	}
+	if f.compute {
+		return errors.New("--compute: a compute node runs under 'scalestore cluster --compute-nodes' (--control)")
+	}
+	if f.data != "" {
+		reserveIOProc()
+	}
+	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
+		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
+		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
+		RESP: f.resp, RESPPassword: f.respPassword, Logger: log}
+	if f.resp != "" && tc.TLS != nil {
+		opts.RESPTLS = tc.TLS
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	c, err := scalestore.Join(opts)
+	if err != nil {
+		return err
+	}
+	log.Info("node serving", "node", f.id, "listen", tc.Listen, "resp", c.RESPAddr(), "data", f.data)
+	if f.metrics != "" {
+		addr, err := serveMetrics(f.metrics, c.Node(), log)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		log.Info("metrics", "node", f.id, "addr", addr)
+	}
 	s := <-sig
 	log.Info("stopping", "node", f.id, "signal", s.String())
+	if err := c.Close(); err != nil {
+		return err
+	}
+	log.Info("stopped cleanly", "node", f.id)
 	return nil
 }
 

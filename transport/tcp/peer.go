@@ -54,8 +54,13 @@ type peer struct {
 	addrChanged chan struct{} // wakes a waiting connection loop
 
 	// down: unreachable for PeerTimeout; Send and verbs fail at once
-	// instead of queueing.
-	down atomic.Bool
+	// instead of queueing. downWhy is the last failure when it went down
+	// (a refused connection, a rejected handshake: the operator's clue).
+	down    atomic.Bool
+	downWhy atomic.Pointer[string]
+	// failing is the current streak of failed connection attempts (nil
+	// while connected), for PeerDown before the peer counts as down.
+	failing atomic.Pointer[failure]
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -239,6 +244,7 @@ func (p *peer) run() {
 			var conn, raw net.Conn
 			conn, raw, err = p.dial(addr)
 			if err == nil {
+				p.failing.Store(nil)
 				if p.down.Swap(false) {
 					log.Info("tcp: peer is back", "addr", addr)
 				} else {
@@ -284,9 +290,15 @@ func (p *peer) run() {
 		default:
 			log.Debug("tcp: cannot reach peer", "addr", addr, "err", err)
 		}
-		if err != nil && time.Since(failingSince) >= t.cfg.PeerTimeout && !p.down.Swap(true) {
+		if err != nil {
+			p.failing.Store(&failure{since: failingSince, err: err})
+		}
+		if err != nil && time.Since(failingSince) >= t.cfg.PeerTimeout && !p.down.Load() {
+			why := err.Error()
+			p.downWhy.Store(&why)
+			p.down.Store(true)
 			log.Error("tcp: peer down", "addr", addr, "after", t.cfg.PeerTimeout, "err", err)
-			p.drainQueue(fmt.Errorf("node %d unreachable: %w", p.id, transport.ErrPeerDown))
+			p.drainQueue(p.downErr())
 		}
 		if !p.wait(jitter(backoff)) {
 			break
@@ -323,7 +335,7 @@ func (p *peer) wait(d time.Duration) bool {
 		case <-p.t.done:
 			return false
 		case it := <-q:
-			p.drop(it, fmt.Errorf("node %d unreachable: %w", p.id, transport.ErrPeerDown))
+			p.drop(it, p.downErr())
 		}
 	}
 }
@@ -534,4 +546,20 @@ func (p *peer) complete(r reply) error {
 		return err // the peer broke the format: drop the connection
 	}
 	return nil
+}
+
+// downErr is the error of a Send or verb to a peer that is down: it names
+// the peer and the last failure.
+func (p *peer) downErr() error {
+	why := "unreachable"
+	if w := p.downWhy.Load(); w != nil {
+		why = *w
+	}
+	return fmt.Errorf("node %d is down (%s): %w", p.id, why, transport.ErrPeerDown)
+}
+
+// failure is a streak of failed connection attempts.
+type failure struct {
+	since time.Time
+	err   error
 }

@@ -193,7 +193,7 @@ func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, er
 		return false, fmt.Errorf("tcp: send to node %d: %w", to, transport.ErrUnknownPeer)
 	}
 	if p.down.Load() {
-		return false, fmt.Errorf("tcp: send to node %d: %w", to, transport.ErrPeerDown)
+		return false, fmt.Errorf("tcp: send: %w", p.downErr())
 	}
 	if p.queued.Load() != 0 || !p.wmu.TryLock() {
 		return false, nil

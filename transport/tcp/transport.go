@@ -146,7 +146,7 @@ func (t *Transport) Send(to protocol.NodeID, frame, payload []byte) error {
 		return fmt.Errorf("tcp: send to node %d: %w", to, transport.ErrUnknownPeer)
 	}
 	if p.down.Load() {
-		return fmt.Errorf("tcp: send to node %d: %w", to, transport.ErrPeerDown)
+		return fmt.Errorf("tcp: send: %w", p.downErr())
 	}
 	bp := msgPool.Get().(*[]byte)
 	b := appendHeader((*bp)[:0], kindMsg, len(frame)+len(payload))
@@ -234,4 +234,21 @@ func (t *Transport) acceptLoop() {
 		t.wg.Add(1) // the accept loop's own count keeps the group above zero
 		go t.serveInbound(c)
 	}
+}
+
+// PeerDown reports why node id is down (unreachable for PeerTimeout, or
+// refusing the handshake) or cannot be reached right now, or nil while it
+// is connected.
+func (t *Transport) PeerDown(id protocol.NodeID) error {
+	p := t.peer(id)
+	if p == nil {
+		return nil
+	}
+	if p.down.Load() {
+		return p.downErr()
+	}
+	if f := p.failing.Load(); f != nil {
+		return fmt.Errorf("node %d unreachable for %v (%v): %w", id, time.Since(f.since).Round(time.Millisecond), f.err, transport.ErrPeerDown)
+	}
+	return nil
 }

@@ -223,7 +223,7 @@ func (t *Transport) verb(r transport.Region, k kind, off uint64, buf []byte, a, 
 		return 0, transport.ErrUnknownPeer
 	}
 	if p.down.Load() {
-		return 0, transport.ErrPeerDown
+		return 0, p.downErr()
 	}
 	var c *call
 	var req []byte

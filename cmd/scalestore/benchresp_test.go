@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// bench resp against redis-server and one node, in-process, with tiny
+// settings: both targets report positive SET and GET rates.
+func TestBenchRESPSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: bench resp starts redis-server and a scalestore node")
+	}
+	for _, prog := range []struct{ name, pkg string }{{"redis-benchmark", "redis-tools"}, {"redis-server", "redis-server"}} {
+		if _, err := exec.LookPath(prog.name); err != nil {
+			t.Skipf("%s is not installed (Debian package %s)", prog.name, prog.pkg)
+		}
+	}
+	// The node target runs the scalestore binary, which a test binary
+	// (os.Executable) is not.
+	bin := scalestoreBinary(t)
+	var stdout, stderr bytes.Buffer
+	code := runBenchRESP([]string{"--bin", bin, "--requests", "2000", "--pipelines", "1", "--targets", "redis,scalestore", "--json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	var res struct {
+		Rows []benchRESPRow `json:"rows"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	seen := map[string]bool{}
+	for _, r := range res.Rows {
+		seen[r.Target] = true
+		if !(r.SetRPS > 0) || !(r.GetRPS > 0) || r.Pipeline != 1 || r.Requests != 2000 {
+			t.Errorf("row %+v: want positive rates at -P 1, 2000 requests", r)
+		}
+		if !(r.SetVsRedis > 0) || !(r.GetVsRedis > 0) {
+			t.Errorf("row %+v: want the ratios to redis", r)
+		}
+		t.Logf("%s: SET %.0f req/s, GET %.0f req/s", r.Target, r.SetRPS, r.GetRPS)
+	}
+	if len(res.Rows) != 2 || !seen["redis"] || !seen["scalestore"] {
+		t.Errorf("rows %+v: want one for redis and one for scalestore", res.Rows)
+	}
+	if !strings.Contains(stderr.String(), "running scalestore -P 1") {
+		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	}
+}
+
+// Without redis-benchmark the command names the package to install.
+func TestBenchRESPMissingTools(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if code := runBenchRESP([]string{"--targets", "redis"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "redis-tools") {
+		t.Errorf("exit %d, stderr %q: want 1 and the package redis-tools", code, stderr.String())
+	}
+}
+
+func TestBenchRESPFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--targets", "redis,memcached"},
+		{"--pipelines", "0"},
+		{"--clients", "0"},
+		{"--clients", "1", "--targets", "scalestore-2shm"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := runBenchRESP(args, &stdout, &stderr); code != 2 || stderr.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, stderr.String())
+		}
+	}
+	code, out, _ := runCLI("bench", "help")
+	if code != 0 || !strings.Contains(out, "Usage: scalestore bench resp") {
+		t.Errorf("bench help: exit %d, no bench resp usage:\n%s", code, out)
+	}
+}
+
+func TestParseRedisBenchmarkCSV(t *testing.T) {
+	out := `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+"SET","344827.59","1.977","0.496","1.967","3.471","3.927","4.063"
+"GET","526315.81","1.227","0.496","1.127","2.175","2.503","2.687"
+`
+	rps, err := parseRedisBenchmarkCSV([]byte(out))
+	if err != nil || rps["SET"] != 344827.59 || rps["GET"] != 526315.81 {
+		t.Errorf("got %v, %v", rps, err)
+	}
+	for _, bad := range []string{"", `"test","rps"` + "\n", `"SET","n/a"` + "\n", `"SET","0.00"` + "\n"} {
+		if _, err := parseRedisBenchmarkCSV([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	for line, want := range map[string]bool{
+		"Could not connect to Redis at 127.0.0.1:1: Connection refused": true,
+		"Error from server: ERR unknown command":                        true,
+		"WARNING: Could not fetch server CONFIG":                        false,
+		"":                                                              false,
+	} {
+		if got := isRedisBenchmarkError(line); got != want {
+			t.Errorf("isRedisBenchmarkError(%q) = %v", line, got)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/scalestore-go/scalestore/checker"
+)
+
+// respCluster is a cluster of `scalestore node --resp` processes.
+type respCluster struct {
+	t     *testing.T
+	procs []*exec.Cmd
+	resp  []string
+	logs  []*strings.Builder
+	args  [][]string
+	bin   string
+}
+
+// loopbackAddrs finds n free loopback addresses.
+func loopbackAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// startRESPCluster starts n nodes (the non-bootstrap ones first: any
+// order works) and waits until each serves RESP. extra flags go to every
+// node; data, if set, gives node i the directory data[i].
+func startRESPCluster(t *testing.T, n int, data []string, extra ...string) *respCluster {
+	t.Helper()
+	addrs := loopbackAddrs(t, 2*n)
+	var peers []string
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, addrs[i]))
+	}
+	c := &respCluster{t: t, bin: scalestoreBinary(t), resp: addrs[n:]}
+	for i := range n {
+		args := []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","), "--resp", c.resp[i],
+			"--cache", "16MiB", "--socket-dir", t.TempDir()}
+		if data != nil {
+			args = append(args, "--data", data[i])
+		}
+		c.args = append(c.args, append(args, extra...))
+		c.procs = append(c.procs, nil)
+		c.logs = append(c.logs, &strings.Builder{})
+	}
+	t.Cleanup(c.kill)
+	c.start()
+	return c
+}
+
+func (c *respCluster) start() {
+	t := c.t
+	t.Helper()
+	ready := make(chan error, len(c.args))
+	for i := len(c.args) - 1; i >= 0; i-- {
+		cmd := exec.Command(c.bin, c.args[i]...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.procs[i] = cmd
+		log := c.logs[i]
+		log.Reset()
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			said := false
+			for sc.Scan() {
+				log.WriteString(sc.Text() + "\n")
+				if !said && strings.Contains(sc.Text(), `msg="node serving"`) {
+					said = true
+					ready <- nil
+				}
+			}
+			if !said {
+				ready <- fmt.Errorf("node %d exited before serving:\n%s", i, log.String())
+			}
+		}()
+	}
+	deadline := time.After(60 * time.Second)
+	for range c.args {
+		select {
+		case err := <-ready:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatalf("the nodes did not serve within 60 s:\n%s", c.allLogs())
+		}
+	}
+}
+
+func (c *respCluster) allLogs() string {
+	var b strings.Builder
+	for i, l := range c.logs {
+		fmt.Fprintf(&b, "--- node %d\n%s", i, l.String())
+	}
+	return b.String()
+}
+
+// stop sends SIGTERM to every node at once and waits for clean exits.
+func (c *respCluster) stop() {
+	t := c.t
+	t.Helper()
+	for _, p := range c.procs {
+		if p != nil {
+			p.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for i, p := range c.procs {
+		if p == nil {
+			continue
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatalf("node %d did not stop cleanly: %v\n%s", i, err, c.allLogs())
+		}
+		c.procs[i] = nil
+	}
+}
+
+func (c *respCluster) kill() {
+	for i, p := range c.procs {
+		if p != nil {
+			p.Process.Kill()
+			p.Wait()
+			c.procs[i] = nil
+		}
+	}
+}
+
+func (c *respCluster) client(i int) *redis.Client {
+	r := redis.NewClient(&redis.Options{Addr: c.resp[i], Protocol: 2, MaxRetries: -1, DialTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	c.t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed (Debian package %s; .ci/run installs it)", name, pkg)
+	}
+	return p
+}
+
+// The README's example: two nodes, SET through one with redis-cli, GET
+// through the other.
+func TestREADMEExample(t *testing.T) {
+	cli := needTool(t, "redis-cli", "redis-tools")
+	c := startRESPCluster(t, 2, nil)
+	host0, port0, _ := net.SplitHostPort(c.resp[0])
+	host1, port1, _ := net.SplitHostPort(c.resp[1])
+	if out, err := exec.Command(cli, "-h", host0, "-p", port0, "SET", "greeting", "hello").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "OK" {
+		t.Fatalf("redis-cli SET: %v %q", err, out)
+	}
+	out, err := exec.Command(cli, "-h", host1, "-p", port1, "GET", "greeting").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "hello" {
+		t.Fatalf("redis-cli GET on the other node: %v %q", err, out)
+	}
+	// redis-cli --scan lists every key, through either node.
+	ctx := context.Background()
+	r0 := c.client(0)
+	for i := range 300 {
+		if err := r0.Set(ctx, fmt.Sprintf("k%03d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err = exec.Command(cli, "-h", host1, "-p", port1, "--scan").CombinedOutput()
+	if err != nil || len(strings.Fields(string(out))) != 301 {
+		t.Fatalf("redis-cli --scan on node 1 listed %d keys (want 301): %v", len(strings.Fields(string(out))), err)
+	}
+	c.stop()
+}
+
+// Real Redis clients on random nodes, every SET a unique value, the
+// history per key checked with porcupine: linearizable across nodes, as
+// seen from the wire. Then redis-benchmark against the cluster.
+func TestRESPLinearizableAcrossNodes(t *testing.T) {
+	for _, nodes := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d-nodes", nodes), func(t *testing.T) {
+			c := startRESPCluster(t, nodes, nil)
+			const clients, keys = 8, 12
+			d := 2 * time.Second
+			if testing.Short() {
+				d = 500 * time.Millisecond
+			}
+			var mu sync.Mutex
+			var ops []checker.Op
+			var wg sync.WaitGroup
+			ctx := context.Background()
+			start := time.Now()
+			for cl := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewSource(int64(cl)))
+					var mine []checker.Op
+					var seq uint64
+					for time.Since(start) < d {
+						r := c.client(rng.Intn(nodes)) // a new connection to a random node
+						for range 20 {
+							k := rng.Intn(keys)
+							key := fmt.Sprintf("key:%d", k)
+							op := checker.Op{Client: cl, Page: uint64(k), Call: time.Now().UnixNano()}
+							if rng.Intn(2) == 0 {
+								seq++
+								op.Kind, op.Value = checker.KindWrite, uint64(cl+1)<<40|seq
+								if err := r.Set(ctx, key, strconv.FormatUint(op.Value, 10), 0).Err(); err != nil {
+									t.Errorf("SET: %v", err)
+									return
+								}
+							} else {
+								op.Kind = checker.KindRead
+								v, err := r.Get(ctx, key).Result()
+								switch {
+								case err == redis.Nil:
+								case err != nil:
+									t.Errorf("GET: %v", err)
+									return
+								default:
+									if op.Value, err = strconv.ParseUint(v, 10, 64); err != nil {
+										t.Errorf("GET %s returned %q", key, v)
+										return
+									}
+								}
+							}
+							op.Return = time.Now().UnixNano()
+							mine = append(mine, op)
+						}
+						r.Close()
+					}
+					mu.Lock()
+					ops = append(ops, mine...)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			res, _ := checker.Check(ops, time.Minute)
+			if !res.Ok {
+				t.Fatalf("%d operations over RESP on %d nodes: not linearizable (keys %v, unknown=%v)", len(ops), nodes, res.BadPages, res.Unknown)
+			}
+			t.Logf("%d operations of %d clients on %d nodes: linearizable", len(ops), clients, nodes)
+			if bench, err := exec.LookPath("redis-benchmark"); err == nil {
+				host, port, _ := net.SplitHostPort(c.resp[nodes-1])
+				out, err := exec.Command(bench, "-h", host, "-p", port, "-t", "set,get", "-n", "5000", "-c", "10", "-r", "1000", "-q").CombinedOutput()
+				if err != nil || strings.Contains(strings.ToLower(string(out)), "error") || strings.Count(string(out), "requests per second") != 2 {
+					t.Fatalf("redis-benchmark against the cluster: %v\n%s", err, out)
+				}
+			}
+			c.stop()
+		})
+	}
+}
+
+// A cluster stopped with SIGTERM and started again on its data holds
+// every key.
+func TestRESPClusterRestart(t *testing.T) {
+	data := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	c := startRESPCluster(t, 3, data)
+	ctx := context.Background()
+	const n = 3000
+	for i := range n {
+		if err := c.client(i%3).Set(ctx, fmt.Sprintf("user:%05d", i), fmt.Sprintf("value %d", i), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop()
+	c.start()
+	for node := range 3 {
+		r := c.client(node)
+		for i := 0; i < n; i += 7 {
+			v, err := r.Get(ctx, fmt.Sprintf("user:%05d", i)).Result()
+			if err != nil || v != fmt.Sprintf("value %d", i) {
+				t.Fatalf("after the restart, node %d: user:%05d = %q, %v", node, i, v, err)
+			}
+		}
+	}
+	if size, err := c.client(1).DBSize(ctx).Result(); err != nil || size != n {
+		t.Fatalf("DBSIZE after the restart: %d %v", size, err)
+	}
+	c.stop()
+}
+
+// A node whose peer died answers with an error that names the peer, in
+// bounded time, and keeps its RESP port open.
+func TestRESPPeerDownNamesThePeer(t *testing.T) {
+	c := startRESPCluster(t, 2, nil, "--timeout", "2s")
+	ctx := context.Background()
+	r0 := c.client(0)
+	for i := range 2000 { // enough that both nodes allocate pages
+		if err := c.client(i%2).Set(ctx, fmt.Sprintf("k%05d", i), "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.procs[1].Process.Kill()
+	c.procs[1].Wait()
+	c.procs[1] = nil
+	start := time.Now()
+	var err error
+	for i := range 2000 {
+		if err = r0.Set(ctx, fmt.Sprintf("k%05d", i), "w", 0).Err(); err != nil {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "node 1") {
+		t.Fatalf("writes after node 1 died: %v (want an error naming node 1)", err)
+	}
+	if waited := time.Since(start); waited > 20*time.Second {
+		t.Fatalf("the error took %v", waited)
+	}
+	if pong, err := r0.Ping(ctx).Result(); err != nil || pong != "PONG" {
+		t.Fatalf("node 0 stopped serving RESP: %v %v", pong, err)
+	}
+	t.Logf("error after node 1 died: %v", err)
+}

@@ -1,0 +1,692 @@
+package scalestore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scalestore-go/scalestore/actors"
+	"github.com/scalestore-go/scalestore/btree"
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/resp"
+	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/storage/nvme"
+	"github.com/scalestore-go/scalestore/transport"
+)
+
+// KV is what a single-node DB and a node of a cluster both offer: code
+// written against it runs on either, one line (Open or Join) apart.
+type KV interface {
+	Get(key, dst []byte) (val []byte, ok bool, err error)
+	GetBatch(keys, vals [][]byte, found []bool) error
+	Put(key, val []byte) error
+	PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error)
+	Delete(key []byte) (found bool, err error)
+	Scan(from, to []byte, fn func(key, val []byte) bool) error
+	NewSession() *Session
+	Stats() Stats
+	Close() error
+}
+
+var (
+	_ KV = (*DB)(nil)
+	_ KV = (*Cluster)(nil)
+)
+
+// ClusterOptions configure Join: one node of a cluster, started in this
+// process. Every node of a cluster is given the same Peers, ClusterID and
+// Bootstrap (one configuration file copied to every host: docs/deploy.md).
+type ClusterOptions struct {
+	// ID is this node, 0..255; Peers maps every node (this one too) to its
+	// TCP address. Listen, if set, is where this node listens instead of
+	// Peers[ID] (e.g. 0.0.0.0:7000 behind the address peers dial).
+	ID     int
+	Peers  map[int]string
+	Listen string
+	// ClusterID names the cluster: nodes of another cluster are refused
+	// (default 1).
+	ClusterID uint64
+	// Bootstrap is the node that creates the catalog of a new cluster
+	// (default 0). The other nodes find it there; it must be in Peers.
+	Bootstrap int
+	// Transport is tcp (default), shm (every node on this host; SocketDir
+	// holds the bootstrap sockets) or auto (shm when every peer is on a
+	// loopback address).
+	Transport string
+	SocketDir string
+	// TLS, for tcp, is mutual TLS between the nodes (tcp.LoadTLS).
+	TLS *tls.Config
+	// Data is the directory of this node's page store (empty: in memory,
+	// nothing survives Close). A store is reopened only if its node closed
+	// it cleanly (Close, SIGTERM to the node command); Reformat discards
+	// one that was not.
+	Data     string
+	Reformat bool
+	// CachePages is the buffer pool in 4 KiB frames (default 16384, 64 MiB).
+	CachePages int
+	// Timeout is how long an operation waits for a peer before the node
+	// reports it down (default 10 s); JoinTimeout how long Join waits for
+	// the bootstrap node (default 2 min); ShutdownTimeout how long Close
+	// waits for the peers to hand back this node's pages (default 30 s).
+	Timeout, JoinTimeout, ShutdownTimeout time.Duration
+	// RESP, if set, serves the Redis protocol at this address (host:port)
+	// on the default table; RESPPassword requires AUTH; RESPTLS serves it
+	// over TLS.
+	RESP         string
+	RESPPassword string
+	RESPTLS      *tls.Config
+	Logger       *slog.Logger
+}
+
+// DefaultTable is the table Join's handle reads and writes.
+const DefaultTable = "default"
+
+// Cluster is this process's node of a cluster: Get, Put and the rest of KV
+// on the default table, whose pages any node reads and writes (they move
+// between the nodes by the coherence protocol). Table opens or creates
+// another named table. Safe for concurrent use.
+type Cluster struct {
+	opts  ClusterOptions
+	node  *cluster.Node
+	store Store
+	peers []protocol.NodeID
+	id    identity
+	cat   *btree.Tree
+	def   *DB
+	resp  *resp.Server
+
+	mu     sync.Mutex
+	tables map[string]*DB
+	closed atomic.Bool
+}
+
+// identity is what every node agrees on, kept in the catalog (the cluster)
+// and in each node's store (the cluster it belongs to).
+type identity struct {
+	clusterID   uint64
+	peersHash   uint64
+	bootstrap   uint64
+	incarnation uint64 // random, made when the cluster was created
+}
+
+func (id identity) encode() []byte {
+	b := make([]byte, 32)
+	binary.LittleEndian.PutUint64(b, id.clusterID)
+	binary.LittleEndian.PutUint64(b[8:], id.peersHash)
+	binary.LittleEndian.PutUint64(b[16:], id.bootstrap)
+	binary.LittleEndian.PutUint64(b[24:], id.incarnation)
+	return b
+}
+
+func decodeIdentity(b []byte) (identity, bool) {
+	if len(b) != 32 {
+		return identity{}, false
+	}
+	return identity{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]),
+		binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])}, true
+}
+
+// The catalog is a B-tree on the bootstrap node: its first tree, so its
+// catalog page is slot 1 (btree.Create allocates the root, then the
+// catalog). Keys: identityKey, and tablePrefix+name for each table.
+const (
+	identityKey = "\x00cluster"
+	tablePrefix = "t/"
+)
+
+func catalogPID(bootstrap protocol.NodeID) protocol.PID { return protocol.MakePID(bootstrap, 1) }
+
+// nodeMetaMagic starts a cluster node's store metadata ("SSGONODE").
+const nodeMetaMagic = 0x45444F4E4F475353
+
+// nodeMeta is a cluster node's store metadata: which cluster and node it
+// belongs to, and how many pages its directory allocated.
+type nodeMeta struct {
+	id        identity
+	node      uint64
+	allocated uint64
+}
+
+func (m nodeMeta) encode() []byte {
+	b := make([]byte, 8, 56)
+	binary.LittleEndian.PutUint64(b, nodeMetaMagic)
+	b = append(b, m.id.encode()...)
+	b = binary.LittleEndian.AppendUint64(b, m.node)
+	return binary.LittleEndian.AppendUint64(b, m.allocated)
+}
+
+func decodeNodeMeta(b []byte) (nodeMeta, error) {
+	if len(b) != 56 || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
+		return nodeMeta{}, fmt.Errorf("its metadata (%d bytes) is not a cluster node's", len(b))
+	}
+	id, _ := decodeIdentity(b[8:40])
+	return nodeMeta{id: id, node: binary.LittleEndian.Uint64(b[40:]), allocated: binary.LittleEndian.Uint64(b[48:])}, nil
+}
+
+// PeersHash names a peer list: the same nodes at the same addresses give
+// the same hash whatever the order they were written in.
+func peersHash(peers map[int]string) uint64 {
+	ids := make([]int, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	h := fnv.New64a()
+	for _, id := range ids {
+		fmt.Fprintf(h, "%d=%s,", id, peers[id])
+	}
+	return h.Sum64()
+}
+
+// NodeStoreFile is node id's page store in its data directory.
+func NodeStoreFile(id int) string { return fmt.Sprintf("node-%d.db", id) }
+
+// ErrWrongCluster is returned by Join for a node whose configuration or
+// store disagrees with the cluster it joins; the error says which.
+var ErrWrongCluster = errors.New("scalestore: not a node of this cluster")
+
+// Join starts this process's node of the cluster opts describes and returns
+// it once it can serve: the bootstrap node creates the catalog of a new
+// cluster (or reopens its own), the others wait for it (up to JoinTimeout;
+// nodes may start in any order) and check that they belong: same cluster
+// id, same peer list, and a store of this cluster.
+func Join(opts ClusterOptions) (*Cluster, error) {
+	o, tc, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	store, fresh, err := openClusterStore(o)
+	if err != nil {
+		return nil, err
+	}
+	self, boot := protocol.NodeID(o.ID), protocol.NodeID(o.Bootstrap)
+	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}}
+	for id := range o.Peers {
+		c.peers = append(c.peers, protocol.NodeID(id))
+	}
+	slices.Sort(c.peers)
+	want := identity{clusterID: o.ClusterID, peersHash: peersHash(o.Peers), bootstrap: uint64(o.Bootstrap)}
+	var stored nodeMeta
+	if !fresh {
+		if stored, err = decodeNodeMeta(store.Meta()); err != nil {
+			store.Close() // untouched: it stays as clean as it was
+			return nil, fmt.Errorf("%w: %s: %v", ErrWrongCluster, o.storePath(), err)
+		}
+		if err := stored.check(want, uint64(o.ID)); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("%w: %s: %v", ErrWrongCluster, o.storePath(), err)
+		}
+		want.incarnation = stored.id.incarnation
+	}
+	prepare := func(rt *actors.Local) error {
+		if !fresh {
+			var err error
+			rt.Locked(func() { err = rt.Node().Directory().Restore(stored.allocated) })
+			if err != nil {
+				return fmt.Errorf("scalestore: node %d: restoring the allocator: %w", o.ID, err)
+			}
+			return nil
+		}
+		if self != boot {
+			return nil
+		}
+		// A new cluster: the catalog and the default table, on this node,
+		// before any peer can ask for them.
+		var inc [8]byte
+		if _, err := rand.Read(inc[:]); err != nil {
+			return err
+		}
+		want.incarnation = binary.LittleEndian.Uint64(inc[:]) | 1
+		return rt.Do(func(w *bufmgr.Worker) error {
+			s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate}
+			cat, err := btree.Create(s)
+			if err != nil {
+				return fmt.Errorf("scalestore: creating the cluster's catalog: %w", err)
+			}
+			if cat.Catalog() != catalogPID(boot) {
+				return fmt.Errorf("scalestore: the catalog landed at %v, not %v", cat.Catalog(), catalogPID(boot))
+			}
+			if err := cat.Put(s, []byte(identityKey), want.encode()); err != nil {
+				return err
+			}
+			t, err := btree.Create(s)
+			if err != nil {
+				return fmt.Errorf("scalestore: creating the default table: %w", err)
+			}
+			var pid [8]byte
+			binary.LittleEndian.PutUint64(pid[:], uint64(t.Catalog()))
+			return cat.Put(s, []byte(tablePrefix+DefaultTable), pid[:])
+		})
+	}
+	deadline := time.Now().Add(o.JoinTimeout)
+	for attempt := 1; ; attempt++ {
+		err = c.start(tc, prepare, want, self == boot)
+		if err == nil {
+			break
+		}
+		if self == boot || !errors.Is(err, transport.ErrPeerDown) && !errors.Is(err, actors.ErrNoAnswer) || time.Now().After(deadline) {
+			if fresh && self != boot {
+				store.Close() // nothing was allocated on it
+			} else {
+				// Peers may have taken pages of its directory meanwhile:
+				// the next start must not trust the store.
+				abandon(store)
+			}
+			return nil, err
+		}
+		// The bootstrap node is not up yet: start over (nothing was
+		// written: this node allocated nothing).
+		o.Logger.Info("waiting for the bootstrap node", "node", o.ID, "bootstrap", o.Bootstrap, "attempt", attempt, "err", err)
+		time.Sleep(time.Second)
+	}
+	meta := nodeMeta{id: c.id, node: uint64(o.ID)}
+	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
+	if err := store.SetMeta(meta.encode()); err != nil {
+		c.closeAfter(err)
+		return nil, err
+	}
+	if o.RESP != "" {
+		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
+			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger}, c)
+		if err != nil {
+			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
+			c.closeAfter(err)
+			return nil, err
+		}
+	}
+	o.Logger.Info("node joined", "node", o.ID, "cluster", o.ClusterID, "peers", len(o.Peers), "transport", tc.Resolve(), "fresh", fresh)
+	return c, nil
+}
+
+// closeAfter stops a node whose Join failed after it started: cleanly if
+// it can (its peers hold none of its pages), else leaving its store
+// unclean.
+func (c *Cluster) closeAfter(cause error) {
+	c.closed.Store(true)
+	if _, err := c.node.Shutdown(c.peers, time.Second); err != nil {
+		abandon(c.store)
+		c.opts.Logger.Error("a node that failed to join left its store unclean", "node", c.opts.ID, "cause", cause, "err", err)
+		return
+	}
+	c.store.Close()
+}
+
+// start starts the node and opens the catalog; a failure leaves nothing
+// running.
+func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) error, want identity, boot bool) error {
+	o := c.opts
+	n, err := cluster.StartNode(cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
+		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prepare, PollSpin: pollSpin(tc)})
+	if err != nil {
+		return err
+	}
+	c.node = n
+	c.cat = btree.Open(catalogPID(protocol.NodeID(o.Bootstrap)))
+	var rec []byte
+	var ok bool
+	err = n.RT.Do(func(w *bufmgr.Worker) error {
+		rec, ok, err = c.cat.Get(c.session(w), []byte(identityKey), nil)
+		return err
+	})
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: node %d's catalog has no cluster identity", ErrWrongCluster, o.Bootstrap)
+	}
+	var got identity
+	if err == nil {
+		got, ok = decodeIdentity(rec)
+		if !ok {
+			err = fmt.Errorf("%w: node %d's catalog holds a malformed cluster identity", ErrWrongCluster, o.Bootstrap)
+		}
+	}
+	if err == nil {
+		err = got.check(want, o.Bootstrap)
+	}
+	if err == nil {
+		c.id = got
+		c.def, err = c.table(DefaultTable, false)
+	}
+	if err != nil {
+		if !n.RT.Failed() {
+			// Refused after reading the catalog: hand its pages back, or
+			// the directory would count this node as holding them when
+			// the right node of this id joins.
+			n.RT.Leave(o.Timeout)
+		}
+		n.Stop()
+		c.node = nil
+		return err
+	}
+	return nil
+}
+
+// check compares the cluster's identity (id) with what this node was
+// configured with (want).
+func (id identity) check(want identity, bootstrap int) error {
+	switch {
+	case id.clusterID != want.clusterID:
+		return fmt.Errorf("%w: the cluster's id is %d, this node's --cluster-id is %d", ErrWrongCluster, id.clusterID, want.clusterID)
+	case id.peersHash != want.peersHash:
+		return fmt.Errorf("%w: this node's peer list differs from the one the cluster was created with (on node %d): every node needs the same --peers (or config file)", ErrWrongCluster, bootstrap)
+	case id.bootstrap != want.bootstrap:
+		return fmt.Errorf("%w: the cluster's bootstrap node is %d, this node's is %d", ErrWrongCluster, id.bootstrap, want.bootstrap)
+	case want.incarnation != 0 && id.incarnation != want.incarnation:
+		return fmt.Errorf("%w: this node's store belongs to another cluster of the same id (created %x, the running one %x): remove it or start with --reformat", ErrWrongCluster, want.incarnation, id.incarnation)
+	}
+	return nil
+}
+
+func (m nodeMeta) check(want identity, node uint64) error {
+	switch {
+	case m.node != node:
+		return fmt.Errorf("the store is node %d's, not node %d's", m.node, node)
+	case m.id.clusterID != want.clusterID:
+		return fmt.Errorf("the store belongs to cluster %d, this node's --cluster-id is %d", m.id.clusterID, want.clusterID)
+	case m.id.peersHash != want.peersHash:
+		return errors.New("the store was written under another peer list: every node needs the same --peers (or config file) as when the cluster was created")
+	case m.id.bootstrap != want.bootstrap:
+		return fmt.Errorf("the store's cluster was bootstrapped by node %d, this node names %d", m.id.bootstrap, want.bootstrap)
+	}
+	return nil
+}
+
+func pollSpin(tc cluster.TransportConfig) time.Duration {
+	if tc.Resolve() == "tcp" {
+		return 150 * time.Microsecond
+	}
+	return 50 * time.Microsecond
+}
+
+func (o ClusterOptions) storePath() string { return filepath.Join(o.Data, NodeStoreFile(o.ID)) }
+
+// resolve checks the options and fills in the defaults.
+func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, error) {
+	o := opts
+	var tc cluster.TransportConfig
+	if o.ID < 0 || o.ID > 255 {
+		return o, tc, fmt.Errorf("scalestore: node id %d: want 0..255", o.ID)
+	}
+	if len(o.Peers) == 0 {
+		return o, tc, errors.New("scalestore: no peers: ClusterOptions.Peers names every node and its address")
+	}
+	peers := map[protocol.NodeID]string{}
+	for id, addr := range o.Peers {
+		if id < 0 || id > 255 {
+			return o, tc, fmt.Errorf("scalestore: peer id %d: want 0..255", id)
+		}
+		peers[protocol.NodeID(id)] = addr
+	}
+	if _, ok := o.Peers[o.ID]; !ok {
+		return o, tc, fmt.Errorf("scalestore: the peers do not name this node (%d)", o.ID)
+	}
+	if _, ok := o.Peers[o.Bootstrap]; !ok {
+		return o, tc, fmt.Errorf("scalestore: the bootstrap node %d is not among the peers", o.Bootstrap)
+	}
+	if o.Listen == "" {
+		o.Listen = o.Peers[o.ID]
+	}
+	if o.ClusterID == 0 {
+		o.ClusterID = 1
+	}
+	if o.Transport == "" {
+		o.Transport = "tcp"
+	}
+	if o.SocketDir == "" {
+		o.SocketDir = os.TempDir()
+	}
+	if o.CachePages == 0 {
+		o.CachePages = 16384
+	}
+	if o.CachePages < 64 {
+		return o, tc, fmt.Errorf("scalestore: CachePages %d: want at least 64", o.CachePages)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.JoinTimeout == 0 {
+		o.JoinTimeout = 2 * time.Minute
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	tc = cluster.TransportConfig{Kind: o.Transport, Self: protocol.NodeID(o.ID), Listen: o.Listen, Peers: peers,
+		ClusterID: o.ClusterID, TLS: o.TLS, SocketDir: o.SocketDir, Logger: o.Logger}
+	switch tc.Resolve() {
+	case "tcp", "shm":
+	default:
+		return o, tc, fmt.Errorf("scalestore: transport %q: want tcp, shm or auto", o.Transport)
+	}
+	return o, tc, nil
+}
+
+// openClusterStore opens this node's store; fresh reports a new one.
+func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
+	const slots = 1 << 20
+	if o.Data == "" {
+		return &memoryStore{Store: memfile.New(slots, nil)}, true, nil
+	}
+	if err := os.MkdirAll(o.Data, 0o755); err != nil {
+		return nil, false, fmt.Errorf("scalestore: %w", err)
+	}
+	path := o.storePath()
+	opts := nvme.Options{Slots: slots}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || o.Reformat {
+		opts.Create, fresh = true, true
+	} else if err != nil {
+		return nil, false, fmt.Errorf("scalestore: %w", err)
+	}
+	st, err := nvme.Open(path, opts)
+	if errors.Is(err, nvme.ErrDirectUnsupported) {
+		opts.NoDirect = true
+		st, err = nvme.Open(path, opts)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("scalestore: node %d: opening %s: %w", o.ID, path, err)
+	}
+	if !fresh && !st.WasClean() {
+		st.Abandon()
+		return nil, false, fmt.Errorf("scalestore: node %d: %s: %w: its node was killed or failed, and pages it held may be newer in no store; "+
+			"remove it, or start with --reformat to discard it", o.ID, path, ErrUnclean)
+	}
+	if !fresh && len(st.Meta()) == 0 {
+		// Created, then stopped before it joined: nothing was written.
+		fresh = true
+	}
+	return st, fresh, nil
+}
+
+func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
+	return btree.Session{Cache: c.node.RT.Node().Cache(), Worker: w, Allocate: c.node.RT.Allocate}
+}
+
+// view is a DB over one of the cluster's tables: the same runtime, another
+// tree, no log, and a Close that does nothing (the Cluster closes).
+func (c *Cluster) view(t *btree.Tree, name string) *DB {
+	return &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
+}
+
+// Table opens the named table, creating it (on this node) if no node did:
+// the returned KV's pages are shared by every node like the default
+// table's. Its Close does nothing; close the Cluster.
+func (c *Cluster) Table(name string) (KV, error) {
+	if name == "" || len(tablePrefix)+len(name) > btree.MaxKey {
+		return nil, fmt.Errorf("scalestore: table name %q: want 1 to %d bytes", name, btree.MaxKey-len(tablePrefix))
+	}
+	return c.table(name, true)
+}
+
+func (c *Cluster) table(name string, create bool) (*DB, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if db := c.tables[name]; db != nil {
+		return db, nil
+	}
+	var pid protocol.PID
+	err := c.node.RT.Do(func(w *bufmgr.Worker) error {
+		s := c.session(w)
+		v, ok, err := c.cat.Get(s, []byte(tablePrefix+name), nil)
+		if err != nil {
+			return err
+		}
+		if ok {
+			pid = protocol.PID(binary.LittleEndian.Uint64(v))
+			return nil
+		}
+		if !create {
+			return fmt.Errorf("scalestore: no table %q in the catalog", name)
+		}
+		t, err := btree.Create(s)
+		if err != nil {
+			return err
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(t.Catalog()))
+		// Two nodes may create the same table at once: the first entry
+		// wins, and the loser's empty tree is left unused.
+		_, err = c.cat.PutIf(s, []byte(tablePrefix+name), b[:], func(old []byte, found bool) bool {
+			if found {
+				pid = protocol.PID(binary.LittleEndian.Uint64(old))
+				return false
+			}
+			pid = t.Catalog()
+			return true
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scalestore: node %d: table %q: %w", c.opts.ID, name, err)
+	}
+	db := c.view(btree.Open(pid), name)
+	c.tables[name] = db
+	return db, nil
+}
+
+// Tables lists the tables in the catalog.
+func (c *Cluster) Tables() ([]string, error) {
+	var names []string
+	err := c.node.RT.Do(func(w *bufmgr.Worker) error {
+		return c.cat.Scan(c.session(w), []byte(tablePrefix), []byte("t0"), func(k, _ []byte) bool {
+			names = append(names, string(k[len(tablePrefix):]))
+			return true
+		})
+	})
+	return names, err
+}
+
+// Get, GetBatch, Put, PutIf, Delete, Scan and NewSession act on the
+// default table (DB's methods say what each does).
+func (c *Cluster) Get(key, dst []byte) ([]byte, bool, error) { return c.def.Get(key, dst) }
+
+// GetBatch is DB.GetBatch on the default table.
+func (c *Cluster) GetBatch(keys, vals [][]byte, found []bool) error {
+	return c.def.GetBatch(keys, vals, found)
+}
+
+// Put is DB.Put on the default table.
+func (c *Cluster) Put(key, val []byte) error { return c.def.Put(key, val) }
+
+// PutIf is DB.PutIf on the default table.
+func (c *Cluster) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (bool, error) {
+	return c.def.PutIf(key, val, cond)
+}
+
+// Delete is DB.Delete on the default table.
+func (c *Cluster) Delete(key []byte) (bool, error) { return c.def.Delete(key) }
+
+// Scan is DB.Scan on the default table.
+func (c *Cluster) Scan(from, to []byte, fn func(key, val []byte) bool) error {
+	return c.def.Scan(from, to, fn)
+}
+
+// NewSession is DB.NewSession on the default table.
+func (c *Cluster) NewSession() *Session { return c.def.NewSession() }
+
+// Stats reads this node's counters.
+func (c *Cluster) Stats() Stats {
+	s := c.def.Stats()
+	ns := c.node.Stats()
+	s.RemoteFetches, s.Invalidations, s.Evictions = ns.RemoteFetches, ns.Invalidations, ns.Evictions
+	return s
+}
+
+// Node is the running node underneath (its runtime, transport and
+// counters), for metrics and tests.
+func (c *Cluster) Node() *cluster.Node { return c.node }
+
+// ID is this node's id.
+func (c *Cluster) ID() int { return c.opts.ID }
+
+// RESPAddr is where the node serves the Redis protocol ("" if it does not).
+func (c *Cluster) RESPAddr() string {
+	if c.resp == nil {
+		return ""
+	}
+	return c.resp.Addr()
+}
+
+func (c *Cluster) info() []resp.InfoSection {
+	s := c.Stats()
+	u := func(v uint64) string { return fmt.Sprint(v) }
+	return []resp.InfoSection{
+		{Name: "Server", Fields: [][2]string{{"scalestore_node", fmt.Sprint(c.opts.ID)}, {"cluster_id", u(c.opts.ClusterID)},
+			{"nodes", fmt.Sprint(len(c.opts.Peers))}, {"bootstrap_node", fmt.Sprint(c.opts.Bootstrap)}}},
+		{Name: "Stats", Fields: [][2]string{{"cache_hits", u(s.CacheHits)}, {"cache_misses", u(s.CacheMisses)},
+			{"remote_page_fetches", u(s.RemoteFetches)}, {"invalidations", u(s.Invalidations)}, {"evictions", u(s.Evictions)},
+			{"ssd_reads", u(s.SSDReads)}, {"ssd_writes", u(s.SSDWrites)}, {"pages_allocated", u(s.Pages)}}},
+	}
+}
+
+// Close stops the node cleanly (the RESP server first): it hands every
+// page it holds back to its directory and waits, up to ShutdownTimeout,
+// until the peers hold none of its own pages, which they do once they
+// close too; then its pages are on its store and the store is marked
+// clean, so the next Join reopens it with every key. Stop every node of
+// the cluster together. A node closed while its peers keep running (or
+// that cannot wait for them) leaves its store marked unclean and says so:
+// the peers may hold newer copies of its pages than its store.
+func (c *Cluster) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	if c.resp != nil {
+		c.resp.Close()
+	}
+	held, err := c.node.Shutdown(c.peers, c.opts.ShutdownTimeout)
+	if err != nil {
+		abandon(c.store)
+		if held > 0 {
+			return fmt.Errorf("scalestore: node %d: %w; its store %s is left unclean", c.opts.ID, err, c.opts.storePath())
+		}
+		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
+	}
+	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID)}
+	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
+	err = c.store.SetMeta(meta.encode())
+	if cerr := c.store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("scalestore: node %d: closing its store: %w", c.opts.ID, err)
+	}
+	return nil
+}
+
+// Wait blocks until ctx ends; a convenience for a process that only serves
+// RESP.
+func (c *Cluster) Wait(ctx context.Context) { <-ctx.Done() }

@@ -1,0 +1,60 @@
+package resp
+
+import (
+	"testing"
+)
+
+// nopEngine answers every Get with a fixed value and stores nothing, so
+// that allocations measured are the server's own.
+type nopEngine struct{ val []byte }
+
+func (e nopEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	return append(dst, e.val...), true, nil
+}
+
+func (e nopEngine) GetBatch(keys, vals [][]byte, found []bool) error {
+	for i := range keys {
+		vals[i] = append(vals[i][:0], e.val...)
+		found[i] = true
+	}
+	return nil
+}
+func (nopEngine) Put(key, val []byte) error { return nil }
+func (e nopEngine) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (bool, error) {
+	return cond(e.val, true), nil
+}
+func (nopEngine) Delete(key []byte) (bool, error) { return true, nil }
+func (nopEngine) Scan(from, to []byte, fn func(key, val []byte) bool) error {
+	return nil
+}
+
+// The hot paths (parsing a pipeline, GET, SET, SET NX, MGET) allocate
+// nothing once a connection's buffers are warm.
+func TestNoAllocations(t *testing.T) {
+	s := &Server{eng: nopEngine{val: []byte("value-of-some-length")}, maxKey: 256, maxValue: 1023, maxEntry: 1024}
+	c := newClient(s, nil)
+	pipeline := []byte(cmd("GET", "key:000001") + cmd("SET", "key:000001", "xxx") +
+		cmd("set", "key:2", "yyy", "NX") + cmd("MGET", "a", "b", "c") + cmd("PING"))
+	run := func() {
+		c.buf = append(c.buf[:0], pipeline...)
+		c.r, c.w = 0, len(pipeline)
+		c.out = c.out[:0]
+		for c.r < c.w {
+			complete, args, n, err := c.next()
+			if err != nil || !complete {
+				t.Fatalf("next: %v %v", complete, err)
+			}
+			c.r += n
+			c.exec(args)
+		}
+	}
+	run()
+	want := "$20\r\nvalue-of-some-length\r\n+OK\r\n$-1\r\n*3\r\n" +
+		"$20\r\nvalue-of-some-length\r\n$20\r\nvalue-of-some-length\r\n$20\r\nvalue-of-some-length\r\n+PONG\r\n"
+	if string(c.out) != want {
+		t.Fatalf("replies %q", c.out)
+	}
+	if n := testing.AllocsPerRun(200, run); n != 0 {
+		t.Fatalf("%.1f allocations per pipeline", n)
+	}
+}

@@ -1,0 +1,216 @@
+package resp
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cmdInfo: INFO [section ...]. With no section, or "all", "everything" or
+// "default", every section; otherwise the sections named
+// (case-insensitively).
+func (c *client) cmdInfo(args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	if want["all"] || want["everything"] || want["default"] {
+		clear(want)
+	}
+	var b []byte
+	for _, sec := range c.s.infoSections() {
+		if len(want) > 0 && !want[strings.ToLower(sec.Name)] {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, "\r\n"...)
+		}
+		b = append(b, "# "...)
+		b = append(b, sec.Name...)
+		b = append(b, "\r\n"...)
+		for _, f := range sec.Fields {
+			b = append(b, f[0]...)
+			b = append(b, ':')
+			b = append(b, f[1]...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	c.bulk(b)
+}
+
+// infoSections are Config.Info's sections (or a Server section of the
+// server's own) followed by Clients and Stats.
+func (s *Server) infoSections() []InfoSection {
+	var secs []InfoSection
+	if s.info != nil {
+		secs = append(secs, s.info()...)
+	} else {
+		_, port, _ := net.SplitHostPort(s.addr)
+		secs = append(secs, InfoSection{Name: "Server", Fields: [][2]string{
+			{"redis_version", compatVersion},
+			{"server_name", "scalestore"},
+			{"redis_mode", "standalone"},
+			{"process_id", strconv.Itoa(os.Getpid())},
+			{"tcp_port", port},
+			{"uptime_in_seconds", strconv.FormatInt(int64(time.Since(s.started)/time.Second), 10)},
+		}})
+	}
+	st := s.Stats()
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	secs = append(secs,
+		InfoSection{Name: "Clients", Fields: [][2]string{
+			{"connected_clients", u(st.Conns)},
+			{"maxclients", strconv.FormatInt(s.maxConns, 10)},
+		}},
+		InfoSection{Name: "Stats", Fields: [][2]string{
+			{"total_connections_received", u(st.ConnsTotal)},
+			{"total_commands_processed", u(st.Commands)},
+			{"total_error_replies", u(st.Errors)},
+			{"rejected_connections", u(s.rejected.Load())},
+		}},
+	)
+	return secs
+}
+
+// configParams are what CONFIG GET tells: enough for redis-benchmark,
+// which asks for save and appendonly when it starts.
+func (s *Server) configParams() [][2]string {
+	return [][2]string{
+		{"save", ""},
+		{"appendonly", "no"},
+		{"databases", "1"},
+		{"maxclients", strconv.FormatInt(s.maxConns, 10)},
+		{"timeout", strconv.FormatInt(int64(s.idle/time.Second), 10)},
+		{"proto-max-bulk-len", strconv.Itoa(maxCommandBytes)},
+		{"requirepass", ""}, // never told, as Redis does not either
+	}
+}
+
+// cmdConfig: CONFIG GET pattern [pattern ...] answers the matching
+// parameters as name, value pairs; nothing can be set.
+func (c *client) cmdConfig(args [][]byte) {
+	if len(args) < 2 {
+		c.arity("config")
+		return
+	}
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "get":
+		if len(args) < 3 {
+			c.arity("config|get")
+			return
+		}
+		var hits [][2]string
+		for _, p := range c.s.configParams() {
+			for _, pat := range args[2:] {
+				if globMatch([]byte(strings.ToLower(string(pat))), []byte(p[0])) {
+					hits = append(hits, p)
+					break
+				}
+			}
+		}
+		c.array(2 * len(hits))
+		for _, h := range hits {
+			c.bulkString(h[0])
+			c.bulkString(h[1])
+		}
+	case "set", "resetstat", "rewrite":
+		c.error("ERR CONFIG " + strings.ToUpper(sub) + " is not supported")
+	default:
+		c.error("ERR unknown subcommand '" + clip(args[1], 128) + "'. Try CONFIG HELP.")
+	}
+}
+
+// commandInfo is one row of COMMAND's reply (the Redis 6 form).
+type commandInfo struct {
+	name                    string
+	arity                   int
+	flags                   []string
+	firstKey, lastKey, step int
+	categories              []string
+}
+
+var commandTable = []commandInfo{
+	{"get", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@read", "@string", "@fast"}},
+	{"set", -3, []string{"write", "denyoom"}, 1, 1, 1, []string{"@write", "@string", "@slow"}},
+	{"setnx", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"del", -2, []string{"write"}, 1, -1, 1, []string{"@keyspace", "@write", "@slow"}},
+	{"exists", -2, []string{"readonly", "fast"}, 1, -1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"mget", -2, []string{"readonly", "fast"}, 1, -1, 1, []string{"@read", "@string", "@fast"}},
+	{"mset", -3, []string{"write", "denyoom"}, 1, -1, 2, []string{"@write", "@string", "@slow"}},
+	{"scan", -2, []string{"readonly"}, 0, 0, 0, []string{"@keyspace", "@read", "@slow"}},
+	{"dbsize", 1, []string{"readonly", "fast"}, 0, 0, 0, []string{"@keyspace", "@read", "@fast"}},
+	{"ping", -1, []string{"fast"}, 0, 0, 0, []string{"@fast", "@connection"}},
+	{"echo", 2, []string{"fast"}, 0, 0, 0, []string{"@fast", "@connection"}},
+	{"info", -1, []string{"loading", "stale"}, 0, 0, 0, []string{"@slow", "@dangerous"}},
+	{"select", 2, []string{"loading", "stale", "fast"}, 0, 0, 0, []string{"@fast", "@connection"}},
+	{"quit", -1, []string{"noscript", "loading", "stale", "fast", "no_auth"}, 0, 0, 0, []string{"@fast", "@connection"}},
+	{"auth", -2, []string{"noscript", "loading", "stale", "fast", "no_auth"}, 0, 0, 0, []string{"@fast", "@connection"}},
+	{"hello", -1, []string{"noscript", "loading", "stale", "fast", "no_auth"}, 0, 0, 0, []string{"@fast", "@connection"}},
+	{"command", -1, []string{"loading", "stale"}, 0, 0, 0, []string{"@slow", "@connection"}},
+	{"config", -2, []string{"admin", "noscript", "loading", "stale"}, 0, 0, 0, []string{"@admin", "@slow", "@dangerous"}},
+	{"client", -2, []string{"admin", "noscript", "loading", "stale"}, 0, 0, 0, []string{"@slow", "@connection"}},
+}
+
+func (c *client) commandInfo(ci commandInfo) {
+	c.array(7)
+	c.bulkString(ci.name)
+	c.int(int64(ci.arity))
+	c.array(len(ci.flags))
+	for _, f := range ci.flags {
+		c.status(f)
+	}
+	c.int(int64(ci.firstKey))
+	c.int(int64(ci.lastKey))
+	c.int(int64(ci.step))
+	c.array(len(ci.categories))
+	for _, f := range ci.categories {
+		c.status(f)
+	}
+}
+
+// cmdCommand: COMMAND, COMMAND COUNT, COMMAND LIST, COMMAND INFO name...,
+// and COMMAND DOCS (an empty reply: redis-cli then uses its own help).
+func (c *client) cmdCommand(args [][]byte) {
+	if len(args) == 1 {
+		c.array(len(commandTable))
+		for _, ci := range commandTable {
+			c.commandInfo(ci)
+		}
+		return
+	}
+	switch sub := strings.ToLower(string(args[1])); sub {
+	case "count":
+		c.int(int64(len(commandTable)))
+	case "list":
+		c.array(len(commandTable))
+		for _, ci := range commandTable {
+			c.bulkString(ci.name)
+		}
+	case "docs":
+		c.array(0)
+	case "info":
+		names := args[2:]
+		if len(names) == 0 {
+			c.array(len(commandTable))
+			for _, ci := range commandTable {
+				c.commandInfo(ci)
+			}
+			return
+		}
+		c.array(len(names))
+	next:
+		for _, n := range names {
+			for _, ci := range commandTable {
+				if strings.EqualFold(ci.name, string(n)) {
+					c.commandInfo(ci)
+					continue next
+				}
+			}
+			c.null()
+		}
+	default:
+		c.error("ERR unknown subcommand '" + clip(args[1], 128) + "'. Try COMMAND HELP.")
+	}
+}

@@ -1,0 +1,338 @@
+package resp
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Engine is the key-value engine the server fronts. Both the single-node
+// *scalestore.DB and a cluster node's handle satisfy it.
+//
+// The key and val slices the server passes alias its read buffer and are
+// valid only during the call: an engine that keeps them must copy them.
+type Engine interface {
+	// Get appends the value of key to dst and returns it; ok reports
+	// whether key exists.
+	Get(key, dst []byte) (val []byte, ok bool, err error)
+	// GetBatch looks up every key: vals[i] = append(vals[i][:0], value)
+	// and found[i] reports whether keys[i] exists.
+	GetBatch(keys, vals [][]byte, found []bool) error
+	// Put sets key to val.
+	Put(key, val []byte) error
+	// PutIf sets key to val if cond (called with the current value and
+	// whether the key exists, atomically with the write) returns true;
+	// applied reports whether it wrote. old is valid only during cond.
+	PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error)
+	// Delete removes key; found reports whether it existed.
+	Delete(key []byte) (found bool, err error)
+	// Scan calls fn for the keys in [from,to) in order, until fn returns
+	// false; to nil means no upper bound. key and val are valid only
+	// during fn.
+	Scan(from, to []byte, fn func(key, val []byte) bool) error
+}
+
+// Config configures a Server. The zero value of every field but Addr has
+// a usable default.
+type Config struct {
+	// Addr is where to listen, host:port. ":0" picks a free port;
+	// Server.Addr tells the bound address.
+	Addr string
+	// Password, when non-empty, must be given with AUTH (or HELLO 2 AUTH)
+	// before any command but AUTH, HELLO and QUIT; the others answer
+	// "-NOAUTH Authentication required.".
+	Password string
+	// TLS, when non-nil, makes the server speak TLS. It must carry a
+	// certificate (Certificates, GetCertificate or GetConfigForClient).
+	TLS *tls.Config
+	// MaxKey is the longest key accepted, in bytes (0: 256).
+	MaxKey int
+	// MaxValue is the longest value accepted, in bytes (0: 1023).
+	MaxValue int
+	// MaxEntry is the longest key plus value accepted, in bytes (0: 1024).
+	MaxEntry int
+	// MaxConns is how many connections are served at once (0: 10000). One
+	// more gets "-ERR max number of clients reached" and is closed.
+	MaxConns int
+	// IdleTimeout closes a connection that sent nothing for this long, and
+	// one that does not take its replies for this long (0: never).
+	IdleTimeout time.Duration
+	// Info gives INFO's sections (nil: a "# Server" section of the
+	// server's own). "# Clients" and "# Stats" sections are always added.
+	Info func() []InfoSection
+	// Logger receives the server's log records (nil: none).
+	Logger *slog.Logger
+}
+
+// InfoSection is one section of INFO's reply, rendered as
+// "# Name\r\nk:v\r\n...".
+type InfoSection struct {
+	Name   string
+	Fields [][2]string
+}
+
+// Stats are a server's counters.
+type Stats struct {
+	Conns      uint64 // connections being served now
+	ConnsTotal uint64 // connections accepted since Listen, rejected ones included
+	Commands   uint64 // commands processed
+	Errors     uint64 // error replies sent
+}
+
+const (
+	defaultMaxKey   = 256
+	defaultMaxValue = 1023
+	defaultMaxEntry = 1024
+	defaultMaxConns = 10000
+
+	// maxCommandBytes bounds what one connection may have pending for a
+	// single incomplete command; maxInlineBytes does for an inline
+	// (telnet-style) command, as Redis does.
+	maxCommandBytes = 4 << 20
+	maxInlineBytes  = 64 << 10
+
+	readBufSize  = 4 << 10  // a connection's read buffer to start with
+	keepBufBytes = 64 << 10 // buffers larger than this are dropped once drained
+	flushAt      = 64 << 10 // replies are written out once this many are pending
+	keepArgs     = 1024     // argument and batch slices longer than this are dropped
+
+	lingerTime  = 500 * time.Millisecond // how long a closing connection is drained
+	lingerBytes = 1 << 20                // and how much of it at most
+
+	compatVersion = "7.0.0" // the Redis version told to clients that ask
+)
+
+const (
+	msgMaxClients = "ERR max number of clients reached"
+	msgNoAuth     = "NOAUTH Authentication required."
+)
+
+// Server serves the Redis protocol in front of an Engine.
+type Server struct {
+	eng       Engine
+	ln        net.Listener
+	addr      string
+	log       *slog.Logger
+	info      func() []InfoSection
+	idle      time.Duration
+	maxKey    int
+	maxValue  int
+	maxEntry  int
+	maxConns  int64
+	password  bool
+	pwHash    [sha256.Size]byte
+	tlsOn     bool
+	started   time.Time
+	cursors   cursorTable
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{} // closed when the accept loop has returned
+
+	conns      atomic.Int64
+	connsTotal atomic.Uint64
+	rejected   atomic.Uint64
+	commands   atomic.Uint64
+	errors     atomic.Uint64
+	nextID     atomic.Uint64
+
+	mu      sync.Mutex
+	closing bool
+	open    map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+// Listen binds cfg.Addr (synchronously: an address in use is an error)
+// and serves the Redis protocol for e in the background until Close.
+func Listen(cfg Config, e Engine) (*Server, error) {
+	if e == nil {
+		return nil, errors.New("resp: nil Engine")
+	}
+	if cfg.MaxKey < 0 || cfg.MaxValue < 0 || cfg.MaxEntry < 0 || cfg.MaxConns < 0 || cfg.IdleTimeout < 0 {
+		return nil, errors.New("resp: negative limit in Config")
+	}
+	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 &&
+		cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
+		return nil, errors.New("resp: TLS config has no certificate")
+	}
+	s := &Server{
+		eng:      e,
+		log:      cfg.Logger,
+		info:     cfg.Info,
+		idle:     cfg.IdleTimeout,
+		maxKey:   orDefault(cfg.MaxKey, defaultMaxKey),
+		maxValue: orDefault(cfg.MaxValue, defaultMaxValue),
+		maxEntry: orDefault(cfg.MaxEntry, defaultMaxEntry),
+		maxConns: int64(orDefault(cfg.MaxConns, defaultMaxConns)),
+		password: cfg.Password != "",
+		pwHash:   sha256.Sum256([]byte(cfg.Password)),
+		tlsOn:    cfg.TLS != nil,
+		started:  time.Now(),
+		done:     make(chan struct{}),
+		open:     make(map[net.Conn]struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cursors.init()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s.addr = ln.Addr().String()
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	s.ln = ln
+	go s.acceptLoop()
+	return s, nil
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Addr returns the address the server listens on, host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Close stops accepting, closes every connection and waits for their
+// handlers to return. A handler inside an Engine call finishes that call
+// first. Close may be called more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		s.closeErr = s.ln.Close()
+		<-s.done
+		s.mu.Lock()
+		open := make([]net.Conn, 0, len(s.open))
+		for nc := range s.open {
+			open = append(open, nc)
+		}
+		s.mu.Unlock()
+		for _, nc := range open {
+			// Under TLS, close the TCP connection itself: tls.Conn.Close
+			// would first try to send close_notify, for up to 5 s, to a
+			// client that may not be reading.
+			if tc, ok := nc.(*tls.Conn); ok {
+				tc.NetConn().Close()
+			} else {
+				nc.Close()
+			}
+		}
+		s.wg.Wait()
+	})
+	return s.closeErr
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	n := s.conns.Load()
+	if n < 0 {
+		n = 0
+	}
+	return Stats{
+		Conns:      uint64(n),
+		ConnsTotal: s.connsTotal.Load(),
+		Commands:   s.commands.Load(),
+		Errors:     s.errors.Load(),
+	}
+}
+
+func (s *Server) acceptLoop() {
+	defer close(s.done)
+	var delay time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, as
+			// net/http does, and try again.
+			if delay == 0 {
+				delay = 5 * time.Millisecond
+			} else if delay *= 2; delay > time.Second {
+				delay = time.Second
+			}
+			s.log.Warn("resp: accept failed", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		s.connsTotal.Add(1)
+		if !s.track(nc) {
+			nc.Close()
+			continue
+		}
+		s.wg.Add(1)
+		if s.conns.Add(1) > s.maxConns {
+			s.conns.Add(-1)
+			s.rejected.Add(1)
+			go s.reject(nc)
+			continue
+		}
+		c := newClient(s, nc)
+		go c.serve()
+	}
+}
+
+// track registers nc so that Close can close it; false if closing.
+func (s *Server) track(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.open[nc] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(nc net.Conn) {
+	s.mu.Lock()
+	delete(s.open, nc)
+	s.mu.Unlock()
+}
+
+// reject tells a connection over MaxConns so and closes it.
+func (s *Server) reject(nc net.Conn) {
+	defer s.wg.Done()
+	defer s.untrack(nc)
+	s.errors.Add(1)
+	s.log.Debug("resp: max clients reached", "remote", nc.RemoteAddr().String())
+	nc.SetDeadline(time.Now().Add(time.Second))
+	nc.Write([]byte("-" + msgMaxClients + "\r\n"))
+	lingerClose(nc)
+}
+
+// lingerClose closes nc after a reply was written to it, so that the
+// client reads that reply rather than a reset: it shuts down the write
+// side and discards what the client still sends, briefly, before closing.
+func lingerClose(nc net.Conn) {
+	nc.SetDeadline(time.Now().Add(lingerTime))
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() == nil {
+			io.CopyN(io.Discard, nc, lingerBytes)
+		}
+	}
+	nc.Close()
+}
+
+// limitError renders "<what> is <n> bytes, over the limit of <max> (<field>)".
+func limitError(what string, n, max int, field string) string {
+	return "ERR " + what + " is " + strconv.Itoa(n) + " bytes, over the limit of " +
+		strconv.Itoa(max) + " bytes (" + field + ")"
+}
