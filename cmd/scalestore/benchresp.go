@@ -35,6 +35,8 @@ loopback ports for every pipeline depth and stopped after it:
   redis-aof        redis-server durable: --appendonly yes --appendfsync always
                    (every write is fsynced before its reply)
   scalestore       one 'scalestore node' in memory
+  scalestore-1p    the same with --procs 1 (one scheduler slot, like
+                   redis-server's one thread: no thread wake-up per request)
   scalestore-data  one 'scalestore node --data DIR' (its pages survive a clean
                    restart; its writes are not yet synced per write)
   scalestore-2shm  two 'scalestore node --transport shm' sharing the keys;
@@ -57,7 +59,7 @@ Flags:
 `
 
 // benchRESPTargets are the targets in the order they run and print.
-var benchRESPTargets = []string{"redis", "redis-aof", "scalestore", "scalestore-data", "scalestore-2shm"}
+var benchRESPTargets = []string{"redis", "redis-aof", "scalestore", "scalestore-1p", "scalestore-data", "scalestore-2shm"}
 
 // benchRESPRow is one line of the table.
 type benchRESPRow struct {
@@ -259,10 +261,13 @@ func (b *benchRESP) run(ctx context.Context, target string, pipeline, requests i
 			return 0, 0, err
 		}
 		resp = addrs[:1]
-	case "scalestore", "scalestore-data":
+	case "scalestore", "scalestore-1p", "scalestore-data":
 		args := []string{"node", "--id", "0", "--peers", "0=" + addrs[0], "--resp", addrs[1], "--shutdown-timeout", "10s"}
 		if target == "scalestore-data" {
 			args = append(args, "--data", filepath.Join(dir, "data"))
+		}
+		if target == "scalestore-1p" {
+			args = append(args, "--procs", "1")
 		}
 		if _, err := start("node 0", b.bin, args...); err != nil {
 			return 0, 0, err
