@@ -614,6 +614,12 @@ func (c *Cluster) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 	return c.def.Scan(from, to, fn)
 }
 
+// Salvage is DB.Salvage on the default table: it reads past pages that
+// cannot be read (on any node's store) and names the keys they held.
+func (c *Cluster) Salvage(from, to []byte, fn func(key, val []byte) bool, skipped func(lo, hi []byte, err error) bool) error {
+	return c.def.Salvage(from, to, fn, skipped)
+}
+
 // NewSession is DB.NewSession on the default table.
 func (c *Cluster) NewSession() *Session { return c.def.NewSession() }
 

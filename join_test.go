@@ -149,6 +149,13 @@ func TestJoinNodesShareKeysAndTables(t *testing.T) {
 			t.Fatalf("node %d: GetBatch %q %v %v", c.ID(), vals, found, err)
 		}
 	}
+	salvaged := 0
+	if err := cs[2].Salvage(nil, nil, func(_, _ []byte) bool { salvaged++; return true }, func(_, _ []byte, err error) bool {
+		t.Errorf("salvage skipped a range: %v", err)
+		return true
+	}); err != nil || salvaged != n+1 {
+		t.Fatalf("salvage read %d keys of %d: %v", salvaged, n+1, err)
+	}
 	if ok, err := cs[2].Delete([]byte("hello")); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
@@ -215,18 +222,30 @@ func TestJoinRestartAndRefusals(t *testing.T) {
 	addrs := freePorts(t, 2)
 	dirs := []string{t.TempDir(), t.TempDir()}
 	opts := clusterOpts(addrs, dirs)
+	// The same ids, node 1's address written another way: the catalog's
+	// identity tells them apart. (On a cluster of its own: the refused node
+	// read the catalog as node 1, and a node 1 that comes later while its
+	// directory still counts the refused one's copies is the restart of a
+	// node the directories were not told about, which needs the view
+	// change of issue 38.)
+	{
+		solo := clusterOpts(freePorts(t, 2), []string{t.TempDir(), t.TempDir()})
+		s0, err := Join(solo[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := solo[1]
+		_, port, _ := net.SplitHostPort(solo[1].Peers[1])
+		other.Peers = map[int]string{0: solo[0].Peers[0], 1: "localhost:" + port}
+		if _, err := Join(other); !errors.Is(err, ErrWrongCluster) || !strings.Contains(err.Error(), "peer list") {
+			t.Fatalf("a node with another peer list: %v", err)
+		}
+		s0.opts.ShutdownTimeout = time.Second
+		s0.Close()
+	}
 	c0, err := Join(opts[0])
 	if err != nil {
 		t.Fatal(err)
-	}
-	// The same ids, node 1's address written another way: the catalog's
-	// identity tells them apart.
-	other := opts[1]
-	other.Data = t.TempDir()
-	_, port, _ := net.SplitHostPort(addrs[1])
-	other.Peers = map[int]string{0: addrs[0], 1: "localhost:" + port}
-	if _, err := Join(other); !errors.Is(err, ErrWrongCluster) || !strings.Contains(err.Error(), "peer list") {
-		t.Fatalf("a node with another peer list: %v", err)
 	}
 	c1, err := Join(opts[1])
 	if err != nil {
