@@ -332,11 +332,17 @@ func (t *Tree) Put(s Session, key, val []byte) error {
 				x.Release()
 				return nil
 			}
-			n.removeAt(i)
 		}
-		if !n.room(len(key), len(val)) {
-			x.Release() // filled up meanwhile: split on the next descent
+		if !n.roomFor(key, len(val)) {
+			// Filled up meanwhile: split on the next descent. Checked
+			// before anything changes: removing the old entry first and
+			// releasing the leaf without it let a reader find the key
+			// missing until the retry put it back.
+			x.Release()
 			continue
+		}
+		if found {
+			n.removeAt(i)
 		}
 		n.insertAt(i, key, val)
 		x.MarkDirty()
@@ -383,17 +389,13 @@ func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found boo
 				x.Release()
 				return true, nil
 			}
-			// The old value goes back if the new one does not fit (a
-			// copy: insertAt may compact the heap under the old slice).
-			old = append([]byte(nil), old...)
-			n.removeAt(i)
 		}
-		if !n.room(len(key), len(val)) {
-			if found {
-				n.insertAt(i, key, old) // it fitted before
-			}
+		if !n.roomFor(key, len(val)) {
 			x.Release() // filled up meanwhile: split on the next descent
 			continue
+		}
+		if found {
+			n.removeAt(i)
 		}
 		n.insertAt(i, key, val)
 		x.MarkDirty()
