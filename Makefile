@@ -77,6 +77,10 @@ swarm: build
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 	$(BIN) sim --seed $(SEED) --seeds 300 --crashes 3 --workload rmw --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 \
 		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --seed $(SEED) --seeds 300 --crashes 3 --workload btree --nodes 4 --workers 3 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
+	$(BIN) sim --seed $(SEED) --seeds 300 --crashes 3 --workload btree --keys 20000 --nodes 4 --workers 3 --cache-pages 12 --ops 2000 \
+		--read-ratio 0.6 --zipf 0.9 --faults heavy --json
 	$(BIN) sim --seed $(SEED) --seeds 1500 --nodes 8 --workers 4 --pages 24 --cache-pages 6 --ops 3000 \
 		--read-ratio 0.5 --zipf 0.99 --faults heavy --json
 	$(BIN) sim --protocol selcc --seed $(SEED) --seeds 1500 --nodes 8 --workers 4 --pages 24 --cache-pages 6 --ops 3000 \
@@ -98,12 +102,14 @@ mutants: build
 	@for mw in skip-invalidation:register no-owner-stability:register drop-dirty:register stale-grant:register \
 		skip-version-check:register upgrade-ignores-version:rmw entitle-fewer:register forget-owner-sharer:register \
 		encode-drops-pred:register crash-no-write-through:crash crash-keep-dead-pages:crash \
-		crash-resurrect-evicting:crash crash-keep-messages:crash selcc-skip-undo:selcc selcc-handover-without-faa:selcc \
+		crash-resurrect-evicting:crash crash-keep-messages:crash crash-btree-split-node-first:crashbtree \
+		selcc-skip-undo:selcc selcc-handover-without-faa:selcc \
 		selcc-share-without-flush:selcc selcc-release-keeps-copy:selcc selcc-evict-without-flush:selcc \
 		selcc-round-restarts:selcc; \
 		do m=$${mw%%:*}; w=$${mw#*:}; p=chaining; c=0; if [ $$w = selcc ]; then w=register; p=selcc; fi; \
-		f=12; if [ $$w = crash ]; then w=register; c=10; f=8; fi; \
-		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --crashes $$c --nodes 4 --workers 3 --pages 48 --cache-pages $$f --ops 2000 \
+		f=12; k=1000; if [ $$w = crash ]; then w=register; c=10; f=8; fi; \
+		if [ $$w = crashbtree ]; then w=btree; c=10; f=8; k=20000; fi; \
+		$(BIN) sim --seeds 200 --protocol $$p --workload $$w --keys $$k --crashes $$c --nodes 4 --workers 3 --pages 48 --cache-pages $$f --ops 2000 \
 			--read-ratio 0.6 --zipf 0.9 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
 	done

@@ -480,6 +480,9 @@ func (n *Node) resumeParked(pid protocol.PID) {
 
 // Request implements bufmgr.Remote: f.Pending was just set by a worker.
 func (n *Node) Request(f *bufmgr.Frame) {
+	if n.dead {
+		return
+	}
 	n.Stats.Requests++
 	f.ReqStart = n.env.Now()
 	f.AwaitResp, f.AwaitData, f.AwaitAcks = true, false, 0
@@ -640,6 +643,11 @@ func (n *Node) enqueue(pid protocol.PID, t bufmgr.Transfer, m *protocol.Message)
 
 // Released implements bufmgr.Remote.
 func (n *Node) Released(f *bufmgr.Frame) {
+	if n.dead {
+		// A crashed node's worker unwinding: its guards release into a
+		// cache that is gone (Crash reported every copy as lost).
+		return
+	}
 	if len(n.voids) > 0 {
 		n.dropVoid(f)
 	}

@@ -535,6 +535,51 @@ func below(b []byte) []byte {
 	return s
 }
 
+// dropAbove removes from n the entries above its bound in its parent
+// (the separator that routes key to n; none when n is the parent's last
+// child): what a split that a crash interrupted left behind, after the
+// parent had learned of the new node and before n's truncated copy was
+// durable (Session.Persist). A leaf keeps the keys <= bound; an inner
+// node keeps its separators below bound, and the child of the first one
+// at or above it becomes its upper child, as splitInto leaves it. A leaf
+// that drops entries links to the parent's next child, where they went.
+// It reports whether n changed; in a tree no crash touched it never does.
+func (n node) dropAbove(parent node, key []byte) bool {
+	i, _ := parent.lowerBound(key)
+	if i >= parent.count() {
+		return false // the last child: no upper bound
+	}
+	bound := parent.key(i)
+	var next uint64
+	if i+1 < parent.count() {
+		next = parent.child(i + 1)
+	} else {
+		next = parent.upper()
+	}
+	c := n.count()
+	if n.isLeaf() {
+		j, found := n.lowerBound(bound)
+		if found {
+			j++
+		}
+		if j >= c {
+			return false
+		}
+		n.setCount(j)
+		n.setUpper(next + 1)
+		n.compact()
+		return true
+	}
+	j, _ := n.lowerBound(bound)
+	if j >= c {
+		return false
+	}
+	n.setUpper(n.child(j))
+	n.setCount(j)
+	n.compact()
+	return true
+}
+
 // insertSeparator records in inner node n that child left (which used to
 // cover this key range alone) now covers keys <= sep and right the rest.
 func (n node) insertSeparator(sep []byte, left, right uint64) {

@@ -19,6 +19,33 @@ type Session struct {
 	Cache    *bufmgr.Cache
 	Worker   *bufmgr.Worker
 	Allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
+	// Persist, when set, writes a page the operation changed through to
+	// its durable home, with the page still latched exclusively, before
+	// the operation returns (a cluster whose writes survive a node's
+	// crash). The tree calls it for every page it changed, in an order
+	// that leaves a tree every search can use after a crash between any
+	// two calls (split: the new page, a new root, the parent or catalog,
+	// then the split node; docs/durability.md). An error means the write
+	// may or may not be durable: the operation fails with it.
+	Persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	// Mutations break the persistence order on purpose (the simulator's
+	// mutants).
+	Mutations Mutations
+}
+
+// Mutations are the tree's mutation points.
+type Mutations struct {
+	// PersistSplitNodeFirst: a split persists the split node before its
+	// parent learns of the new sibling.
+	PersistSplitNodeFirst func() bool
+}
+
+// persist writes g through if the session asks for it.
+func (s Session) persist(g *bufmgr.ExclusiveGuard) error {
+	if s.Persist == nil {
+		return nil
+	}
+	return s.Persist(s.Worker, g)
 }
 
 // Errors.
@@ -69,9 +96,13 @@ func Create(s Session) (*Tree, error) {
 	binary.LittleEndian.PutUint64(cat.Data()[8:], uint64(root.PID()))
 	cat.MarkDirty()
 	t := &Tree{catalog: cat.PID()}
+	err = s.persist(&root) // the root before the catalog that names it
+	if err == nil {
+		err = s.persist(&cat)
+	}
 	cat.Release()
 	root.Release()
-	return t, nil
+	return t, err
 }
 
 func rootOf(cat []byte) (protocol.PID, bool) {
@@ -245,10 +276,41 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 			return fmt.Errorf("btree: allocating a new root: %w", err)
 		}
 	}
+	var before []byte
+	if s.Persist != nil {
+		// If the parent cannot be persisted (its directory crashed), the
+		// split is undone here: a truncated node whose parent never heard
+		// of its new sibling would hide the moved entries.
+		before = append([]byte(nil), nx.Data()...)
+	}
+	if !p.isCat {
+		// A split that a crash interrupted after its parent was persisted
+		// and before the node was (see below) left entries above the
+		// node's bound in it: drop them before choosing a separator.
+		if n.dropAbove(node(px.Data()), key) {
+			nx.MarkDirty()
+		}
+	}
 	initNode(right.Data(), n.kind())
 	sep := n.splitInto(node(right.Data()), uint64(right.PID()), key)
 	nx.MarkDirty()
 	right.MarkDirty()
+	undo := func(err error) error {
+		copy(nx.Data(), before)
+		return err
+	}
+	// Persisted in this order, a crash between any two writes leaves a
+	// tree that routes every key to a page that holds it: the new page
+	// first (nothing points to it yet), then what points to it (the new
+	// root and the catalog, or the parent), and the split node last (until
+	// then its durable copy still holds the moved entries too; dropAbove
+	// removes them at its next split).
+	if err := s.persist(&right); err != nil {
+		if p.isCat {
+			root.Release()
+		}
+		return undo(err)
+	}
 	if p.isCat {
 		initNode(root.Data(), kindInner)
 		r := node(root.Data())
@@ -259,12 +321,34 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 		root.MarkDirty()
 		binary.LittleEndian.PutUint64(px.Data()[8:], uint64(root.PID()))
 		px.MarkDirty()
+		err := s.persist(&root)
 		root.Release()
-		return nil
+		if err == nil {
+			err = s.persist(&px)
+		}
+		if err != nil {
+			binary.LittleEndian.PutUint64(px.Data()[8:], uint64(nx.PID()))
+			return undo(err)
+		}
+		return s.persist(&nx)
 	}
-	node(px.Data()).insertSeparator(sep, uint64(nx.PID()), uint64(right.PID()))
+	parent := node(px.Data())
+	var pbefore []byte
+	if s.Persist != nil {
+		pbefore = append([]byte(nil), px.Data()...)
+	}
+	parent.insertSeparator(sep, uint64(nx.PID()), uint64(right.PID()))
 	px.MarkDirty()
-	return nil
+	if f := s.Mutations.PersistSplitNodeFirst; f != nil && f() {
+		if err := s.persist(&nx); err != nil {
+			return err
+		}
+	}
+	if err := s.persist(&px); err != nil {
+		copy(px.Data(), pbefore)
+		return undo(err)
+	}
+	return s.persist(&nx)
 }
 
 func checkSizes(key []byte, vlen int) error {
@@ -329,8 +413,9 @@ func (t *Tree) Put(s Session, key, val []byte) error {
 			if _, _, ovl := n.slot(i); ovl == len(val) {
 				copy(n.value(i), val) // same size: in place, no heap garbage
 				x.MarkDirty()
+				err := s.persist(&x)
 				x.Release()
-				return nil
+				return err
 			}
 		}
 		if !n.roomFor(key, len(val)) {
@@ -346,8 +431,9 @@ func (t *Tree) Put(s Session, key, val []byte) error {
 		}
 		n.insertAt(i, key, val)
 		x.MarkDirty()
+		err = s.persist(&x)
 		x.Release()
-		return nil
+		return err
 	}
 }
 
@@ -386,8 +472,9 @@ func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found boo
 			if _, _, ovl := n.slot(i); ovl == len(val) {
 				copy(n.value(i), val)
 				x.MarkDirty()
+				err := s.persist(&x)
 				x.Release()
-				return true, nil
+				return err == nil, err
 			}
 		}
 		if !n.roomFor(key, len(val)) {
@@ -399,8 +486,9 @@ func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found boo
 		}
 		n.insertAt(i, key, val)
 		x.MarkDirty()
+		err = s.persist(&x)
 		x.Release()
-		return true, nil
+		return err == nil, err
 	}
 }
 
@@ -426,9 +514,10 @@ func (t *Tree) Delete(s Session, key []byte) (found bool, err error) {
 		if found {
 			n.removeAt(i)
 			x.MarkDirty()
+			err = s.persist(&x)
 		}
 		x.Release()
-		return found, nil
+		return found, err
 	}
 }
 

@@ -235,6 +235,13 @@ func (v *Invariants) CheckCosts() {
 	}
 }
 
+// ForgetContent records that pid's last write may or may not have taken
+// effect (its write-through found the directory crashed): the next copy
+// seen is taken as the page's content (Content mode).
+func (v *Invariants) ForgetContent(pid protocol.PID) {
+	v.page(pid).known = false
+}
+
 // WroteContent records a completed write of a whole page (Content mode).
 func (v *Invariants) WroteContent(pid protocol.PID, data []byte) {
 	g := v.page(pid)

@@ -59,6 +59,11 @@ const (
 	// flight, so grants and transfers of the old view arrive in the new.
 	CrashKeepMessages = "crash-keep-messages"
 
+	// BTreeSplitNodeFirst: a split writes the split node through before
+	// its parent, so a crash between the two hides the moved entries
+	// (btree.Session.Persist; runs with --crashes and --workload btree).
+	BTreeSplitNodeFirst = "crash-btree-split-node-first"
+
 	// SELCC's mutation points (linecache.Mutations).
 
 	// SELCCSkipUndo: a reader whose FAA met a holder leaves its bit set.
@@ -122,7 +127,7 @@ func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 // Names lists every mutation point.
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
 	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred,
-	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages,
+	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages, BTreeSplitNodeFirst,
 	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
 
 // Crash reports whether the named mutation breaks the handling of node

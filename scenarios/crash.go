@@ -37,6 +37,10 @@ type inflight struct {
 	pid     protocol.PID
 	writing bool
 	active  bool
+	// persisting: a B-tree page whose write-through is under way (its
+	// directory may have written it when the writer crashed).
+	persisting    protocol.PID
+	hasPersisting bool
 }
 
 // crashPoints are the operation counts at which the run's crashes happen,
@@ -101,7 +105,13 @@ func (r *simRun) abandon(client int) {
 		op := in.op
 		op.Kind, op.Read = checker.KindWrite, 0
 		r.unknown = append(r.unknown, op)
-		r.c.inv.Maybe(in.pid, op.Value)
+		if r.tree == nil {
+			r.c.inv.Maybe(in.pid, op.Value)
+		}
+	}
+	if in.hasPersisting {
+		in.hasPersisting = false
+		r.c.inv.ForgetContent(in.persisting)
 	}
 }
 
@@ -188,6 +198,10 @@ func (r *simRun) spawnWorkers(k int, node *actors.Node) []*sim.Coroutine {
 		r.clientsOf[k] = append(r.clientsOf[k], client)
 		r.active[k]++
 		co := r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
+			if r.tree != nil {
+				r.treeWorker(co, node, client)
+				return
+			}
 			r.worker(co, node, client, k)
 		})
 		r.cos = append(r.cos, co)

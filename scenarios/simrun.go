@@ -278,8 +278,8 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--compute-nodes: the register and rmw workloads of ScaleStore only, not partitioned")
 	case c.Crashes < 0:
 		return fmt.Errorf("--crashes %d: want at least 0", c.Crashes)
-	case c.Crashes > 0 && (c.ComputeNodes > 0 || c.Workload == "btree" || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
-		return fmt.Errorf("--crashes: the register and rmw workloads of ScaleStore on at least 2 nodes, without compute nodes")
+	case c.Crashes > 0 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
+		return fmt.Errorf("--crashes: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
 	case c.OpNanos < 0:
 		return fmt.Errorf("operation CPU %d ns: want at least 0", c.OpNanos)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -345,14 +345,21 @@ func MutantShape(name string, cfg SimConfig) SimConfig {
 	if mutation.Crash(name) {
 		cfg.Crashes, cfg.CachePages = 10, 8
 	}
+	if cfg.Workload == "btree" && cfg.Keys == 0 {
+		// Enough keys that leaves keep splitting while the nodes crash.
+		cfg.Keys = 20_000
+	}
 	return cfg
 }
 
 // MutantWorkload is the workload whose checks a mutation breaks: a lost
 // update needs writes that depend on what they read.
 func MutantWorkload(name string) string {
-	if name == mutation.UpgradeIgnoresVersion {
+	switch name {
+	case mutation.UpgradeIgnoresVersion:
 		return "rmw"
+	case mutation.BTreeSplitNodeFirst:
+		return "btree"
 	}
 	return "register"
 }

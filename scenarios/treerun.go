@@ -11,6 +11,7 @@ import (
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -23,14 +24,70 @@ import (
 // bounds.
 
 func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: node.Cache(), Worker: bw, Allocate: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
+	s := btree.Session{Cache: node.Cache(), Worker: bw, Allocate: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
 		g, ok := node.Allocate(w, node.ID())
 		if !ok {
 			return g, fmt.Errorf("node %d: SSD full", node.ID())
 		}
 		return g, nil
 	}}
+	if r.cfg.Crashes > 0 {
+		// Every page an operation changed is on its directory's SSD before
+		// the operation returns; a write-through whose directory crashed
+		// first leaves the operation's outcome unknown, and the page's
+		// next copy may be the old one or the new.
+		s.Persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error {
+			var in *inflight
+			if w.ID >= 0 {
+				in = r.inflight[w.ID]
+				in.writing, in.persisting, in.hasPersisting = true, g.PID(), true
+				defer func() { in.hasPersisting = false }()
+			}
+			strike := 0.1
+			if d := g.Data(); len(d) > 0 && d[0] != 1 {
+				strike = 0.9 // not a leaf: an inner node or the catalog, a split's later writes
+			}
+			if len(r.crashAt) > 0 && r.started >= r.crashAt[0] && r.c.w.Chance(strike) {
+				// A crash that is due strikes this node while its
+				// write-through is in flight, most likely in a split: the
+				// windows between a split's writes are where a wrong order
+				// loses keys.
+				r.crashAt = r.crashAt[1:]
+				x := node.ID()
+				r.c.w.After(x, 0, func() { r.crash(x) })
+			}
+			f := g.Frame()
+			// Durable when acknowledged: the checker learns of the page's
+			// content then, not at the release (a crash may come between).
+			acked := func() { r.c.inv.WroteContent(f.PID, node.Cache().Page(f)) }
+			if !node.Persist(w, f, acked) {
+				if r.c.indeterminate == nil {
+					r.c.indeterminate = map[protocol.PID]bool{}
+				}
+				// The directory may have written it before it crashed: the
+				// next copy may be the old content or this one (and the
+				// release, if it still comes, must not say otherwise).
+				r.c.indeterminate[g.PID()] = true
+				r.c.inv.ForgetContent(g.PID())
+				return errIndeterminate
+			}
+			return nil
+		}
+		if split := mutation.Point(mutation.BTreeSplitNodeFirst, r.c.fire(1)); split != nil {
+			s.Mutations.PersistSplitNodeFirst = split
+		}
+	}
+	return s
 }
+
+// treeCrashGrace is how many operations a due crash waits for a
+// write-through to strike in (the session's Persist) before it strikes a
+// random node between operations.
+const treeCrashGrace = 50
+
+// errIndeterminate: a write-through found its page's directory crashed;
+// the operation may or may not have taken effect.
+var errIndeterminate = errors.New("write-through: the page's directory crashed first (outcome unknown)")
 
 func (r *simRun) setupTree() bool {
 	node := r.c.nodes[0]
@@ -47,15 +104,50 @@ func (r *simRun) setupTree() bool {
 
 func (r *simRun) runTreeWorkload() {
 	var cos []*sim.Coroutine
+	r.active = make([]int, len(r.c.nodes))
+	r.clientsOf = make([][]int, len(r.c.nodes))
+	r.crashAt = r.crashPoints()
 	for k, node := range r.c.nodes {
-		for j := range r.cfg.Workers {
-			client := k*r.cfg.Workers + j
-			cos = append(cos, r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
-				r.treeWorker(co, node, client)
-			}))
-		}
+		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
-	r.runUntil(cos, "workload")
+	if !r.runUntil(cos, "workload") || r.cfg.Crashes == 0 {
+		return
+	}
+	// A final read of every key by a worker of a live node: a write the
+	// crashes lost cannot hide behind a key nobody read again.
+	for k, node := range r.c.nodes {
+		if r.c.w.Dead(node.ID()) {
+			continue
+		}
+		client := len(r.inflight)
+		r.inflight = append(r.inflight, &inflight{})
+		r.clientsOf[k] = append(r.clientsOf[k], client)
+		final := r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) {
+			s := r.session(node, &bufmgr.Worker{ID: client, P: co})
+			var kb [8]byte
+			for key := range r.cfg.Keys {
+				op := checker.Op{Client: client, Page: uint64(key), Call: r.c.w.Now(), Kind: "read"}
+				var val []byte
+				var found bool
+				var err error
+				if perr := bufmgr.Catch(func() { val, found, err = r.tree.Get(s, treeKey(kb[:], uint64(key)), nil) }); perr != nil {
+					err = perr
+				}
+				if err != nil {
+					r.failedOp(err, fmt.Sprintf("final read of key %d", key))
+					continue
+				}
+				if found && len(val) == 8 {
+					op.Value = binary.BigEndian.Uint64(val)
+				}
+				op.Return = r.c.w.Now()
+				r.hist.Add(op)
+				r.lastOp = op.Return
+			}
+		})
+		r.runUntil([]*sim.Coroutine{final}, "final read")
+		return
+	}
 }
 
 func treeKey(b []byte, k uint64) []byte {
@@ -68,8 +160,12 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 	w := r.c.w
 	var kb, vb [8]byte
 	var val []byte
+	in := r.inflight[client]
 	for r.started < r.cfg.Ops {
 		r.started++
+		if len(r.crashAt) > 0 && r.started >= r.crashAt[0]+treeCrashGrace {
+			r.maybeCrash() // no write-through took the due crash
+		}
 		co.Sleep(w.Intn(2_000))
 		k := uint64(r.perm[r.zipf.next(w.Rand())])
 		key := treeKey(kb[:], k)
@@ -83,10 +179,20 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 			continue
 		}
 		var err error
-		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0]) })
+		*in = inflight{op: op, active: true}
+		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0], in) })
 		if perr != nil {
 			err = perr
 		}
+		if !in.active || errors.Is(err, errIndeterminate) {
+			// A crash cut it (abandon recorded a write of unknown outcome).
+			r.abandon(client)
+			in.active = false
+			r.completed++
+			r.lastOp = w.Now()
+			continue
+		}
+		in.active = false
 		if err != nil {
 			if !r.failedOp(err, fmt.Sprintf("key %d: %s", k, op.Kind)) {
 				return
@@ -104,7 +210,7 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 
 // treeOp does one read, put or delete of the key op names (op.Page) and
 // fills in op's kind and value.
-func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte) ([]byte, error) {
+func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte, in *inflight) ([]byte, error) {
 	w := r.c.w
 	k := op.Page
 	var err error
@@ -123,9 +229,11 @@ func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte) ([
 	case w.Chance(0.8):
 		r.nextValue++
 		op.Kind, op.Value = "write", r.nextValue
+		in.op = *op
 		err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb, r.nextValue))
 	default:
 		op.Kind = "write" // a delete writes 0
+		in.op = *op
 		_, err = r.tree.Delete(s, key)
 	}
 	return val, err
