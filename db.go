@@ -166,6 +166,9 @@ type DB struct {
 	// view: a table of a Cluster, whose Close closes nothing (the
 	// Cluster's does).
 	view bool
+	// persist writes a changed page through to its directory before the
+	// operation returns (a Cluster with DurabilityProcess); nil: none.
+	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
 
 	// log is the redo log, nil for a store that keeps none (in memory, or
 	// a custom store without an undo journal); logEpoch tags its records
@@ -568,7 +571,7 @@ func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate}
+	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, Persist: db.persist}
 }
 
 // Get appends the value of key to dst; ok is false when the key is absent.

@@ -89,8 +89,22 @@ type ClusterOptions struct {
 	RESP         string
 	RESPPassword string
 	RESPTLS      *tls.Config
-	Logger       *slog.Logger
+	// Durability is what a write that returned survives: DurabilityNone
+	// (the paper: a page lives in the caches until it is evicted or the
+	// cluster stops cleanly) or DurabilityProcess (the default: every page
+	// a write changed is on its directory's store before the write
+	// returns, so the death of any node's process loses no acknowledged
+	// write; docs/durability.md). A node without Data keeps none: its store
+	// is in memory.
+	Durability string
+	Logger     *slog.Logger
 }
+
+// The durability settings (ClusterOptions.Durability).
+const (
+	DurabilityNone    = "none"
+	DurabilityProcess = "process"
+)
 
 // DefaultTable is the table Join's handle reads and writes.
 const DefaultTable = "default"
@@ -159,22 +173,35 @@ type nodeMeta struct {
 	id        identity
 	node      uint64
 	allocated uint64
+	// writeThrough: the node ran with DurabilityProcess since this was
+	// written, so every acknowledged write is on its store even if the
+	// process was killed.
+	writeThrough bool
 }
 
 func (m nodeMeta) encode() []byte {
-	b := make([]byte, 8, 56)
+	b := make([]byte, 8, 64)
 	binary.LittleEndian.PutUint64(b, nodeMetaMagic)
 	b = append(b, m.id.encode()...)
 	b = binary.LittleEndian.AppendUint64(b, m.node)
-	return binary.LittleEndian.AppendUint64(b, m.allocated)
+	b = binary.LittleEndian.AppendUint64(b, m.allocated)
+	var flags uint64
+	if m.writeThrough {
+		flags |= 1
+	}
+	return binary.LittleEndian.AppendUint64(b, flags)
 }
 
 func decodeNodeMeta(b []byte) (nodeMeta, error) {
-	if len(b) != 56 || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
+	if (len(b) != 56 && len(b) != 64) || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
 		return nodeMeta{}, fmt.Errorf("its metadata (%d bytes) is not a cluster node's", len(b))
 	}
 	id, _ := decodeIdentity(b[8:40])
-	return nodeMeta{id: id, node: binary.LittleEndian.Uint64(b[40:]), allocated: binary.LittleEndian.Uint64(b[48:])}, nil
+	m := nodeMeta{id: id, node: binary.LittleEndian.Uint64(b[40:]), allocated: binary.LittleEndian.Uint64(b[48:])}
+	if len(b) == 64 {
+		m.writeThrough = binary.LittleEndian.Uint64(b[56:])&1 != 0
+	}
+	return m, nil
 }
 
 // PeersHash names a peer list: the same nodes at the same addresses give
@@ -251,7 +278,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			return err
 		}
 		want.incarnation = binary.LittleEndian.Uint64(inc[:]) | 1
-		return rt.Do(func(w *bufmgr.Worker) error {
+		err := rt.Do(func(w *bufmgr.Worker) error {
 			s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate}
 			cat, err := btree.Create(s)
 			if err != nil {
@@ -271,6 +298,11 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			binary.LittleEndian.PutUint64(pid[:], uint64(t.Catalog()))
 			return cat.Put(s, []byte(tablePrefix+DefaultTable), pid[:])
 		})
+		if err == nil && o.Durability == DurabilityProcess {
+			// The new catalog on the store before any peer can read it.
+			err = rt.WriteBack()
+		}
+		return err
 	}
 	deadline := time.Now().Add(o.JoinTimeout)
 	for attempt := 1; ; attempt++ {
@@ -293,9 +325,15 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		o.Logger.Info("waiting for the bootstrap node", "node", o.ID, "bootstrap", o.Bootstrap, "attempt", attempt, "err", err)
 		time.Sleep(time.Second)
 	}
-	meta := nodeMeta{id: c.id, node: uint64(o.ID)}
+	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.Durability == DurabilityProcess}
 	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
-	if err := store.SetMeta(meta.encode()); err != nil {
+	err = store.SetMeta(meta.encode())
+	if err == nil && meta.writeThrough {
+		// On the store now: a kill from here on finds a store that says
+		// its acknowledged writes are on it.
+		err = c.node.RT.SyncStore()
+	}
+	if err != nil {
 		c.closeAfter(err)
 		return nil, err
 	}
@@ -465,6 +503,18 @@ func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, e
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch o.Durability {
+	case "":
+		o.Durability = DurabilityProcess
+	case DurabilityNone, DurabilityProcess:
+	default:
+		return o, tc, fmt.Errorf("scalestore: durability %q: want %s or %s", o.Durability, DurabilityNone, DurabilityProcess)
+	}
+	if o.Data == "" {
+		// A store in memory dies with its process: writing through to it
+		// would buy nothing.
+		o.Durability = DurabilityNone
+	}
 	tc = cluster.TransportConfig{Kind: o.Transport, Self: protocol.NodeID(o.ID), Listen: o.Listen, Peers: peers,
 		ClusterID: o.ClusterID, TLS: o.TLS, SocketDir: o.SocketDir, Logger: o.Logger}
 	switch tc.Resolve() {
@@ -499,26 +549,57 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("scalestore: node %d: opening %s: %w", o.ID, path, err)
 	}
-	if !fresh && !st.WasClean() {
-		st.Abandon()
-		return nil, false, fmt.Errorf("scalestore: node %d: %s: %w: its node was killed or failed, and pages it held may be newer in no store; "+
-			"remove it, or start with --reformat to discard it", o.ID, path, ErrUnclean)
-	}
-	if !fresh && len(st.Meta()) == 0 {
+	if !fresh && len(st.Meta()) == 0 && st.WasClean() {
 		// Created, then stopped before it joined: nothing was written.
 		fresh = true
+	}
+	if !fresh && !st.WasClean() {
+		m, err := decodeNodeMeta(st.Meta())
+		if err != nil || !m.writeThrough || o.Durability != DurabilityProcess {
+			st.Abandon()
+			why := "it ran without write-through (durability none), so pages it held may be newer in no store"
+			if err == nil && m.writeThrough {
+				why = "it ran with write-through, but this start asks for durability none; start with --durability process to recover it"
+			}
+			return nil, false, fmt.Errorf("scalestore: node %d: %s: %w: its node was killed or failed, and %s; "+
+				"remove it, or start with --reformat to discard it", o.ID, path, ErrUnclean, why)
+		}
+		// Every acknowledged write to its pages is on it (write-through):
+		// its pages are the ones it had written, counted from the file.
+		written, err := st.WrittenSlots()
+		if err != nil {
+			st.Abandon()
+			return nil, false, fmt.Errorf("scalestore: node %d: %s: finding its written pages: %w", o.ID, path, err)
+		}
+		m.allocated = max(m.allocated, min(written, st.Slots()))
+		if err := st.SetMeta(m.encode()); err != nil {
+			st.Abandon()
+			return nil, false, err
+		}
+		o.Logger.Warn("recovered a store whose node was killed: every acknowledged write is on it (write-through)",
+			"node", o.ID, "store", path, "pages", m.allocated)
 	}
 	return st, fresh, nil
 }
 
 func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: c.node.RT.Node().Cache(), Worker: w, Allocate: c.node.RT.Allocate}
+	s := btree.Session{Cache: c.node.RT.Node().Cache(), Worker: w, Allocate: c.node.RT.Allocate}
+	if c.opts.Durability == DurabilityProcess {
+		rt := c.node.RT
+		s.Persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
+	}
+	return s
 }
 
 // view is a DB over one of the cluster's tables: the same runtime, another
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
-	return &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
+	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
+	if c.opts.Durability == DurabilityProcess {
+		rt := c.node.RT
+		db.persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
+	}
+	return db
 }
 
 // Table opens the named table, creating it (on this node) if no node did:
@@ -681,7 +762,7 @@ func (c *Cluster) Close() error {
 		}
 		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
 	}
-	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID)}
+	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID), writeThrough: c.opts.Durability == DurabilityProcess}
 	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
 	err = c.store.SetMeta(meta.encode())
 	if cerr := c.store.Close(); err == nil {

@@ -42,8 +42,8 @@ type persistWait struct {
 // and the copy is gone (the caller releases the guard and reports the
 // write as indeterminate). acked, when not nil, is called the moment the
 // acknowledgement is handled, before w runs again: from then on the write
-// is durable, whenever w gets the CPU. Simulator runtime only (it parks w
-// without the node lock).
+// is durable, whenever w gets the CPU. Called with the node lock held on
+// the real runtime (Local.Persist: w parks without it).
 func (n *Node) Persist(w *bufmgr.Worker, f *bufmgr.Frame, acked func()) bool {
 	if f.Mode != protocol.ModeExclusive {
 		return false // a view change took the copy away while w wrote it

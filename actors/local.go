@@ -692,6 +692,23 @@ type spaceReserver interface {
 	Reserve(slot uint64) error
 }
 
+// ErrWriteThrough: a write-through did not complete (the page's copy was
+// taken away first); the write may or may not be on its directory's store.
+var ErrWriteThrough = errors.New("actors: write-through not acknowledged")
+
+// Persist writes the page of f, which w holds exclusively, through to its
+// directory's store and waits until it is there (Node.Persist on the real
+// runtime): a write that survives the death of any node's process. A
+// peer that is down fails the node, and w unwinds with its error.
+func (l *Local) Persist(w *bufmgr.Worker, f *bufmgr.Frame) error {
+	var ok bool
+	l.Locked(func() { ok = l.node.Persist(w, f, nil) })
+	if !ok {
+		return fmt.Errorf("node %d: %v: %w", l.node.ID(), f.PID, ErrWriteThrough)
+	}
+	return nil
+}
+
 // SyncStore calls the store's Sync (where it has one: storage/nvme's waits
 // for the requests in flight, flushes the device and persists the
 // superblock with the metadata set last) while the node runs, in turn with

@@ -37,8 +37,9 @@ loopback ports for every pipeline depth and stopped after it:
   scalestore       one 'scalestore node' in memory
   scalestore-1p    the same with --procs 1 (one scheduler slot, like
                    redis-server's one thread: no thread wake-up per request)
-  scalestore-data  one 'scalestore node --data DIR' (its pages survive a clean
-                   restart; its writes are not yet synced per write)
+  scalestore-data  one 'scalestore node --data DIR': every SET written through
+                   to the store (O_DIRECT) before its reply, so it survives a
+                   killed process (the device's cache is not flushed)
   scalestore-2shm  two 'scalestore node --transport shm' sharing the keys;
                    two redis-benchmark processes at once, one per node, each
                    with half the clients and half the requests, on the same
@@ -497,7 +498,7 @@ func printRESPTable(w io.Writer, rows []benchRESPRow, clients, keyspace, size in
 		fmt.Fprintln(w, "* against redis-aof (appendfsync always) at the same pipeline depth.")
 	}
 	fmt.Fprintf(w, "redis-benchmark -t set,get -r %d -d %d -c %d (scalestore-2shm: two at once, %d and %d clients); "+
-		"scalestore-data does not yet sync a write before its reply, redis-aof does.\n", keyspace, size, clients, (clients+1)/2, clients/2)
+		"scalestore-data writes every SET to its store (O_DIRECT) before its reply, without flushing the device's cache; redis-aof fsyncs.\n", keyspace, size, clients, (clients+1)/2, clients/2)
 }
 
 // thousands formats v rounded, with commas: 123,456.

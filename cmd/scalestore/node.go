@@ -85,6 +85,7 @@ type nodeFlags struct {
 	bootstrap              int
 	joinTimeout, stopLimit time.Duration
 	procs                  int
+	durability             string
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -133,6 +134,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.respPassword, "resp-password", "", "RESP clients must AUTH with this password (or set SCALESTORE_RESP_PASSWORD); with --tls-cert the RESP port serves TLS too")
 	fs.StringVar(&f.config, "config", "", "a TOML file describing the whole cluster (cluster_id, bootstrap, transport, data, cache and one [[node]] per node with id, address, resp); flags given here win")
 	fs.IntVar(&f.procs, "procs", 0, "Go scheduler slots (GOMAXPROCS) for the node; 0: Go's default and the transport's adjustments. On a host whose clients share the node's cores, 1 avoids a thread wake-up per request (bench resp: 1.1x redis-server at -P 1, but 0.7x of 2 slots at -P 16)")
+	fs.StringVar(&f.durability, "durability", "process", "what an acknowledged write survives: process (every page a write changed is on its directory's store before the write returns: the death of any node's process loses no acknowledged write, and a killed node's store is recovered at its next start) or none (the paper: pages live in the caches until evicted or the cluster stops cleanly; faster writes)")
 	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
 	fs.DurationVar(&f.stopLimit, "shutdown-timeout", 30*time.Second, "at SIGTERM, how long the node waits for its peers to hand its pages back (they do when they stop too)")
@@ -278,7 +280,7 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, Logger: log}
+		RESP: f.resp, RESPPassword: f.respPassword, Durability: f.durability, Logger: log}
 	if f.resp != "" && tc.TLS != nil {
 		opts.RESPTLS = tc.TLS
 	}

@@ -42,6 +42,7 @@ type deployment struct {
 	TLSKey       string           `toml:"tls_key"`
 	TLSCA        string           `toml:"tls_ca"`
 	Timeout      string           `toml:"timeout"`
+	Durability   string           `toml:"durability"`
 	Nodes        []deploymentNode `toml:"node"`
 }
 
@@ -114,6 +115,7 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	str("tls-cert", &f.tlsCert, d.TLSCert)
 	str("tls-key", &f.tlsKey, d.TLSKey)
 	str("tls-ca", &f.tlsCA, d.TLSCA)
+	str("durability", &f.durability, d.Durability)
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}
