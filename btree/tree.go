@@ -392,56 +392,15 @@ func (t *Tree) Get(s Session, key, dst []byte) (val []byte, ok bool, err error) 
 
 // Put inserts key or replaces its value.
 func (t *Tree) Put(s Session, key, val []byte) error {
-	if err := checkSizes(key, len(val)); err != nil {
-		return err
-	}
-	for {
-		p, err := t.descend(s, key, true, len(key), len(val))
-		if err != nil {
-			return err
-		}
-		x, err := p.current.ToExclusive(s.Worker)
-		if err != nil {
-			if err = notRestart(err); err != nil {
-				return err
-			}
-			continue
-		}
-		n := node(x.Data())
-		i, found := n.lowerBound(key)
-		if found {
-			if _, _, ovl := n.slot(i); ovl == len(val) {
-				copy(n.value(i), val) // same size: in place, no heap garbage
-				x.MarkDirty()
-				err := s.persist(&x)
-				x.Release()
-				return err
-			}
-		}
-		if !n.roomFor(key, len(val)) {
-			// Filled up meanwhile: split on the next descent. Checked
-			// before anything changes: removing the old entry first and
-			// releasing the leaf without it let a reader find the key
-			// missing until the retry put it back.
-			x.Release()
-			continue
-		}
-		if found {
-			n.removeAt(i)
-		}
-		n.insertAt(i, key, val)
-		x.MarkDirty()
-		err = s.persist(&x)
-		x.Release()
-		return err
-	}
+	_, err := t.PutIf(s, key, val, nil)
+	return err
 }
 
 // PutIf sets key to val if cond, called under the leaf's exclusive latch
 // with the key's current value (valid only during the call) and whether it
 // is there, returns true: a conditional write (Redis's SET NX and XX) that
 // no other write of the key can come between. applied reports whether it
-// wrote.
+// wrote. A nil cond always writes (Put).
 func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error) {
 	if err := checkSizes(key, len(val)); err != nil {
 		return false, err
@@ -460,17 +419,19 @@ func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found boo
 		}
 		n := node(x.Data())
 		i, found := n.lowerBound(key)
-		var old []byte
-		if found {
-			old = n.value(i)
-		}
-		if !cond(old, found) {
-			x.Release()
-			return false, nil
+		if cond != nil {
+			var old []byte
+			if found {
+				old = n.value(i)
+			}
+			if !cond(old, found) {
+				x.Release()
+				return false, nil
+			}
 		}
 		if found {
 			if _, _, ovl := n.slot(i); ovl == len(val) {
-				copy(n.value(i), val)
+				copy(n.value(i), val) // same size: in place, no heap garbage
 				x.MarkDirty()
 				err := s.persist(&x)
 				x.Release()
@@ -478,7 +439,11 @@ func (t *Tree) PutIf(s Session, key, val []byte, cond func(old []byte, found boo
 			}
 		}
 		if !n.roomFor(key, len(val)) {
-			x.Release() // filled up meanwhile: split on the next descent
+			// Filled up meanwhile: split on the next descent. Checked
+			// before anything changes: removing the old entry first and
+			// releasing the leaf without it let a reader find the key
+			// missing until the retry put it back.
+			x.Release()
 			continue
 		}
 		if found {
