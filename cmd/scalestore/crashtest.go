@@ -20,6 +20,7 @@ import (
 )
 
 const crashtestUsage = `Usage: scalestore crashtest --data DIR [--rounds N] [--seed S] [--json]
+       scalestore crashtest --cluster --data DIR [--rounds N] ...   (node processes: --cluster --help)
 
 Kills writers of a store with SIGKILL at random moments and checks what the
 store says at its next open. Each round, in DIR/round-N:
@@ -106,6 +107,11 @@ func drawRound(seed uint64) crashRound {
 func runCrashtest(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "writer" {
 		return runCrashWriter(args[1:], stdout, stderr)
+	}
+	for i, a := range args {
+		if a == "--cluster" || a == "-cluster" {
+			return runCrashtestCluster(append(append([]string(nil), args[:i]...), args[i+1:]...), stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("crashtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
