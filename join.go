@@ -94,8 +94,11 @@ type ClusterOptions struct {
 	// cluster stops cleanly) or DurabilityProcess (the default: every page
 	// a write changed is on its directory's store before the write
 	// returns, so the death of any node's process loses no acknowledged
-	// write; docs/durability.md). A node without Data keeps none: its store
-	// is in memory.
+	// write; docs/durability.md), or DurabilitySync (process, and each
+	// write-through also waits for its directory's device cache to be
+	// flushed, one flush for the write-throughs that wait together: it
+	// survives power loss). A node without Data keeps none: its store is in
+	// memory.
 	Durability string
 	Logger     *slog.Logger
 }
@@ -104,7 +107,12 @@ type ClusterOptions struct {
 const (
 	DurabilityNone    = "none"
 	DurabilityProcess = "process"
+	DurabilitySync    = "sync"
 )
+
+// writesThrough reports whether writes are written through (process or
+// sync).
+func (o ClusterOptions) writesThrough() bool { return o.Durability != DurabilityNone }
 
 // DefaultTable is the table Join's handle reads and writes.
 const DefaultTable = "default"
@@ -298,7 +306,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			binary.LittleEndian.PutUint64(pid[:], uint64(t.Catalog()))
 			return cat.Put(s, []byte(tablePrefix+DefaultTable), pid[:])
 		})
-		if err == nil && o.Durability == DurabilityProcess {
+		if err == nil && o.writesThrough() {
 			// The new catalog on the store before any peer can read it.
 			err = rt.WriteBack()
 		}
@@ -325,7 +333,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		o.Logger.Info("waiting for the bootstrap node", "node", o.ID, "bootstrap", o.Bootstrap, "attempt", attempt, "err", err)
 		time.Sleep(time.Second)
 	}
-	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.Durability == DurabilityProcess}
+	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.writesThrough()}
 	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
 	err = store.SetMeta(meta.encode())
 	if err == nil && meta.writeThrough {
@@ -367,8 +375,17 @@ func (c *Cluster) closeAfter(cause error) {
 // running.
 func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) error, want identity, boot bool) error {
 	o := c.opts
+	prep := prepare
+	if o.Durability == DurabilitySync {
+		// Before the transport listens: no peer's write-through is
+		// acknowledged unflushed.
+		prep = func(rt *actors.Local) error {
+			rt.FlushWriteThroughs()
+			return prepare(rt)
+		}
+	}
 	n, err := cluster.StartNode(cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
-		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prepare, PollSpin: pollSpin(tc)})
+		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc)})
 	if err != nil {
 		return err
 	}
@@ -506,9 +523,9 @@ func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, e
 	switch o.Durability {
 	case "":
 		o.Durability = DurabilityProcess
-	case DurabilityNone, DurabilityProcess:
+	case DurabilityNone, DurabilityProcess, DurabilitySync:
 	default:
-		return o, tc, fmt.Errorf("scalestore: durability %q: want %s or %s", o.Durability, DurabilityNone, DurabilityProcess)
+		return o, tc, fmt.Errorf("scalestore: durability %q: want %s, %s or %s", o.Durability, DurabilityNone, DurabilityProcess, DurabilitySync)
 	}
 	if o.Data == "" {
 		// A store in memory dies with its process: writing through to it
@@ -555,11 +572,11 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 	}
 	if !fresh && !st.WasClean() {
 		m, err := decodeNodeMeta(st.Meta())
-		if err != nil || !m.writeThrough || o.Durability != DurabilityProcess {
+		if err != nil || !m.writeThrough || !o.writesThrough() {
 			st.Abandon()
 			why := "it ran without write-through (durability none), so pages it held may be newer in no store"
 			if err == nil && m.writeThrough {
-				why = "it ran with write-through, but this start asks for durability none; start with --durability process to recover it"
+				why = "it ran with write-through, but this start asks for durability none; start with --durability process (or sync) to recover it"
 			}
 			return nil, false, fmt.Errorf("scalestore: node %d: %s: %w: its node was killed or failed, and %s; "+
 				"remove it, or start with --reformat to discard it", o.ID, path, ErrUnclean, why)
@@ -584,7 +601,7 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 
 func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 	s := btree.Session{Cache: c.node.RT.Node().Cache(), Worker: w, Allocate: c.node.RT.Allocate}
-	if c.opts.Durability == DurabilityProcess {
+	if c.opts.writesThrough() {
 		rt := c.node.RT
 		s.Persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
 	}
@@ -595,7 +612,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
-	if c.opts.Durability == DurabilityProcess {
+	if c.opts.writesThrough() {
 		rt := c.node.RT
 		db.persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
 	}
@@ -735,7 +752,8 @@ func (c *Cluster) info() []resp.InfoSection {
 			{"nodes", fmt.Sprint(len(c.opts.Peers))}, {"bootstrap_node", fmt.Sprint(c.opts.Bootstrap)}}},
 		{Name: "Stats", Fields: [][2]string{{"cache_hits", u(s.CacheHits)}, {"cache_misses", u(s.CacheMisses)},
 			{"remote_page_fetches", u(s.RemoteFetches)}, {"invalidations", u(s.Invalidations)}, {"evictions", u(s.Evictions)},
-			{"ssd_reads", u(s.SSDReads)}, {"ssd_writes", u(s.SSDWrites)}, {"pages_allocated", u(s.Pages)}}},
+			{"ssd_reads", u(s.SSDReads)}, {"ssd_writes", u(s.SSDWrites)}, {"pages_allocated", u(s.Pages)},
+			{"durability", c.opts.Durability}, {"write_through_flushes", u(c.node.RT.Flushes.Load())}}},
 	}
 }
 
@@ -762,7 +780,7 @@ func (c *Cluster) Close() error {
 		}
 		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
 	}
-	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID), writeThrough: c.opts.Durability == DurabilityProcess}
+	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID), writeThrough: c.opts.writesThrough()}
 	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
 	err = c.store.SetMeta(meta.encode())
 	if cerr := c.store.Close(); err == nil {

@@ -76,9 +76,25 @@ func (n *Node) issuePersist(p *persistWait) {
 	seq := p.seq
 	n.writeSSD(pid, buf, 0, func() {
 		n.putBuf(buf)
-		n.persistDone(pid, seq, false)
+		n.whenDurable(func() { n.persistDone(pid, seq, false) })
 	})
 }
+
+// whenDurable runs fn once the store writes completed so far are durable:
+// at once, or after the runtime's flush of the device's cache (SetFlush,
+// durability sync).
+func (n *Node) whenDurable(fn func()) {
+	if n.flush == nil {
+		fn()
+		return
+	}
+	n.flush(fn)
+}
+
+// SetFlush makes write-throughs wait for flush, which runs its argument
+// (under the node's lock) once the writes completed before the call are
+// durable on the device (a group commit).
+func (n *Node) SetFlush(flush func(fn func())) { n.flush = flush }
 
 // onPersist writes a page written through by its exclusive holder and
 // acknowledges it. The directory's metadata does not change: the holder
@@ -93,7 +109,9 @@ func (n *Node) onPersist(m *protocol.Message, payload []byte) {
 	to, pid, seq := m.From, m.PID, m.Epoch
 	n.writeSSD(pid, buf, 0, func() {
 		n.putBuf(buf)
-		n.send(protocol.Message{Type: protocol.TPersistAck, To: to, PID: pid, Epoch: seq}, nil)
+		n.whenDurable(func() {
+			n.send(protocol.Message{Type: protocol.TPersistAck, To: to, PID: pid, Epoch: seq}, nil)
+		})
 	})
 }
 

@@ -79,6 +79,8 @@ type Local struct {
 	Reads, Writes uint64
 	// BadFrames counts frames from peers that were dropped.
 	BadFrames atomic.Uint64
+	// Flushes counts the device flushes of write-throughs (FlushWriteThroughs).
+	Flushes atomic.Uint64
 }
 
 type ioRequest struct {
@@ -690,6 +692,58 @@ func (l *Local) Allocate(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
 // before they are written (storage/nvme's Reserve).
 type spaceReserver interface {
 	Reserve(slot uint64) error
+}
+
+// FlushWriteThroughs makes the node's write-throughs (Persist, and the
+// ones its directory takes for peers) wait for the device's write cache to
+// be flushed before they are acknowledged: durability against power loss.
+// Concurrent write-throughs share one flush (a group commit): a flusher
+// goroutine takes every acknowledgement waiting, flushes once (the store's
+// DataSync, fdatasync), and sends them. A store without DataSync needs no
+// flush (in memory).
+func (l *Local) FlushWriteThroughs() {
+	ds, ok := l.store.(interface{ DataSync() error })
+	if !ok {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	var waiting []func()
+	l.Locked(func() {
+		l.node.SetFlush(func(fn func()) {
+			waiting = append(waiting, fn) // under l.mu, as every completion
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		})
+	})
+	go func() {
+		for {
+			select {
+			case <-kick:
+			case <-l.done:
+				return
+			}
+			l.mu.Lock()
+			batch := waiting
+			waiting = nil
+			l.mu.Unlock()
+			if len(batch) == 0 {
+				continue
+			}
+			err := ds.DataSync()
+			l.mu.Lock()
+			if err != nil {
+				l.fail(fmt.Errorf("actors: node %d: flushing the store for %d write-throughs: %w", l.node.ID(), len(batch), err))
+			} else {
+				l.Flushes.Add(1)
+				for _, fn := range batch {
+					fn()
+				}
+			}
+			l.mu.Unlock()
+		}
+	}()
 }
 
 // ErrWriteThrough: a write-through did not complete (the page's copy was

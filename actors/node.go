@@ -42,6 +42,9 @@ type Stats struct {
 
 // Node is one ScaleStore node.
 type Node struct {
+	// flush, when set, delays write-through acknowledgements until the
+	// device's cache is flushed (SetFlush).
+	flush func(fn func())
 	cfg   Config
 	id    protocol.NodeID
 	env   Env

@@ -356,8 +356,14 @@ func TestRESPKillLosesNoAcknowledgedWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
+	for _, d := range []string{"process", "sync"} {
+		t.Run(d, func(t *testing.T) { killLosesNothing(t, d) })
+	}
+}
+
+func killLosesNothing(t *testing.T, durability string) {
 	data := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	c := startRESPCluster(t, 3, data, "--timeout", "3s")
+	c := startRESPCluster(t, 3, data, "--timeout", "3s", "--durability", durability)
 	ctx := context.Background()
 	const clients, keys = 6, 40
 	var mu sync.Mutex

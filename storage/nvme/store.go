@@ -911,6 +911,19 @@ func (s *Store) drain() error {
 	return nil
 }
 
+// DataSync flushes the device's write cache for the writes that completed
+// before it (fdatasync), nothing else: the group commit of a cluster node's
+// write-throughs (durability sync). Safe beside requests in flight.
+func (s *Store) DataSync() error {
+	if s.closed {
+		return ErrClosed
+	}
+	if err := unix.Fdatasync(s.fd); err != nil {
+		return s.fileErr("sync", err)
+	}
+	return nil
+}
+
 // Sync waits for the requests in flight, flushes the device's write cache and
 // persists the superblock with the current metadata. After Sync returns,
 // every write completed before it and the metadata survive a crash.
