@@ -881,8 +881,8 @@ func (l *Local) Leave(limit time.Duration) (held int, err error) {
 			return held, nil
 		}
 		if time.Now().After(deadline) {
-			return held, fmt.Errorf("actors: node %d still holds %d pages %v after it began to leave",
-				l.node.ID(), c.Frames()-c.FreeFrames(), limit)
+			return held, fmt.Errorf("actors: node %d still holds %d pages %v after it began to leave (%s)",
+				l.node.ID(), c.Frames()-c.FreeFrames(), limit, l.node.DescribeHeld(8))
 		}
 		l.node.EvictAll()
 		l.mu.Unlock()

@@ -386,6 +386,24 @@ func (n *Node) DescribeFrame(pid protocol.PID) string {
 		f.Unreadable, f.Entitled(), n.cache.HasWaiters(f), f.Latch.Free(), *n.cache.Queue(f))
 }
 
+// DescribeHeld describes up to limit frames in use (for a node that cannot
+// hand its pages back).
+func (n *Node) DescribeHeld(limit int) string {
+	s := ""
+	for i := range n.cache.Frames() {
+		f := n.cache.Frame(i)
+		if n.cache.Lookup(f.PID) != f {
+			continue
+		}
+		if limit == 0 {
+			return s + "; ..."
+		}
+		limit--
+		s += "; " + n.DescribeFrame(f.PID)
+	}
+	return s
+}
+
 // DescribeStuck describes up to limit frames that have a request
 // outstanding or workers waiting (for reports when progress stops).
 func (n *Node) DescribeStuck(limit int) string {

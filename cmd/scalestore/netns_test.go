@@ -97,15 +97,11 @@ func TestRESPAcrossNamespaces(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &respCluster{t: t, bin: "ip"}
+	c := newRESPCluster(t, "ip")
 	for i := range 3 {
-		c.args = append(c.args, []string{"netns", "exec", n.names[i], bin, "node", "--config", path, "--id", fmt.Sprint(i),
-			"--data", t.TempDir(), "--socket-dir", t.TempDir()})
-		c.procs = append(c.procs, nil)
-		c.logs = append(c.logs, &strings.Builder{})
-		c.resp = append(c.resp, n.addr(i, 6379))
+		c.add([]string{"netns", "exec", n.names[i], bin, "node", "--config", path, "--id", fmt.Sprint(i),
+			"--data", t.TempDir(), "--socket-dir", t.TempDir()}, n.addr(i, 6379))
 	}
-	t.Cleanup(c.kill)
 	c.start()
 	ctx := context.Background()
 	if err := c.client(0).Set(ctx, "across", "hosts", 0).Err(); err != nil {

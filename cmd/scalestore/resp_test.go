@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,33 +17,11 @@ import (
 	"github.com/scalestore-go/scalestore/checker"
 )
 
-// respCluster is a cluster of `scalestore node --resp` processes.
+// respCluster is a cluster of `scalestore node --resp` processes (the
+// processes of crashtest --cluster, failing the test on errors).
 type respCluster struct {
-	t     *testing.T
-	procs []*exec.Cmd
-	resp  []string
-	logs  []*strings.Builder
-	args  [][]string
-	bin   string
-}
-
-// loopbackAddrs finds n free loopback addresses.
-func loopbackAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
+	*clusterProcs
+	t *testing.T
 }
 
 // startRESPCluster starts n nodes (the non-bootstrap ones first: any
@@ -53,106 +29,64 @@ func loopbackAddrs(t *testing.T, n int) []string {
 // node; data, if set, gives node i the directory data[i].
 func startRESPCluster(t *testing.T, n int, data []string, extra ...string) *respCluster {
 	t.Helper()
-	addrs := loopbackAddrs(t, 2*n)
+	addrs, err := freeAddrs(2 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var peers []string
 	for i := range n {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, addrs[i]))
 	}
-	c := &respCluster{t: t, bin: scalestoreBinary(t), resp: addrs[n:]}
+	c := newRESPCluster(t, scalestoreBinary(t))
+	c.resp = addrs[n:]
 	for i := range n {
 		args := []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","), "--resp", c.resp[i],
 			"--cache", "16MiB", "--socket-dir", t.TempDir()}
 		if data != nil {
 			args = append(args, "--data", data[i])
 		}
-		c.args = append(c.args, append(args, extra...))
-		c.procs = append(c.procs, nil)
-		c.logs = append(c.logs, &strings.Builder{})
+		c.add(append(args, extra...), c.resp[i])
 	}
-	t.Cleanup(c.kill)
 	c.start()
 	return c
 }
 
-func (c *respCluster) start() {
-	t := c.t
-	t.Helper()
-	ready := make(chan error, len(c.args))
-	for i := len(c.args) - 1; i >= 0; i-- {
-		cmd := exec.Command(c.bin, c.args[i]...)
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.procs[i] = cmd
-		log := c.logs[i]
-		log.Reset()
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			said := false
-			for sc.Scan() {
-				log.WriteString(sc.Text() + "\n")
-				if !said && strings.Contains(sc.Text(), `msg="node serving"`) {
-					said = true
-					ready <- nil
-				}
-			}
-			if !said {
-				ready <- fmt.Errorf("node %d exited before serving:\n%s", i, log.String())
-			}
-		}()
-	}
-	deadline := time.After(60 * time.Second)
-	for range c.args {
-		select {
-		case err := <-ready:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-deadline:
-			t.Fatalf("the nodes did not serve within 60 s:\n%s", c.allLogs())
-		}
+func newRESPCluster(t *testing.T, bin string) *respCluster {
+	c := &respCluster{clusterProcs: &clusterProcs{bin: bin}, t: t}
+	t.Cleanup(c.kill)
+	return c
+}
+
+// add names one more node process (its arguments and RESP address).
+func (c *respCluster) add(args []string, resp string) {
+	c.args = append(c.args, args)
+	c.procs = append(c.procs, nil)
+	c.logs = append(c.logs, &strings.Builder{})
+	if len(c.resp) < len(c.args) {
+		c.resp = append(c.resp, resp)
 	}
 }
 
-func (c *respCluster) allLogs() string {
-	var b strings.Builder
-	for i, l := range c.logs {
-		fmt.Fprintf(&b, "--- node %d\n%s", i, l.String())
+func (c *respCluster) start() {
+	c.t.Helper()
+	if err := c.clusterProcs.start(60 * time.Second); err != nil {
+		c.t.Fatal(err)
 	}
-	return b.String()
 }
+
+func (c *respCluster) allLogs() string { return c.tail() }
 
 // stop sends SIGTERM to every node at once and waits for clean exits.
 func (c *respCluster) stop() {
-	t := c.t
-	t.Helper()
-	for _, p := range c.procs {
-		if p != nil {
-			p.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	for i, p := range c.procs {
-		if p == nil {
-			continue
-		}
-		if err := p.Wait(); err != nil {
-			t.Fatalf("node %d did not stop cleanly: %v\n%s", i, err, c.allLogs())
-		}
-		c.procs[i] = nil
+	c.t.Helper()
+	if err := c.clusterProcs.stop(); err != nil {
+		c.t.Fatalf("the nodes did not stop cleanly: %v\n%s", err, c.tail())
 	}
 }
 
 func (c *respCluster) kill() {
-	for i, p := range c.procs {
-		if p != nil {
-			p.Process.Kill()
-			p.Wait()
-			c.procs[i] = nil
-		}
+	for i := range c.procs {
+		c.clusterProcs.kill(i)
 	}
 }
 
