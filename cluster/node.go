@@ -40,6 +40,9 @@ type NodeConfig struct {
 	// Trace times the hops of remote fetches (actors.RemoteTrace; Run
 	// reports them).
 	Trace bool
+	// WriteThrough writes every page a Put changed through to its
+	// directory's store before the Put returns (durability process).
+	WriteThrough bool
 	// Prepare, when set, runs on the new runtime before the transport
 	// listens: what it creates on this node's own pages (a catalog) exists
 	// before any peer can ask for it.
@@ -54,7 +57,9 @@ type Node struct {
 	Tr   transport.Transport
 	tree *btree.Tree
 	log  *slog.Logger
-	ops  atomic.Uint64
+	// persist is the B-tree's write-through (NodeConfig.WriteThrough).
+	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	ops     atomic.Uint64
 	// fetches holds the latency of ownership requests for pages of other
 	// directories (under the runtime's lock).
 	fetches *hdrhistogram.Histogram
@@ -98,6 +103,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{ID: cfg.ID, RT: rt, log: cfg.Logger}
+	if cfg.WriteThrough {
+		n.persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
+	}
 	if cfg.Trace {
 		rt.EnableTrace()
 	}
@@ -212,7 +220,7 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 }
 
 func (n *Node) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate}
+	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate, Persist: n.persist}
 }
 
 // CreateTable creates the B-tree (its catalog page lives on this node) and

@@ -35,6 +35,7 @@ Flags:
 
 // benchClusterRow is one run of the table.
 type benchClusterRow struct {
+	Durability       string  `json:"durability"`
 	Nodes            int     `json:"nodes"`
 	Transport        string  `json:"transport"`
 	ReadRatio        float64 `json:"read_ratio"`
@@ -63,6 +64,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	zipf := fs.Float64("zipf", 0.99, "zipfian constant (0: uniform)")
 	keyOrder := fs.String("key-order", "ordered", "ordered or hashed")
 	asJSON := fs.Bool("json", false, "print one JSON object (the rows and the transports' floors) instead of the table")
+	durabilities := fs.String("durability", "none", "durability settings to run each row with, separated by commas: none and/or process (write-through; its cost)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -104,41 +106,48 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var rows []benchClusterRow
-	for _, tr := range strings.Split(*transports, ",") {
-		for _, ratio := range ratios {
-			for _, n := range nodeCounts {
-				for _, mode := range modeList {
-					if n == 1 && mode == "partitioned" && len(modeList) > 1 {
-						continue // a single node is the same either way
+	for _, dur := range strings.Split(*durabilities, ",") {
+		if dur != "none" && dur != "process" {
+			fmt.Fprintf(stderr, "bench cluster: --durability: %q is neither none nor process\n", dur)
+			return 2
+		}
+		for _, tr := range strings.Split(*transports, ",") {
+			for _, ratio := range ratios {
+				for _, n := range nodeCounts {
+					for _, mode := range modeList {
+						if n == 1 && mode == "partitioned" && len(modeList) > 1 {
+							continue // a single node is the same either way
+						}
+						a := []string{"--nodes", strconv.Itoa(n), "--transport", tr, "--read-ratio", strconv.FormatFloat(ratio, 'g', -1, 64),
+							"--zipf", strconv.FormatFloat(*zipf, 'g', -1, 64), "--records", strconv.Itoa(*records),
+							"--threads", strconv.Itoa(*threads), "--duration", duration.String(), "--key-order", *keyOrder, "--json", "--quiet",
+							"--durability", dur}
+						if mode == "partitioned" {
+							a = append(a, "--partitioned")
+						}
+						fmt.Fprintf(stderr, "bench cluster: %d node(s), %s, read ratio %g, %s\n", n, tr, ratio, mode)
+						var out, errOut bytes.Buffer
+						if code := runCluster(a, &out, &errOut); code != 0 {
+							fmt.Fprintf(stderr, "bench cluster: cluster %s: exit %d\n%s", strings.Join(a, " "), code, errOut.String())
+							return 1
+						}
+						lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+						var res clusterResult
+						if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+							fmt.Fprintf(stderr, "bench cluster: reading cluster's result: %v\n%s", err, out.String())
+							return 1
+						}
+						row := benchClusterRow{Durability: dur, Nodes: n, Transport: tr, ReadRatio: ratio, Mode: mode, OpsPerSec: res.OpsPerSec,
+							HitRatio: res.HitRatio, FetchP50us: res.FetchP50us, FetchP99us: res.FetchP99us, TransportFetchUs: floor[tr]}
+						if n == 1 {
+							row.Mode = "-"
+						}
+						if res.Ops > 0 {
+							row.FetchesPerOp = float64(res.RemotePageFetches) / float64(res.Ops)
+							row.InvalidationsOp = float64(res.Invalidations) / float64(res.Ops)
+						}
+						rows = append(rows, row)
 					}
-					a := []string{"--nodes", strconv.Itoa(n), "--transport", tr, "--read-ratio", strconv.FormatFloat(ratio, 'g', -1, 64),
-						"--zipf", strconv.FormatFloat(*zipf, 'g', -1, 64), "--records", strconv.Itoa(*records),
-						"--threads", strconv.Itoa(*threads), "--duration", duration.String(), "--key-order", *keyOrder, "--json", "--quiet"}
-					if mode == "partitioned" {
-						a = append(a, "--partitioned")
-					}
-					fmt.Fprintf(stderr, "bench cluster: %d node(s), %s, read ratio %g, %s\n", n, tr, ratio, mode)
-					var out, errOut bytes.Buffer
-					if code := runCluster(a, &out, &errOut); code != 0 {
-						fmt.Fprintf(stderr, "bench cluster: cluster %s: exit %d\n%s", strings.Join(a, " "), code, errOut.String())
-						return 1
-					}
-					lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-					var res clusterResult
-					if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-						fmt.Fprintf(stderr, "bench cluster: reading cluster's result: %v\n%s", err, out.String())
-						return 1
-					}
-					row := benchClusterRow{Nodes: n, Transport: tr, ReadRatio: ratio, Mode: mode, OpsPerSec: res.OpsPerSec,
-						HitRatio: res.HitRatio, FetchP50us: res.FetchP50us, FetchP99us: res.FetchP99us, TransportFetchUs: floor[tr]}
-					if n == 1 {
-						row.Mode = "-"
-					}
-					if res.Ops > 0 {
-						row.FetchesPerOp = float64(res.RemotePageFetches) / float64(res.Ops)
-						row.InvalidationsOp = float64(res.Invalidations) / float64(res.Ops)
-					}
-					rows = append(rows, row)
 				}
 			}
 		}
@@ -151,13 +160,13 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "transports' own page fetch p50 (least of three): shm %.2fus, tcp %.1fus\n", floor["shm"], floor["tcp"])
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "nodes\ttransport\treads\tmode\tops/s\thit ratio\tfetches/op\tinval/op\tfetch p50 us\tfetch p99 us\tp50 / transport\t")
+	fmt.Fprintln(tw, "durability\tnodes\ttransport\treads\tmode\tops/s\thit ratio\tfetches/op\tinval/op\tfetch p50 us\tfetch p99 us\tp50 / transport\t")
 	for _, r := range rows {
 		ratio := "-"
 		if r.FetchP50us > 0 && r.TransportFetchUs > 0 {
 			ratio = fmt.Sprintf("%.1fx", r.FetchP50us/r.TransportFetchUs)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.0f%%\t%s\t%.0f\t%.3f\t%.4f\t%.4f\t%.1f\t%.1f\t%s\t\n", r.Nodes, r.Transport, 100*r.ReadRatio, r.Mode,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f%%\t%s\t%.0f\t%.3f\t%.4f\t%.4f\t%.1f\t%.1f\t%s\t\n", r.Durability, r.Nodes, r.Transport, 100*r.ReadRatio, r.Mode,
 			r.OpsPerSec, r.HitRatio, r.FetchesPerOp, r.InvalidationsOp, r.FetchP50us, r.FetchP99us, ratio)
 	}
 	tw.Flush()

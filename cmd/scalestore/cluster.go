@@ -37,6 +37,7 @@ Flags:
 `
 
 type clusterFlags struct {
+	durability              string
 	nodes, threads, records int
 	kind, cache, logFile    string
 	historyOut, data        string
@@ -157,6 +158,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.logFile, "log", "", "collect the nodes' logs in this file (default: a file in a temporary directory, named on failure)")
 	fs.StringVar(&f.cache, "cache", "256MiB", "buffer pool per node")
 	fs.StringVar(&f.data, "data", "", "directory for the nodes' page stores (default in memory)")
+	fs.StringVar(&f.durability, "durability", "none", "none (the paper's: pages live in the caches) or process (every update's pages written through to their directory's store before it returns; see 'scalestore node --help')")
 	fs.BoolVar(&f.reformat, "reformat", false, "with --data: format the nodes' stores even where a node was killed (their pages are discarded)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
@@ -458,7 +460,7 @@ func (p *processes) history(f clusterFlags) func(phase string, i int) string {
 // nodeArgs are the arguments of node process i of a ScaleStore cluster.
 func (f *clusterFlags) nodeArgs(i int, addrs, peers []string, tmp, logFile string) []string {
 	args := []string{"node", "--control", "--id", fmt.Sprint(i), "--listen", addrs[i], "--peers", strings.Join(peers, ","),
-		"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile}
+		"--transport", f.kind, "--socket-dir", tmp, "--cache", f.cache, "--log", logFile, "--durability", f.durability}
 	if f.data != "" {
 		args = append(args, "--data", f.data)
 	}

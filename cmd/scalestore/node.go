@@ -243,8 +243,12 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
+	if f.durability != "none" && f.durability != "process" {
+		return fmt.Errorf("--durability %q: a node under 'scalestore cluster' (--control) takes none or process", f.durability)
+	}
 	n, err := cluster.StartNode(cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
-		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, PollSpin: f.pollSpin, Trace: f.trace})
+		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, PollSpin: f.pollSpin, Trace: f.trace,
+		WriteThrough: f.durability == "process"})
 	if err != nil {
 		return err
 	}
