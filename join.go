@@ -1,7 +1,6 @@
 package scalestore
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -602,8 +601,7 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 	s := btree.Session{Cache: c.node.RT.Node().Cache(), Worker: w, Allocate: c.node.RT.Allocate}
 	if c.opts.writesThrough() {
-		rt := c.node.RT
-		s.Persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
+		s.Persist = c.node.RT.Persist
 	}
 	return s
 }
@@ -613,8 +611,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
 	if c.opts.writesThrough() {
-		rt := c.node.RT
-		db.persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
+		db.persist = c.node.RT.Persist
 	}
 	return db
 }
@@ -791,7 +788,3 @@ func (c *Cluster) Close() error {
 	}
 	return nil
 }
-
-// Wait blocks until ctx ends; a convenience for a process that only serves
-// RESP.
-func (c *Cluster) Wait(ctx context.Context) { <-ctx.Done() }

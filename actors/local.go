@@ -750,11 +750,13 @@ func (l *Local) FlushWriteThroughs() {
 // taken away first); the write may or may not be on its directory's store.
 var ErrWriteThrough = errors.New("actors: write-through not acknowledged")
 
-// Persist writes the page of f, which w holds exclusively, through to its
+// Persist writes the page g latches exclusively for w through to its
 // directory's store and waits until it is there (Node.Persist on the real
 // runtime): a write that survives the death of any node's process. A
 // peer that is down fails the node, and w unwinds with its error.
-func (l *Local) Persist(w *bufmgr.Worker, f *bufmgr.Frame) error {
+// It has the shape of btree.Session.Persist.
+func (l *Local) Persist(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error {
+	f := g.Frame()
 	var ok bool
 	l.Locked(func() { ok = l.node.Persist(w, f, nil) })
 	if !ok {

@@ -104,7 +104,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{ID: cfg.ID, RT: rt, log: cfg.Logger}
 	if cfg.WriteThrough {
-		n.persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error { return rt.Persist(w, g.Frame()) }
+		n.persist = rt.Persist
 	}
 	if cfg.Trace {
 		rt.EnableTrace()
