@@ -94,7 +94,11 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 	}
 	l.mu.Lock()
 	if !l.closed {
-		l.node.Deliver(&m, payload)
+		if l.views.Load() {
+			l.admit(&m, payload)
+		} else {
+			l.node.Deliver(&m, payload)
+		}
 	}
 	l.mu.Unlock()
 }
@@ -202,7 +206,7 @@ func (o *outbox) add(m *protocol.Message, payload []byte) {
 		// now keeps every pair's order.
 		ok, err := o.try.TrySend(om.to, om.frame[:], payload)
 		if err != nil {
-			o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), om.to, err))
+			o.sendFailed(om.to, err)
 			return
 		}
 		if ok {
@@ -253,7 +257,7 @@ func (o *outbox) run() {
 			}
 			if err := s.Send(m.to, m.frame[:], m.payload()); err != nil {
 				o.l.mu.Lock()
-				o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), m.to, err))
+				o.sendFailed(m.to, err)
 				o.l.mu.Unlock()
 			}
 			if m.buf != nil {
@@ -265,6 +269,22 @@ func (o *outbox) run() {
 		o.busy = false
 		o.mu.Unlock()
 	}
+}
+
+// sendFailed handles a message the transport could not take (under the
+// node's lock). In a cluster with views a peer that is down is the view
+// change's business: the message is dropped (the view change aborts what
+// it belonged to), and the node goes on. Without views nothing would ever
+// resolve it: the node fails.
+func (o *outbox) sendFailed(to protocol.NodeID, err error) {
+	if o.l.views.Load() {
+		o.l.DroppedSends.Add(1)
+		if o.l.dropLogged.CompareAndSwap(false, true) {
+			o.l.log.Warn("dropping messages to a peer the transport cannot reach (the view change will exclude it)", "node", o.l.node.ID(), "peer", to, "err", err)
+		}
+		return
+	}
+	o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), to, err))
 }
 
 func (o *outbox) close() {

@@ -81,6 +81,16 @@ type Local struct {
 	BadFrames atomic.Uint64
 	// Flushes counts the device flushes of write-throughs (FlushWriteThroughs).
 	Flushes atomic.Uint64
+	// vs is the membership view (view.go), under mu; views is set once
+	// the node takes part in views (EnableViews), lease is its lease.
+	vs    viewState
+	views atomic.Bool
+	lease atomic.Pointer[func() time.Time]
+	// StaleFrames counts frames of an older view that were dropped;
+	// DroppedSends messages the transport could not take (a peer down,
+	// with views).
+	StaleFrames, DroppedSends atomic.Uint64
+	dropLogged                atomic.Bool
 }
 
 type ioRequest struct {
@@ -182,6 +192,9 @@ func (l *Local) DoAs(w *bufmgr.Worker, fn func(w *bufmgr.Worker) error) error {
 	if l.failed.Load() {
 		return l.firstErr()
 	}
+	if err := l.leaseValid(); err != nil {
+		return err
+	}
 	if l.poll != nil && l.pollDue() {
 		l.poll() // serve what peers sent: nobody else may be on a CPU to
 	}
@@ -199,7 +212,9 @@ func (l *Local) DoAs(w *bufmgr.Worker, fn func(w *bufmgr.Worker) error) error {
 	if l.failed.Load() {
 		return l.firstErr()
 	}
-	return nil
+	// What the operation read was coherent if the lease still holds now:
+	// the others change the view only after it expired.
+	return l.leaseValid()
 }
 
 // run calls fn, turning the unwinding of a failed node's worker into the
@@ -384,6 +399,7 @@ func (l *Local) Send(m protocol.Message, payload []byte) {
 		l.fail(fmt.Errorf("actors: a node without a transport sent %v", m))
 		return
 	}
+	m.View = l.vs.number
 	l.out.add(&m, payload)
 }
 

@@ -81,7 +81,15 @@ type Node struct {
 	persists   []*persistWait
 	persistSeq uint32
 	voids      []*bufmgr.Frame
-	Stats      Stats
+	// gated: a view change is under way on a real process (Local's
+	// ChangeView): the node handles none of its own messages and evicts
+	// nothing until every directory of the view has rebuilt.
+	gated bool
+	// outside are the nodes out of the membership view: their pages are
+	// unreachable (Reachable); view is the view's number.
+	outside protocol.NodeSet
+	view    uint32
+	Stats   Stats
 }
 
 type allocWaiter struct {
@@ -161,7 +169,7 @@ func (n *Node) sendRemote(m protocol.Message, payload []byte) {
 
 // drain handles the messages a step sent to this node itself.
 func (n *Node) drain() {
-	if n.draining {
+	if n.draining || n.gated {
 		return
 	}
 	n.draining = true

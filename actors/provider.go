@@ -34,6 +34,10 @@ func (n *Node) providerTick() {
 	if n.stopped || n.dead {
 		return
 	}
+	if n.gated {
+		n.armTick() // a view change: the directories' metadata is being rebuilt
+		return
+	}
 	n.EvictCold(n.cfg.FreeTarget)
 	if now := n.env.Now(); !n.cfg.NoProgressCheck && now-n.lastProgressCheck >= progressCheckEvery {
 		n.lastProgressCheck = now
@@ -68,6 +72,9 @@ func (n *Node) EvictCold(target int) {
 
 // EvictAll starts the eviction of every evictable frame (the final flush).
 func (n *Node) EvictAll() {
+	if n.gated {
+		return // a view change: see providerTick (Leave asks again)
+	}
 	for i := range n.cache.Frames() {
 		if f := n.cache.Frame(i); n.cache.Claim(f) {
 			n.startEvict(f)
@@ -136,6 +143,9 @@ func (n *Node) cleanInPlace(f *bufmgr.Frame) {
 
 // EvictPage starts the eviction of one page if its frame is evictable now.
 func (n *Node) EvictPage(pid protocol.PID) bool {
+	if n.gated {
+		return false // a view change: see providerTick
+	}
 	f := n.cache.Lookup(pid)
 	if f == nil || !n.cache.Claim(f) {
 		return false

@@ -28,6 +28,11 @@ type Remote interface {
 	// unreadable copy: it wraps ErrUnreadable, and the store's error when
 	// the read failed on this node.
 	Unreadable(pid protocol.PID) error
+	// Reachable is nil when pid's directory may be asked for it; otherwise
+	// why not (its node is out of the membership view): the access fails
+	// at once with a *PageError instead of waiting for a node that is
+	// down. Called on the slow path only, before each request.
+	Reachable(pid protocol.PID) error
 }
 
 // Parker blocks and resumes one worker. In the simulator, Park yields the
@@ -548,6 +553,11 @@ func (c *Cache) acquireHeld(w *Worker, pid protocol.PID, mode protocol.Mode, kin
 				return f, v, nil
 			}
 		} else if f.Pending == protocol.ModeNone && f.Mode < mode && !f.Evicting && !c.queueGivesUp(f) {
+			if err := c.remote.Reachable(pid); err != nil {
+				c.stats.Misses++
+				c.MaybeFree(f)
+				return nil, 0, &PageError{PID: pid, Err: err}
+			}
 			missed = true
 			f.slow()
 			f.Pending = mode

@@ -23,6 +23,7 @@ func (r *grantingRemote) Request(f *Frame) {
 }
 func (r *grantingRemote) Released(*Frame) {}
 func (r *grantingRemote) NeedFrames()     {}
+func (r *grantingRemote) Reachable(protocol.PID) error { return nil }
 func (r *grantingRemote) Unreadable(pid protocol.PID) error {
 	return errors.Join(ErrUnreadable, errBadSector)
 }

@@ -35,7 +35,7 @@ func Encode(b []byte, m *Message) {
 	binary.LittleEndian.PutUint32(b[16:], m.Epoch)
 	binary.LittleEndian.PutUint32(b[20:], m.K)
 	b[24] = byte(m.Target)
-	clear(b[25:28])
+	b[25], b[26], b[27] = byte(m.View), byte(m.View>>8), byte(m.View>>16)
 	binary.LittleEndian.PutUint32(b[28:], m.Pred)
 	for i, w := range m.Set {
 		binary.LittleEndian.PutUint64(b[32+8*i:], w)
@@ -66,11 +66,7 @@ func Decode(b []byte) (Message, error) {
 	for i := range m.Set {
 		m.Set[i] = binary.LittleEndian.Uint64(b[32+8*i:])
 	}
-	for _, z := range b[25:28] {
-		if z != 0 {
-			return m, fmt.Errorf("%w: reserved bytes not zero", ErrMalformed)
-		}
-	}
+	m.View = uint32(b[25]) | uint32(b[26])<<8 | uint32(b[27])<<16
 	if err := m.Validate(); err != nil {
 		return m, err
 	}
@@ -108,6 +104,13 @@ func (m *Message) Validate() error {
 		if m.PID != 0 {
 			return bad("batch carries a pid")
 		}
+	} else if m.Type == THoldings || m.Type == TRebuilt {
+		if m.Count > MaxViewBatch {
+			return bad(fmt.Sprintf("batch of %d entries (0..%d)", m.Count, MaxViewBatch))
+		}
+		if m.PID != 0 {
+			return bad("batch carries a pid")
+		}
 	} else if m.Type == TIndexCall || m.Type == TIndexReply {
 		if m.Count == 0 || m.Count > PageSize {
 			return bad(fmt.Sprintf("index call of %d bytes (1..%d)", m.Count, PageSize))
@@ -129,6 +132,9 @@ func (m *Message) Validate() error {
 	}
 	if m.Flags&FlagAnyCopy != 0 && m.Type != TForward && m.Type != TTransfer {
 		return bad("any-copy flag outside a forward or transfer")
+	}
+	if m.Flags&FlagLast != 0 && m.Type != THoldings && m.Type != TRebuilt {
+		return bad("last flag outside a view change's batch")
 	}
 	if m.Flags&FlagNoData != 0 && m.Type != TGrant {
 		return bad("nodata flag outside a grant")
@@ -204,4 +210,45 @@ func FramePID(b []byte) PID {
 		return 0
 	}
 	return PID(binary.LittleEndian.Uint64(b[8:]))
+}
+
+// EncodeViewEntries writes entries into b (len(entries)*ViewEntrySize
+// bytes).
+func EncodeViewEntries(b []byte, entries []ViewEntry) {
+	for i, e := range entries {
+		o := b[i*ViewEntrySize : (i+1)*ViewEntrySize]
+		binary.LittleEndian.PutUint64(o, uint64(e.PID))
+		binary.LittleEndian.PutUint32(o[8:], e.Epoch)
+		o[12] = byte(e.Mode)
+		clear(o[13:16])
+	}
+}
+
+// DecodeViewEntries parses a THoldings or TRebuilt payload into dst
+// (reused), validating it: every entry names a page of dir (holdings go to
+// the pages' directory, rebuild answers come from it) and holdings name a
+// mode.
+func DecodeViewEntries(dst []ViewEntry, b []byte, count int, dir NodeID, holdings bool) ([]ViewEntry, error) {
+	dst = dst[:0]
+	if len(b) != count*ViewEntrySize {
+		return dst, fmt.Errorf("%w: view payload of %d bytes for %d entries", ErrMalformed, len(b), count)
+	}
+	for i := range count {
+		o := b[i*ViewEntrySize : (i+1)*ViewEntrySize]
+		e := ViewEntry{PID: PID(binary.LittleEndian.Uint64(o)), Epoch: binary.LittleEndian.Uint32(o[8:]), Mode: Mode(o[12])}
+		if o[13] != 0 || o[14] != 0 || o[15] != 0 {
+			return dst, fmt.Errorf("%w: view entry %d: reserved bytes set", ErrMalformed, i)
+		}
+		if e.PID.Dir() != dir {
+			return dst, fmt.Errorf("%w: view entry %d: page %v is not of node %d", ErrMalformed, i, e.PID, dir)
+		}
+		if holdings && (e.Mode == ModeNone || e.Mode > ModeExclusive || e.Epoch != 0) {
+			return dst, fmt.Errorf("%w: holdings entry %d: mode %d epoch %d", ErrMalformed, i, o[12], e.Epoch)
+		}
+		if !holdings && e.Mode != ModeNone {
+			return dst, fmt.Errorf("%w: rebuild entry %d carries a mode", ErrMalformed, i)
+		}
+		dst = append(dst, e)
+	}
+	return dst, nil
 }

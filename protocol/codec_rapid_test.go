@@ -25,6 +25,11 @@ func genMessage() *rapid.Generator[Message] {
 		switch m.Type {
 		case TEvict, TEvictReply:
 			m.Count = uint16(rapid.IntRange(1, MaxEvictBatch).Draw(t, "count"))
+		case THoldings, TRebuilt:
+			m.Count = uint16(rapid.IntRange(0, MaxViewBatch).Draw(t, "count"))
+			if rapid.Bool().Draw(t, "last") {
+				m.Flags |= FlagLast
+			}
 		case TIndexCall, TIndexReply:
 			m.Count = uint16(rapid.IntRange(1, PageSize).Draw(t, "count"))
 			m.PID = PID(rapid.Uint64().Draw(t, "pid"))
@@ -63,6 +68,7 @@ func genMessage() *rapid.Generator[Message] {
 		if m.PayloadLen() == PageSize && rapid.Bool().Draw(t, "unreadable") {
 			m.Flags |= FlagUnreadable
 		}
+		m.View = uint32(rapid.IntRange(0, MaxView).Draw(t, "view"))
 		return m
 	})
 }

@@ -62,7 +62,7 @@ func TestDecodeRejects(t *testing.T) {
 		"no mode":                         func(b []byte) []byte { b[4] = 0; return b },
 		"unknown flag":                    func(b []byte) []byte { b[5] = 0x80; return b },
 		"unreadable without a page":       func(b []byte) []byte { b[5] = byte(FlagUnreadable); return b },
-		"reserved":                        func(b []byte) []byte { b[26] = 1; return b },
+		"last flag outside a view change": func(b []byte) []byte { b[5] = byte(FlagLast); return b },
 		"pred on forward ok, on busy not": func(b []byte) []byte { b[1] = byte(TBusy); b[4] = 0; b[24] = 0; b[28] = 1; return b },
 		"count":                           func(b []byte) []byte { b[6] = 1; return b },
 		"target is requester": func(b []byte) []byte {

@@ -26,6 +26,7 @@ var wireFields = []wireField{
 	{"epoch", 16, 20, func(m *Message) { m.Epoch = 0 }},
 	{"k", 20, 24, func(m *Message) { m.K = 0 }},
 	{"target", 24, 25, func(m *Message) { m.Target = 0 }},
+	{"view", 25, 28, func(m *Message) { m.View = 0 }},
 	{"pred", 28, 32, func(m *Message) { m.Pred = 0 }},
 	{"set", 32, 64, func(m *Message) { m.Set = NodeSet{} }},
 }

@@ -96,12 +96,23 @@ const (
 	// TPersistAck: directory -> writer: the page of TPersist Epoch is on the
 	// directory's SSD.
 	TPersistAck
+	// THoldings: node -> directory, during a view change on real processes
+	// (docs/durability.md, "View changes"): Count entries (ViewEntry: PID,
+	// Mode) naming the valid copies of the directory's pages the node still
+	// holds after its Fence. FlagLast ends the node's report (it may carry
+	// no entries).
+	THoldings
+	// TRebuilt: directory -> node, after the directory rebuilt its metadata
+	// from every member's holdings: Count entries (ViewEntry: PID, Epoch)
+	// giving the conflict epoch from which each of the node's copies counts.
+	// FlagLast ends the directory's answer: the directory serves the view.
+	TRebuilt
 	typeCount
 )
 
 var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
 	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply",
-	"LineInvalidate", "IndexCall", "IndexReply", "Persist", "PersistAck"}
+	"LineInvalidate", "IndexCall", "IndexReply", "Persist", "PersistAck", "Holdings", "Rebuilt"}
 
 func (t Type) String() string {
 	if t < typeCount {
@@ -135,7 +146,10 @@ const (
 	// for since (the directory accepted this transfer while the target was
 	// a sharer, before any upgrade of the target's). Pred is then unused.
 	FlagAnyCopy
-	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy
+	// FlagLast: the last message of a node's holdings or of a directory's
+	// rebuild answer in a view change.
+	FlagLast
+	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy | FlagLast
 )
 
 // MaxEvictBatch bounds an eviction batch (paper §4.3: up to 100 pages).
@@ -164,6 +178,29 @@ type Message struct {
 	// or after its own turn.
 	Pred uint32
 	Set  NodeSet
+	// View is the membership view the sender was in (real processes with
+	// membership; 0 in a static cluster and in the simulator, whose
+	// coordinator drops the messages of an old view itself). A receiver
+	// drops a message of an older view and holds one of a newer view until
+	// it has installed that view. 24 bits on the wire (MaxView).
+	View uint32
+}
+
+// MaxView is the largest view number a frame carries.
+const MaxView = 1<<24 - 1
+
+// MaxViewBatch bounds the entries of a THoldings or TRebuilt message.
+const MaxViewBatch = PageSize / ViewEntrySize
+
+// ViewEntrySize is the wire size of one THoldings or TRebuilt entry.
+const ViewEntrySize = 16
+
+// ViewEntry is one page of a view change's holdings (Mode) or rebuild
+// answer (Epoch).
+type ViewEntry struct {
+	PID   PID
+	Epoch uint32
+	Mode  Mode
 }
 
 // PayloadLen is the exact payload length the message must travel with.
@@ -178,6 +215,8 @@ func (m *Message) PayloadLen() int {
 		return PageSize
 	case TEvict, TEvictReply:
 		return int(m.Count) * EvictEntrySize
+	case THoldings, TRebuilt:
+		return int(m.Count) * ViewEntrySize
 	case TIndexCall, TIndexReply:
 		return int(m.Count)
 	case TAllocReply:
@@ -220,6 +259,12 @@ func (m Message) String() string {
 	}
 	if m.Flags&FlagAnyCopy != 0 {
 		s += " anycopy"
+	}
+	if m.Flags&FlagLast != 0 {
+		s += " last"
+	}
+	if m.View != 0 {
+		s += fmt.Sprintf(" view=%d", m.View)
 	}
 	return s
 }
