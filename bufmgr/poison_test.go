@@ -9,9 +9,9 @@ import (
 
 type nopRemote struct{}
 
-func (nopRemote) Request(*Frame)  {}
-func (nopRemote) Released(*Frame) {}
-func (nopRemote) NeedFrames()     {}
+func (nopRemote) Request(*Frame)               {}
+func (nopRemote) Released(*Frame)              {}
+func (nopRemote) NeedFrames()                  {}
 func (nopRemote) Reachable(protocol.PID) error { return nil }
 func (nopRemote) Unreadable(pid protocol.PID) error {
 	return ErrUnreadable

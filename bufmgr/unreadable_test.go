@@ -21,8 +21,8 @@ func (r *grantingRemote) Request(f *Frame) {
 	f.Unreadable = r.bad[f.PID]
 	r.c.Granted(f)
 }
-func (r *grantingRemote) Released(*Frame) {}
-func (r *grantingRemote) NeedFrames()     {}
+func (r *grantingRemote) Released(*Frame)              {}
+func (r *grantingRemote) NeedFrames()                  {}
 func (r *grantingRemote) Reachable(protocol.PID) error { return nil }
 func (r *grantingRemote) Unreadable(pid protocol.PID) error {
 	return errors.Join(ErrUnreadable, errBadSector)
