@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/resp"
 	"github.com/scalestore-go/scalestore/storage/memfile"
@@ -99,7 +101,16 @@ type ClusterOptions struct {
 	// survives power loss). A node without Data keeps none: its store is in
 	// memory.
 	Durability string
-	Logger     *slog.Logger
+	// Etcd, if set, are the client URLs of an etcd cluster that keeps the
+	// membership (package membership): a node whose process dies is out of
+	// the view once its lease (LeaseTTL, default 2 s) expires, and the
+	// others go on without it; operations on its pages fail with
+	// actors.ErrDirectoryDown until it is back. Without Etcd a dead node
+	// fails its peers' operations that need it (after Timeout). Needs
+	// durability process or sync.
+	Etcd     []string
+	LeaseTTL time.Duration
+	Logger   *slog.Logger
 }
 
 // The durability settings (ClusterOptions.Durability).
@@ -317,7 +328,8 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		if err == nil {
 			break
 		}
-		if self == boot || !errors.Is(err, transport.ErrPeerDown) && !errors.Is(err, actors.ErrNoAnswer) || time.Now().After(deadline) {
+		retry := errors.Is(err, transport.ErrPeerDown) || errors.Is(err, actors.ErrNoAnswer) || errors.Is(err, actors.ErrDirectoryDown)
+		if self == boot || !retry || time.Now().After(deadline) {
 			if fresh && self != boot {
 				store.Close() // nothing was allocated on it
 			} else {
@@ -383,8 +395,14 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 			return prepare(rt)
 		}
 	}
-	n, err := cluster.StartNode(cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
-		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc)})
+	nc := cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
+		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc),
+		WriteThrough: o.writesThrough(), ViewTimeout: o.JoinTimeout}
+	if len(o.Etcd) > 0 {
+		nc.Membership = &membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: protocol.NodeID(o.ID),
+			Addr: o.Peers[o.ID], LeaseTTL: o.LeaseTTL, Logger: o.Logger}
+	}
+	n, err := cluster.StartNode(nc)
 	if err != nil {
 		return err
 	}
@@ -530,6 +548,23 @@ func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, e
 		// A store in memory dies with its process: writing through to it
 		// would buy nothing.
 		o.Durability = DurabilityNone
+	}
+	if len(o.Etcd) > 0 {
+		switch {
+		case o.Data == "":
+			return o, tc, errors.New("scalestore: membership (etcd) needs a store on disk (Data, --data): a node that dies and comes back must find its pages")
+		case o.Durability == DurabilityNone:
+			return o, tc, errors.New("scalestore: membership (etcd) needs durability process or sync: a view change drops the copies a dead node held, so every acknowledged write must be on its directory's store")
+		}
+		if o.LeaseTTL == 0 {
+			o.LeaseTTL = membership.DefaultLeaseTTL
+		}
+		if o.Timeout < 4*o.LeaseTTL {
+			// An operation that waits on a dead node is released by the
+			// view change, up to two lease periods later: the watchdog
+			// must not fail the node first.
+			o.Timeout = 4 * o.LeaseTTL
+		}
 	}
 	tc = cluster.TransportConfig{Kind: o.Transport, Self: protocol.NodeID(o.ID), Listen: o.Listen, Peers: peers,
 		ClusterID: o.ClusterID, TLS: o.TLS, SocketDir: o.SocketDir, Logger: o.Logger}
@@ -762,6 +797,29 @@ func (c *Cluster) info() []resp.InfoSection {
 // the cluster together. A node closed while its peers keep running (or
 // that cannot wait for them) leaves its store marked unclean and says so:
 // the peers may hold newer copies of its pages than its store.
+// Err is the error that failed this node (its membership lost, a storage
+// error), nil while it serves.
+func (c *Cluster) Err() error {
+	if !c.node.RT.Failed() {
+		return nil
+	}
+	return c.node.RT.Err()
+}
+
+// Abandon stops a failed node without writing anything back, as a kill
+// would: its store is recovered at the next start (durability process or
+// sync), and with membership it rejoins in a new view.
+func (c *Cluster) Abandon() {
+	if c.closed.Swap(true) {
+		return
+	}
+	if c.resp != nil {
+		c.resp.Close()
+	}
+	c.node.Stop()
+	abandon(c.store)
+}
+
 func (c *Cluster) Close() error {
 	if c.closed.Swap(true) {
 		return nil

@@ -393,3 +393,19 @@ func (n *Node) Reachable(pid protocol.PID) error {
 	}
 	return nil
 }
+
+// Expel fails the node with err: it may no longer serve (its membership
+// lease was lost). Its operations return err.
+func (l *Local) Expel(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fail(err)
+}
+
+// Err is the error that failed the node, nil if it did not fail.
+func (l *Local) Err() error {
+	if !l.failed.Load() {
+		return nil
+	}
+	return l.firstErr()
+}

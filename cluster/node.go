@@ -13,6 +13,7 @@ import (
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/transport"
@@ -47,6 +48,15 @@ type NodeConfig struct {
 	// listens: what it creates on this node's own pages (a catalog) exists
 	// before any peer can ask for it.
 	Prepare func(rt *actors.Local) error
+	// Membership, when set, makes the node a member of views agreed on
+	// etcd (package membership): a node that dies is dropped from the view
+	// once its lease expires, and the others go on without it
+	// (actors/view.go). It needs WriteThrough: a view change loses the
+	// copies a dead node held.
+	Membership *membership.Config
+	// ViewTimeout bounds how long StartNode waits for the node to be
+	// active in its first view (default 30 s).
+	ViewTimeout time.Duration
 }
 
 // Node is one node of a running cluster.
@@ -66,6 +76,9 @@ type Node struct {
 	// OnObtained, when set (under the runtime's lock), sees every
 	// ownership request's latency too (the metrics).
 	OnObtained func(pid protocol.PID, mode protocol.Mode, waited time.Duration)
+	// Member is the node's membership (NodeConfig.Membership), nil if none.
+	Member *membership.Member
+	views  *viewFollower
 }
 
 // StartNode starts the runtime, the transport and the actors of one node.
@@ -105,6 +118,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	n := &Node{ID: cfg.ID, RT: rt, log: cfg.Logger}
 	if cfg.WriteThrough {
 		n.persist = rt.Persist
+	}
+	if cfg.Membership != nil {
+		if !cfg.WriteThrough {
+			rt.Stop()
+			return nil, fmt.Errorf("cluster: node %d: membership needs write-through (durability process or sync): a view change drops the copies a dead node held", cfg.ID)
+		}
+		n.views = newViewFollower(n)
+		rt.EnableViews(n.views.validUntil, n.views.active)
 	}
 	if cfg.Trace {
 		rt.EnableTrace()
@@ -154,6 +175,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		}
 	}
 	n.Tr, n.Host = t, host
+	if cfg.Membership != nil {
+		if err := n.views.join(*cfg.Membership, cfg.ViewTimeout); err != nil {
+			host.Stop()
+			t.Close()
+			rt.Stop()
+			return nil, err
+		}
+	}
 	n.fetches = hdrhistogram.New(1, 60_000_000, 3)
 	rt.Locked(func() {
 		rt.OnObtained = func(pid protocol.PID, mode protocol.Mode, waited time.Duration) {
@@ -172,6 +201,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 
 // Stop ends the node: workers still waiting get an error.
 func (n *Node) Stop() error {
+	if n.views != nil {
+		n.views.leave()
+	}
 	n.RT.Stop()
 	n.Host.Stop()
 	return n.Tr.Close()
@@ -189,6 +221,13 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 	if _, err := n.RT.Leave(limit); err != nil {
 		n.Stop()
 		return 0, fmt.Errorf("cluster: node %d: handing its pages back: %w", n.ID, err)
+	}
+	if n.views != nil {
+		// With membership the node leaves its view: the others give up
+		// their copies of its pages (every write to them is on its store
+		// already), so it need not wait for them to hand them back.
+		n.views.leave()
+		peers = nil
 	}
 	for {
 		held = 0
@@ -212,6 +251,9 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 		time.Sleep(10 * time.Millisecond)
 	}
 	err = n.RT.Close() // writes back what the directory took back
+	if n.views != nil {
+		n.views.leave()
+	}
 	n.Host.Stop()
 	if cerr := n.Tr.Close(); err == nil {
 		err = cerr

@@ -31,6 +31,8 @@ Commands:
              next open finds every acknowledged write or refuses the store
   ycsb       YCSB point lookups and updates on the store or an in-memory baseline
   node       one node of a real cluster (tcp, shm or ibverbs transport)
+  etcd       an etcd server for a cluster's membership on this host (node --etcd),
+             for trying it out: production runs a real etcd cluster
   cluster    start N node processes on this host, run YCSB inside them, check
              the history with porcupine
   bench      'bench transport': TCP, Unix socket and shared memory between two processes;
@@ -73,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCluster(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
+	case "etcd":
+		return runEtcd(args[1:], stdout, stderr)
 	case "bench-peer":
 		return runBenchPeer(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":

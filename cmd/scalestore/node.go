@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -86,6 +87,8 @@ type nodeFlags struct {
 	joinTimeout, stopLimit time.Duration
 	procs                  int
 	durability             string
+	etcd                   string
+	lease                  time.Duration
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -135,6 +138,8 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.config, "config", "", "a TOML file describing the whole cluster (cluster_id, bootstrap, transport, data, cache and one [[node]] per node with id, address, resp); flags given here win")
 	fs.IntVar(&f.procs, "procs", 0, "Go scheduler slots (GOMAXPROCS) for the node; 0: Go's default and the transport's adjustments. On a host whose clients share the node's cores, 1 avoids a thread wake-up per request (bench resp: 1.1x redis-server at -P 1, but 0.7x of 2 slots at -P 16)")
 	fs.StringVar(&f.durability, "durability", "process", "what an acknowledged write survives: process (every page a write changed is on its directory's store before the write returns: the death of any node's process loses no acknowledged write, and a killed node's store is recovered at its next start), sync (process, and the directory's device cache flushed before the acknowledgement, one flush for the writes that wait together: power loss) or none (the paper: pages live in the caches until evicted or the cluster stops cleanly; faster writes)")
+	fs.StringVar(&f.etcd, "etcd", "", "etcd client URLs (comma-separated) that keep the cluster's membership: a node whose process dies is out of the view once its --lease expires and the others go on without it (its pages fail with an error naming it until it is back); empty: no membership, a dead node fails the operations that need it after --timeout. Needs --data and durability process or sync")
+	fs.DurationVar(&f.lease, "lease", 2*time.Second, "with --etcd: the membership lease; a dead node is out of the view within two of them (whole seconds)")
 	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
 	fs.DurationVar(&f.stopLimit, "shutdown-timeout", 30*time.Second, "at SIGTERM, how long the node waits for its peers to hand its pages back (they do when they stop too)")
@@ -284,7 +289,10 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, Durability: f.durability, Logger: log}
+		RESP: f.resp, RESPPassword: f.respPassword, Durability: f.durability, Logger: log, LeaseTTL: f.lease}
+	if f.etcd != "" {
+		opts.Etcd = strings.Split(f.etcd, ",")
+	}
 	if f.resp != "" && tc.TLS != nil {
 		opts.RESPTLS = tc.TLS
 	}
@@ -304,7 +312,23 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 		}
 		log.Info("metrics", "node", f.id, "addr", addr)
 	}
-	s := <-sig
+	// A node that lost its membership (paused or cut off longer than its
+	// lease) was declared dead: it exits, leaving its store to be
+	// recovered at its next start, which rejoins in a new view.
+	failed := time.NewTicker(100 * time.Millisecond)
+	defer failed.Stop()
+	var s os.Signal
+	for s == nil {
+		select {
+		case s = <-sig:
+		case <-failed.C:
+			if err := c.Err(); err != nil {
+				log.Error("node failed: exiting (restart it to rejoin)", "node", f.id, "err", err)
+				c.Abandon()
+				return fmt.Errorf("node %d failed: %w", f.id, err)
+			}
+		}
+	}
 	log.Info("stopping", "node", f.id, "signal", s.String())
 	if err := c.Close(); err != nil {
 		return err

@@ -43,6 +43,8 @@ type deployment struct {
 	TLSCA        string           `toml:"tls_ca"`
 	Timeout      string           `toml:"timeout"`
 	Durability   string           `toml:"durability"`
+	Etcd         string           `toml:"etcd"`
+	Lease        string           `toml:"lease"`
 	Nodes        []deploymentNode `toml:"node"`
 }
 
@@ -116,6 +118,14 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	str("tls-key", &f.tlsKey, d.TLSKey)
 	str("tls-ca", &f.tlsCA, d.TLSCA)
 	str("durability", &f.durability, d.Durability)
+	str("etcd", &f.etcd, d.Etcd)
+	if !set["lease"] && d.Lease != "" {
+		t, err := time.ParseDuration(d.Lease)
+		if err != nil {
+			return fmt.Errorf("--config %s: lease: %w", path, err)
+		}
+		f.lease = t
+	}
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}

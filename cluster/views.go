@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/scalestore-go/scalestore/actors"
+	"github.com/scalestore-go/scalestore/membership"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// viewFollower joins the node to the cluster's views on etcd and installs
+// each view the members agree on in the runtime (actors.Local.ChangeView).
+type viewFollower struct {
+	n      *Node
+	mu     sync.Mutex
+	member *membership.Member
+	prev   membership.View
+	// activeIn is signalled each time the node becomes active in a view.
+	activeIn chan uint32
+	done     chan struct{}
+	left     sync.Once
+}
+
+func newViewFollower(n *Node) *viewFollower {
+	return &viewFollower{n: n, activeIn: make(chan uint32, 16), done: make(chan struct{})}
+}
+
+// validUntil is the runtime's lease: until the node has joined, it does
+// local work only, which needs none.
+func (f *viewFollower) validUntil() time.Time {
+	f.mu.Lock()
+	m := f.member
+	f.mu.Unlock()
+	if m == nil {
+		return time.Now().Add(time.Hour)
+	}
+	return m.ValidUntil()
+}
+
+// active runs under the runtime's lock: it must not block.
+func (f *viewFollower) active(view uint32, took time.Duration) {
+	f.n.log.Info("view active", "node", f.n.ID, "view", view, "took", took)
+	select {
+	case f.activeIn <- view:
+	default:
+	}
+}
+
+// join registers the node, installs its first view and waits until the
+// node is active in it, then follows the views in the background.
+func (f *viewFollower) join(cfg membership.Config, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = f.n.log
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// A node restarted right after it was killed finds its previous
+	// process's key until that lease expires: it tries again for two lease
+	// periods before it believes another live process has its id.
+	ttl := cfg.LeaseTTL
+	if ttl <= 0 {
+		ttl = membership.DefaultLeaseTTL
+	}
+	taken := time.Now().Add(2*ttl + time.Second)
+	var m *membership.Member
+	for {
+		var err error
+		m, err = membership.Join(ctx, cfg)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, membership.ErrNodeIDTaken) || time.Now().After(taken) {
+			return fmt.Errorf("cluster: node %d: joining the membership: %w", f.n.ID, err)
+		}
+		f.n.log.Info("node id still registered: waiting for its lease to expire", "node", f.n.ID, "err", err)
+		time.Sleep(ttl / 4)
+	}
+	f.mu.Lock()
+	f.member = m
+	f.mu.Unlock()
+	v := m.View()
+	if err := f.install(v); err != nil {
+		m.Leave(context.Background())
+		return err
+	}
+	go f.follow()
+	for {
+		select {
+		case got := <-f.activeIn:
+			if uint64(got) >= v.Number {
+				return nil
+			}
+		case <-ctx.Done():
+			number, _ := f.n.RT.View()
+			return fmt.Errorf("cluster: node %d: not active in a view after %v (installed view %d: waiting for every member's holdings; is a member of %v down?)", f.n.ID, timeout, number, m.View())
+		}
+	}
+}
+
+// install hands view v to the runtime. down are the nodes whose copies the
+// node gives up: those that left since the previous view, or, if views
+// were skipped (one of them may have been a node's death and restart),
+// every other node.
+func (f *viewFollower) install(v membership.View) error {
+	if v.Number <= f.prev.Number {
+		return nil // installed already (the first view comes on Views too)
+	}
+	var members, down protocol.NodeSet
+	for _, id := range v.Members {
+		members.Add(id)
+	}
+	switch {
+	case f.prev.Number == 0:
+	case v.Number == f.prev.Number+1:
+		for _, id := range f.prev.Members {
+			if !members.Has(id) {
+				down.Add(id)
+			}
+		}
+	default:
+		for _, id := range f.prev.Members {
+			if id != f.n.ID {
+				down.Add(id)
+			}
+		}
+	}
+	f.n.log.Info("view installed", "node", f.n.ID, "view", v.Number, "members", fmt.Sprint(v.Members), "down", down.String())
+	f.prev = v
+	return f.n.RT.ChangeView(v.Number, members, down)
+}
+
+// follow installs every view the members agree on, and stops the node
+// when its lease is lost (the others may have changed the view without
+// it: it must serve nothing more).
+func (f *viewFollower) follow() {
+	m := f.member
+	for {
+		select {
+		case v, ok := <-m.Views():
+			if !ok {
+				return
+			}
+			if err := f.install(v); err != nil {
+				if !errors.Is(err, actors.ErrNotInView) {
+					f.n.log.Error("installing a view", "node", f.n.ID, "view", v.String(), "err", err)
+				}
+				return
+			}
+		case <-m.Lost():
+			select {
+			case <-f.done:
+				return // leave: not a failure
+			default:
+			}
+			f.n.RT.Expel(fmt.Errorf("cluster: node %d: %w: %v", f.n.ID, actors.ErrLeaseLapsed, m.Err()))
+			return
+		case <-f.done:
+			return
+		}
+	}
+}
+
+// leave ends the node's membership: the others see it leave at once.
+func (f *viewFollower) leave() {
+	f.left.Do(func() {
+		close(f.done)
+		f.mu.Lock()
+		m := f.member
+		f.mu.Unlock()
+		if m != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := m.Leave(ctx); err != nil {
+				f.n.log.Warn("leaving the membership", "node", f.n.ID, "err", err)
+			}
+		}
+	})
+}
