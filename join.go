@@ -410,10 +410,19 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 	c.cat = btree.Open(catalogPID(protocol.NodeID(o.Bootstrap)))
 	var rec []byte
 	var ok bool
-	err = n.RT.Do(func(w *bufmgr.Worker) error {
-		rec, ok, err = c.cat.Get(c.session(w), []byte(identityKey), nil)
-		return err
-	})
+	deadline := time.Now().Add(o.JoinTimeout)
+	for {
+		err = n.RT.Do(func(w *bufmgr.Worker) error {
+			rec, ok, err = c.cat.Get(c.session(w), []byte(identityKey), nil)
+			return err
+		})
+		// With membership, a bootstrap node that is not in the view yet
+		// is waited for in place: it joins the view when it starts.
+		if !errors.Is(err, actors.ErrDirectoryDown) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: node %d's catalog has no cluster identity", ErrWrongCluster, o.Bootstrap)
 	}

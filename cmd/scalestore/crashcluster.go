@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,34 +22,44 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/membership"
+	"github.com/scalestore-go/scalestore/protocol"
 )
 
 const crashClusterUsage = `Usage: scalestore crashtest --cluster --data DIR [--rounds N] [--nodes 3] [--transport both] [--seed S] [--json]
 
-Kills and pauses node processes of a cluster while clients write, after
-Jepsen. Each round, in DIR/round-N, from its seed:
+Kills and pauses node processes of a running cluster while clients write,
+after Jepsen. The nodes keep their membership in an etcd server this
+command runs (membership.StartEmbedded), with a lease of --lease. Each
+round, in DIR/round-N, from its seed:
 
   1. starts --nodes 'scalestore node' processes (--durability process, the
      default; tcp or shm, alternating with --transport both) on stores in
      the round's directory, and --clients Redis clients that SET unique
-     values and GET --keys keys, each through a random node;
-  2. after 0.5 to 1.5 s, one event: kill -9 of a random node (three rounds
-     in four; sometimes the bootstrap node, which holds the catalog), or
-     SIGSTOP of a random node for 0.3 to 1.5 s, shorter than the nodes'
-     --timeout (3 s), then SIGCONT;
-  3. after a kill the other nodes are killed too (the cluster does not yet
-     go on without a node: its peers fail their operations) and the whole
-     cluster is started again on its stores; after a pause it is stopped
-     cleanly and started again;
-  4. reads every key through a random node and checks the whole client
-     history with porcupine: a write cut by a kill has an unknown outcome,
-     every acknowledged write must be there (or one after it).
+     values and GET --keys keys, each through a random node (a client whose
+     node fails moves to another);
+  2. after 0.5 to 1.5 s, one event: kill -9 of a random node (one round in
+     two; sometimes the bootstrap node, which holds the catalog and the
+     root, so that every operation fails until it is back), or SIGSTOP of
+     a random node for 1.5 to 3 leases, then SIGCONT (the node finds its
+     lease lost and exits: it was declared dead);
+  3. the others go on without it: the round measures the time from the
+     event to the view without the node (agreed on etcd), and the
+     survivors' successful operations a second from the view to the
+     restart, against before the event;
+  4. restarts the node on its store after 1 to 2 s and measures the time
+     until it serves (its 'node serving' line) and is in the view again;
+  5. reads every key through a random node and checks the whole client
+     history with porcupine: a write cut by the event has an unknown
+     outcome, every acknowledged write must be there (or one after it);
+     then stops the cluster with SIGTERM (every node must stop cleanly).
 
 A round is whole (linearizable), lost (not: an acknowledged write is
-missing or a read went back) or failed (a node did not start or serve). It
-prints each round (its event, the writes acknowledged and cut, the time
-from the restart to every node serving), the counts, and for a bad round its
-seed and the command that replays it. It exits 1 if any round was bad.
+missing or a read went back) or failed (a node did not start, serve or
+stop). Each round prints its event, the writes acknowledged and cut, the
+times and the survivors' throughput; the end, the counts and the medians.
+A bad round prints its seed and the command that replays it. The command
+exits 1 if any round was bad.
 
 Flags:
 `
@@ -63,7 +74,11 @@ type clusterRound struct {
 	Acked     int     `json:"acked_writes"`
 	Unknown   int     `json:"unknown_writes"`
 	Reads     int     `json:"reads"`
+	ToViewMS  float64 `json:"event_to_view_ms"`
+	BeforeOps float64 `json:"ops_per_s_before"`
+	DuringOps float64 `json:"ops_per_s_during"`
 	RestartMS float64 `json:"restart_to_serving_ms"`
+	RejoinMS  float64 `json:"restart_to_view_ms"`
 	Outcome   string  `json:"outcome"`
 	Detail    string  `json:"detail,omitempty"`
 }
@@ -81,6 +96,7 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "seed of round 0 (round N uses seed+N); 0: from the clock")
 	asJSON := fs.Bool("json", false, "print one JSON line per round and a summary line")
 	bin := fs.String("bin", "", "the scalestore binary the nodes run (default: this one)")
+	lease := fs.Duration("lease", time.Second, "the nodes' membership lease (whole seconds)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -112,7 +128,21 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	// Clients of killed nodes fail to dial by design: go-redis would log
 	// every attempt.
 	redis.SetLogger(quietRedis{})
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "crashtest --cluster: %v\n", err)
+		return 2
+	}
+	etcd, err := membership.StartEmbedded(filepath.Join(*dir, "etcd"))
+	if err != nil {
+		fmt.Fprintf(stderr, "crashtest --cluster: starting etcd: %v\n", err)
+		return 1
+	}
+	defer func() {
+		etcd.Close()
+		os.RemoveAll(filepath.Join(*dir, "etcd"))
+	}()
 	counts := map[string]int{}
+	var toView, ratio, restart []float64
 	enc := json.NewEncoder(stdout)
 	bad := 0
 	for i := range *rounds {
@@ -122,27 +152,36 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		}
 		rdir := filepath.Join(*dir, fmt.Sprintf("round-%d", i))
 		os.RemoveAll(rdir)
-		runClusterRound(&r, *bin, rdir, *nodes, *clients, *keys)
+		runClusterRound(&r, roundConfig{bin: *bin, dir: rdir, nodes: *nodes, clients: *clients, keys: *keys, etcd: etcd.Endpoints(), lease: *lease})
 		counts[r.Outcome]++
+		if r.Outcome == "whole" {
+			toView, restart = append(toView, r.ToViewMS), append(restart, r.RestartMS)
+			if r.BeforeOps > 0 && r.Node != 0 {
+				// Node 0, the bootstrap node, holds the tree's root: while
+				// it is down every operation fails (the README says so).
+				ratio = append(ratio, r.DuringOps/r.BeforeOps)
+			}
+		}
 		if *asJSON {
 			enc.Encode(r)
 		} else {
-			fmt.Fprintf(stdout, "round %d (%s): %s node %d; %d writes acknowledged, %d cut, %d reads; restart to serving %.0f ms: %s\n",
-				i, r.Transport, r.Event, r.Node, r.Acked, r.Unknown, r.Reads, r.RestartMS, r.Outcome)
+			fmt.Fprintf(stdout, "round %d (%s): %s node %d; %d writes acknowledged, %d cut, %d reads; to the view %.0f ms; survivors %.0f ops/s (before %.0f); restart to serving %.0f ms, to the view %.0f ms: %s\n",
+				i, r.Transport, r.Event, r.Node, r.Acked, r.Unknown, r.Reads, r.ToViewMS, r.DuringOps, r.BeforeOps, r.RestartMS, r.RejoinMS, r.Outcome)
 		}
 		if r.Outcome != "whole" {
 			bad++
-			fmt.Fprintf(stderr, "crashtest --cluster: round %d %s: %s\n  replay: %s crashtest --cluster --data %s --rounds 1 --seed %d --transport %s --nodes %d\n  kept: %s\n",
-				i, r.Outcome, r.Detail, os.Args[0], *dir, r.Seed, r.Transport, *nodes, rdir)
+			fmt.Fprintf(stderr, "crashtest --cluster: round %d %s: %s\n  replay: %s crashtest --cluster --data %s --rounds 1 --seed %d --transport %s --nodes %d --clients %d --keys %d --lease %v\n  kept: %s\n",
+				i, r.Outcome, r.Detail, os.Args[0], *dir, r.Seed, r.Transport, *nodes, *clients, *keys, *lease, rdir)
 		} else {
 			os.RemoveAll(rdir)
 		}
 	}
 	if *asJSON {
-		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "whole": counts["whole"], "lost": counts["lost"], "failed": counts["failed"]})
+		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "whole": counts["whole"], "lost": counts["lost"], "failed": counts["failed"],
+			"median_event_to_view_ms": median(toView), "median_survivor_ratio": median(ratio), "median_restart_to_serving_ms": median(restart)})
 	} else {
-		fmt.Fprintf(stdout, "crashtest --cluster: %d rounds (seed %d): whole %d, lost %d, failed %d\n",
-			*rounds, *seed, counts["whole"], counts["lost"], counts["failed"])
+		fmt.Fprintf(stdout, "crashtest --cluster: %d rounds (seed %d): whole %d, lost %d, failed %d; medians: event to view %.0f ms (lease %v), survivors %.2fx of before (outages of nodes other than 0, which holds the root), restart to serving %.0f ms\n",
+			*rounds, *seed, counts["whole"], counts["lost"], counts["failed"], median(toView), *lease, median(ratio), median(restart))
 	}
 	if bad > 0 {
 		return 1
@@ -161,8 +200,17 @@ type clusterProcs struct {
 }
 
 func (c *clusterProcs) start(timeout time.Duration) error {
-	ready := make(chan error, len(c.args))
+	var all []int
 	for i := len(c.args) - 1; i >= 0; i-- {
+		all = append(all, i)
+	}
+	return c.startNodes(all, timeout)
+}
+
+// startNodes starts the given nodes and waits until each serves.
+func (c *clusterProcs) startNodes(nodes []int, timeout time.Duration) error {
+	ready := make(chan error, len(nodes))
+	for _, i := range nodes {
 		cmd := exec.Command(c.bin, c.args[i]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		stderr, err := cmd.StderrPipe()
@@ -174,7 +222,12 @@ func (c *clusterProcs) start(timeout time.Duration) error {
 		}
 		c.procs[i] = cmd
 		log := &strings.Builder{}
+		c.mu.Lock()
+		if c.logs[i] != nil {
+			log.WriteString(c.logs[i].String() + "--- restarted\n")
+		}
 		c.logs[i] = log
+		c.mu.Unlock()
 		go func() {
 			sc := bufio.NewScanner(stderr)
 			said := false
@@ -193,7 +246,7 @@ func (c *clusterProcs) start(timeout time.Duration) error {
 		}()
 	}
 	deadline := time.After(timeout)
-	for range c.args {
+	for range nodes {
 		select {
 		case err := <-ready:
 			if err != nil {
@@ -250,11 +303,41 @@ func (c *clusterProcs) stop() error {
 	return errors.Join(errs...)
 }
 
-func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int) {
+// roundConfig is what every round of a crashtest --cluster run shares.
+type roundConfig struct {
+	bin, dir             string
+	nodes, clients, keys int
+	etcd                 []string
+	lease                time.Duration
+}
+
+// waitExit waits up to limit for node i's process to exit by itself; it
+// kills it after that. It reports whether it exited by itself.
+func (c *clusterProcs) waitExit(i int, limit time.Duration) bool {
+	p := c.procs[i]
+	if p == nil {
+		return true
+	}
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+		c.procs[i] = nil
+		return true
+	case <-time.After(limit):
+		p.Process.Kill()
+		<-done
+		c.procs[i] = nil
+		return false
+	}
+}
+
+func runClusterRound(r *clusterRound, rc roundConfig) {
 	rng := rand.New(rand.NewPCG(r.Seed, 0xC1A5))
 	fail := func(outcome, format string, a ...any) {
 		r.Outcome, r.Detail = outcome, fmt.Sprintf(format, a...)
 	}
+	nodes, clients, keys, dir := rc.nodes, rc.clients, rc.keys, rc.dir
 	addrs, err := freeAddrs(2 * nodes)
 	if err != nil {
 		fail("failed", "%v", err)
@@ -264,7 +347,9 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 	for i := range nodes {
 		peers = append(peers, fmt.Sprintf("%d=%s", i, addrs[i]))
 	}
-	c := &clusterProcs{bin: bin, resp: addrs[nodes:], procs: make([]*exec.Cmd, nodes), logs: make([]*strings.Builder, nodes)}
+	// Every round is a cluster of its own in etcd.
+	clusterID := strconv.FormatUint(r.Seed%(1<<40)+1, 10)
+	c := &clusterProcs{bin: rc.bin, resp: addrs[nodes:], procs: make([]*exec.Cmd, nodes), logs: make([]*strings.Builder, nodes)}
 	defer func() {
 		for i := range c.procs {
 			c.kill(i)
@@ -273,12 +358,19 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 	for i := range nodes {
 		c.args = append(c.args, []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","),
 			"--resp", c.resp[i], "--transport", r.Transport, "--socket-dir", dir, "--data", filepath.Join(dir, fmt.Sprintf("node-%d", i)),
-			"--cache", "16MiB", "--timeout", "3s", "--shutdown-timeout", "10s"})
+			"--cache", "16MiB", "--timeout", "10s", "--shutdown-timeout", "10s", "--cluster-id", clusterID,
+			"--etcd", strings.Join(rc.etcd, ","), "--lease", rc.lease.String()})
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail("failed", "%v", err)
 		return
 	}
+	obs, err := membership.Observe(rc.etcd, clusterID)
+	if err != nil {
+		fail("failed", "%v", err)
+		return
+	}
+	defer obs.Close()
 	if err := c.start(60 * time.Second); err != nil {
 		fail("failed", "starting: %v", err)
 		return
@@ -286,7 +378,7 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 	ctx := context.Background()
 	dial := func(i int) *redis.Client {
 		return redis.NewClient(&redis.Options{Addr: c.resp[i], Protocol: 2, MaxRetries: -1, DialTimeout: 2 * time.Second,
-			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+			ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second})
 	}
 	var mu sync.Mutex
 	var ops, unknown []checker.Op
@@ -335,6 +427,8 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 				}
 				mu.Unlock()
 				if err != nil {
+					// A page of a node that is down fails at once: back off
+					// a little, and move to another node in case it is ours.
 					cli.Close()
 					cli = dial(crng.IntN(nodes))
 					time.Sleep(20 * time.Millisecond)
@@ -344,39 +438,63 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 	}
 	time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
 	r.Node = rng.IntN(nodes)
-	restartErr := error(nil)
-	if rng.IntN(4) < 3 {
+	eventAt := time.Now()
+	pause := time.Duration(0)
+	if rng.IntN(2) == 0 {
 		r.Event = "kill -9 of"
 		c.kill(r.Node)
-		time.Sleep(300 * time.Millisecond)
-		for i := range nodes {
-			c.kill(i)
-		}
 	} else {
 		r.Event = "pause of"
+		pause = time.Duration(float64(rc.lease) * (1.5 + 1.5*rng.Float64()))
 		c.signal(r.Node, syscall.SIGSTOP)
-		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+	}
+	// The view without the node, agreed on etcd.
+	viewAt, err := waitView(obs, func(v membership.View) bool { return v.Number > 0 && !v.Has(protocol.NodeID(r.Node)) }, 5*rc.lease+5*time.Second)
+	if err != nil {
+		fail("failed", "no view without node %d after the %s: %v\n%s", r.Node, r.Event, err, c.tail())
+		return
+	}
+	r.ToViewMS = ms(viewAt.Sub(eventAt))
+	if pause > 0 {
+		time.Sleep(time.Until(eventAt.Add(pause)))
 		c.signal(r.Node, syscall.SIGCONT)
-		time.Sleep(500 * time.Millisecond)
-		close(stop)
-		wg.Wait()
-		stop = nil
-		restartErr = c.stop()
+		// It finds its lease lost and exits.
+		if !c.waitExit(r.Node, 5*time.Second) {
+			fail("failed", "node %d did not exit after it lost its lease (paused %v)\n%s", r.Node, pause, c.tail())
+			return
+		}
 	}
-	if stop != nil {
-		close(stop)
-		wg.Wait()
+	time.Sleep(time.Until(viewAt.Add(time.Duration(1000+rng.IntN(1000)) * time.Millisecond)))
+	restartAt := time.Now()
+	// Throughput of the survivors: operations that returned a second
+	// before the event, against those from the view to the restart.
+	mu.Lock()
+	var before, during int
+	for _, op := range ops {
+		switch t := time.Unix(0, op.Return); {
+		case t.After(eventAt.Add(-time.Second)) && t.Before(eventAt):
+			before++
+		case t.After(viewAt) && t.Before(restartAt):
+			during++
+		}
 	}
-	if restartErr != nil {
-		fail("failed", "the cluster did not stop cleanly after the pause: %v\n%s", restartErr, c.tail())
+	mu.Unlock()
+	r.BeforeOps = float64(before)
+	r.DuringOps = float64(during) / restartAt.Sub(viewAt).Seconds()
+	if err := c.startNodes([]int{r.Node}, 60*time.Second); err != nil {
+		fail("failed", "restarting node %d on its store: %v", r.Node, err)
 		return
 	}
-	start := time.Now()
-	if err := c.start(60 * time.Second); err != nil {
-		fail("failed", "restarting on the stores: %v", err)
+	r.RestartMS = ms(time.Since(restartAt))
+	rejoinAt, err := waitView(obs, func(v membership.View) bool { return v.Has(protocol.NodeID(r.Node)) }, 10*time.Second)
+	if err != nil {
+		fail("failed", "node %d restarted but is in no view: %v\n%s", r.Node, err, c.tail())
 		return
 	}
-	r.RestartMS = float64(time.Since(start).Microseconds()) / 1000
+	r.RejoinMS = ms(rejoinAt.Sub(restartAt))
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
 	for _, op := range ops {
 		if op.Kind == checker.KindWrite {
 			r.Acked++
@@ -400,7 +518,7 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 		ops = append(ops, op)
 	}
 	r.Reads = len(ops) - r.Acked
-	// A write cut by a kill may have taken effect at any time after its
+	// A write cut by the event may have taken effect at any time after its
 	// call, or never: it returns after everything else.
 	last := time.Now().UnixNano() + 1
 	for _, op := range unknown {
@@ -413,13 +531,44 @@ func runClusterRound(r *clusterRound, bin, dir string, nodes, clients, keys int)
 		return
 	}
 	if err := c.stop(); err != nil {
-		fail("failed", "stopping after the check: %v", err)
+		fail("failed", "stopping after the check: %v\n%s", err, c.tail())
 		return
 	}
 	r.Outcome = "whole"
 }
 
+// waitView polls the agreed view until ok holds, and returns when it saw
+// it hold.
+func waitView(obs *membership.Observer, ok func(membership.View) bool, limit time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(limit)
+	var last membership.View
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		v, err := obs.View(ctx)
+		cancel()
+		if err == nil {
+			if ok(v) {
+				return time.Now(), nil
+			}
+			last = v
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Time{}, fmt.Errorf("after %v the view is %v", limit, last)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // quietRedis drops go-redis's own log lines.
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// median of xs (0 for none); xs is reordered.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}

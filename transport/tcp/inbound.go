@@ -35,10 +35,11 @@ func (t *Transport) serveInbound(raw net.Conn) {
 	// before the new one starts, or its messages could overtake. Only then
 	// is the handshake accepted, so a peer whose old loop is stuck in the
 	// handler sees its new connection time out, and counts it down.
-	if p := t.peer(from); p != nil && p.down.Load() {
+	if p := t.peer(from); p != nil && (p.down.Load() || p.failing.Load() != nil) {
 		// The peer is evidently back (it dialed us): queue for it again
-		// and redial it now rather than after the backoff, or the answers
-		// to what it is about to ask would fail at once.
+		// and redial it now rather than after the backoff (up to
+		// BackoffMax), or the answers to what it is about to ask would
+		// fail at once or wait.
 		p.down.Store(false)
 		select {
 		case p.addrChanged <- struct{}{}:
