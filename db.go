@@ -156,6 +156,9 @@ type DB struct {
 	// allocate is rt.Allocate, made once: a method value made per
 	// operation would be an allocation on every Get.
 	allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
+	// allocateInner, for a cluster's table, allocates inner pages on the
+	// table's home node (btree.Session.AllocateInner); nil: allocate.
+	allocateInner func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
 	// unclean: open the store even if it was not closed cleanly.
 	unclean bool
 	// readOnly is why Put and Delete fail, if they do: the store was
@@ -571,7 +574,7 @@ func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, Persist: db.persist}
+	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, AllocateInner: db.allocateInner, Persist: db.persist}
 }
 
 // Get appends the value of key to dst; ok is false when the key is absent.

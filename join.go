@@ -400,7 +400,7 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 		WriteThrough: o.writesThrough(), ViewTimeout: o.JoinTimeout}
 	if len(o.Etcd) > 0 {
 		nc.Membership = &membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: protocol.NodeID(o.ID),
-			Addr: o.Peers[o.ID], LeaseTTL: o.LeaseTTL, Logger: o.Logger}
+			Addr: o.Peers[o.ID], LeaseTTL: o.LeaseTTL, DialTimeout: min(o.JoinTimeout, membership.DefaultDialTimeout), Logger: o.Logger}
 	}
 	n, err := cluster.StartNode(nc)
 	if err != nil {
@@ -643,7 +643,9 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 }
 
 func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
-	s := btree.Session{Cache: c.node.RT.Node().Cache(), Worker: w, Allocate: c.node.RT.Allocate}
+	rt, boot := c.node.RT, protocol.NodeID(c.opts.Bootstrap)
+	s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate,
+		AllocateInner: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, boot) }}
 	if c.opts.writesThrough() {
 		s.Persist = c.node.RT.Persist
 	}
@@ -654,6 +656,8 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
+	home, rt := t.Catalog().Dir(), c.node.RT
+	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.writesThrough() {
 		db.persist = c.node.RT.Persist
 	}

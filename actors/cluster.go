@@ -198,6 +198,17 @@ func (o *outbox) add(m *protocol.Message, payload []byte) {
 		t.sent.Add(1)
 	}
 	protocol.Encode(om.frame[:], m)
+	o.addFrame(&om, payload)
+}
+
+// addFrame queues an encoded message (under the node's lock).
+func (o *outbox) addFrame(om *outMsg, payload []byte) {
+	if o.l.retryTo.Has(om.to) && o.l.views.Load() {
+		// Earlier messages to this peer wait for a retry: this one goes
+		// behind them, or it would overtake them.
+		o.l.queueRetry(om.to, om.frame[:], payload)
+		return
+	}
 	o.mu.Lock()
 	direct := o.try != nil && len(o.queue) == 0 && !o.busy
 	o.mu.Unlock()
@@ -206,7 +217,7 @@ func (o *outbox) add(m *protocol.Message, payload []byte) {
 		// now keeps every pair's order.
 		ok, err := o.try.TrySend(om.to, om.frame[:], payload)
 		if err != nil {
-			o.sendFailed(om.to, err)
+			o.sendFailed(om.to, om.frame[:], payload, err)
 			return
 		}
 		if ok {
@@ -224,7 +235,7 @@ func (o *outbox) add(m *protocol.Message, payload []byte) {
 	o.mu.Lock()
 	full := len(o.queue) >= maxOutbox
 	if !full {
-		o.queue = append(o.queue, om)
+		o.queue = append(o.queue, *om)
 	}
 	o.mu.Unlock()
 	if full {
@@ -250,14 +261,22 @@ func (o *outbox) run() {
 		s := o.sender
 		o.busy = true
 		o.mu.Unlock()
+		var failed protocol.NodeSet
 		for i := range batch {
 			m := &batch[i]
 			if t := o.l.trace; t != nil {
 				t.record(t.queue, time.Since(m.at))
 			}
-			if err := s.Send(m.to, m.frame[:], m.payload()); err != nil {
+			var err error
+			if failed.Has(m.to) {
+				err = errors.New("an earlier message to the peer was refused") // wait behind it
+			} else {
+				err = s.Send(m.to, m.frame[:], m.payload())
+			}
+			if err != nil {
+				failed.Add(m.to)
 				o.l.mu.Lock()
-				o.sendFailed(m.to, err)
+				o.sendFailed(m.to, m.frame[:], m.payload(), err)
 				o.l.mu.Unlock()
 			}
 			if m.buf != nil {
@@ -272,19 +291,76 @@ func (o *outbox) run() {
 }
 
 // sendFailed handles a message the transport could not take (under the
-// node's lock). In a cluster with views a peer that is down is the view
-// change's business: the message is dropped (the view change aborts what
-// it belonged to), and the node goes on. Without views nothing would ever
-// resolve it: the node fails.
-func (o *outbox) sendFailed(to protocol.NodeID, err error) {
-	if o.l.views.Load() {
-		o.l.DroppedSends.Add(1)
-		if o.l.dropLogged.CompareAndSwap(false, true) {
-			o.l.log.Warn("dropping messages to a peer the transport cannot reach (the view change will exclude it)", "node", o.l.node.ID(), "peer", to, "err", err)
-		}
+// node's lock). In a cluster with views, a message of the current view to
+// a member is sent again a little later, in order with the peer's later
+// messages (a restarted member's link comes up just after the view that
+// has it: the view change's own messages must not be lost); a message to
+// a node out of the view, or of an older view, is dropped (the view change
+// aborted what it belonged to). Without views nothing would ever resolve
+// it: the node fails.
+func (o *outbox) sendFailed(to protocol.NodeID, frame, payload []byte, err error) {
+	l := o.l
+	if !l.views.Load() {
+		l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", l.node.ID(), to, err))
 		return
 	}
-	o.l.fail(fmt.Errorf("actors: node %d: sending to node %d: %w", o.l.node.ID(), to, err))
+	if l.vs.members.Has(to) && frameView(frame) == l.vs.number && !l.closed {
+		l.queueRetry(to, frame, payload)
+		return
+	}
+	l.DroppedSends.Add(1)
+	if l.dropLogged.CompareAndSwap(false, true) {
+		l.log.Warn("dropping messages to a node out of the view", "node", l.node.ID(), "peer", to, "view", l.vs.number)
+	}
+}
+
+// frameView is the view number an encoded frame carries (codec.go).
+func frameView(frame []byte) uint32 {
+	return uint32(frame[25]) | uint32(frame[26])<<8 | uint32(frame[27])<<16
+}
+
+// retryEvery is how often messages the transport refused are offered again.
+const retryEvery = 20 * time.Millisecond
+
+// queueRetry keeps a refused message for retrySends (under the lock).
+func (l *Local) queueRetry(to protocol.NodeID, frame, payload []byte) {
+	if len(l.retry) >= maxOutbox {
+		l.fail(fmt.Errorf("actors: node %d: %d messages wait for peers the transport cannot reach (view %d)", l.node.ID(), maxOutbox, l.vs.number))
+		return
+	}
+	om := outMsg{to: to}
+	copy(om.frame[:], frame)
+	if len(payload) > 0 {
+		om.buf = l.out.pool.Get().(*[protocol.PageSize]byte)
+		om.n = copy(om.buf[:], payload)
+	}
+	l.retry = append(l.retry, om)
+	l.retryTo.Add(to)
+	if !l.retryArmed {
+		l.retryArmed = true
+		l.After(int64(retryEvery), l.retrySends)
+	}
+}
+
+// retrySends offers the refused messages to the transport again, in order
+// per peer; those of an older view or to a node out of the view are dropped.
+func (l *Local) retrySends() {
+	l.retryArmed = false
+	msgs := l.retry
+	l.retry, l.retryTo = nil, protocol.NodeSet{}
+	for i := range msgs {
+		m := &msgs[i]
+		if frameView(m.frame[:]) == l.vs.number && l.vs.members.Has(m.to) {
+			om := outMsg{to: m.to, frame: m.frame} // addFrame copies the payload into a buffer of its own
+			l.out.addFrame(&om, m.payload())
+		} else {
+			l.DroppedSends.Add(1)
+		}
+		if m.buf != nil {
+			l.out.pool.Put(m.buf)
+			m.buf = nil
+		}
+	}
 }
 
 func (o *outbox) close() {

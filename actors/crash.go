@@ -211,6 +211,15 @@ func (n *Node) Fence(down protocol.NodeSet, failed func(w *bufmgr.Worker)) {
 		}
 		n.cache.Changed(f)
 	}
+	// Allocations on other directories: the replies of the old view are
+	// dropped, so none is waited for any more.
+	for d := range n.allocWait {
+		for _, aw := range n.allocWait[d] {
+			aw.done, aw.full, aw.cut = true, true, true
+			aw.w.P.Wake()
+		}
+		n.allocWait[d] = nil
+	}
 	waits := n.persists
 	n.persists = nil
 	for _, p := range waits {

@@ -91,6 +91,11 @@ type Local struct {
 	// with views).
 	StaleFrames, DroppedSends atomic.Uint64
 	dropLogged                atomic.Bool
+	// retry are messages the transport refused, to members of the view,
+	// offered again every retryEvery (under mu); retryTo their peers.
+	retry      []outMsg
+	retryTo    protocol.NodeSet
+	retryArmed bool
 }
 
 type ioRequest struct {
@@ -700,6 +705,27 @@ func (l *Local) Allocate(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) {
 		return g, fmt.Errorf("node %d: %w: %w", l.node.ID(), ErrStoreFull, err)
 	case !ok:
 		return g, fmt.Errorf("node %d: %w", l.node.ID(), ErrStoreFull)
+	}
+	return g, nil
+}
+
+// AllocateOn creates a page on node dir's store (this node's: Allocate)
+// and latches it exclusively for w: a B-tree's inner pages live on its
+// table's home node, so that the death of another node leaves the tree
+// searchable (docs/durability.md).
+func (l *Local) AllocateOn(w *bufmgr.Worker, dir protocol.NodeID) (bufmgr.ExclusiveGuard, error) {
+	if dir == l.node.ID() {
+		return l.Allocate(w)
+	}
+	var g bufmgr.ExclusiveGuard
+	var ok bool
+	var err error
+	l.Locked(func() { g, ok, err = l.node.AllocateOn(w, dir) })
+	switch {
+	case err != nil:
+		return g, fmt.Errorf("node %d: allocating on node %d: %w", l.node.ID(), dir, err)
+	case !ok:
+		return g, fmt.Errorf("node %d: allocating on node %d: %w", l.node.ID(), dir, ErrStoreFull)
 	}
 	return g, nil
 }

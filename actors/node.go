@@ -98,6 +98,7 @@ type allocWaiter struct {
 	pid  protocol.PID
 	done bool
 	full bool
+	cut  bool // a view change cut it short (Fence)
 }
 
 // New makes a node. pages is its page memory (cfg.CacheFrames pages).

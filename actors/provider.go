@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -336,6 +337,24 @@ func (n *Node) checkProgress() {
 // exclusively for w; the page starts zeroed. ok is false when dir's SSD is
 // full.
 func (n *Node) Allocate(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.ExclusiveGuard, ok bool) {
+	g, ok, _ = n.AllocateOn(w, dir)
+	return g, ok
+}
+
+// ErrAllocationCut: a view change cut an allocation on another node short
+// (its reply was dropped with the old view's messages, or the node is out
+// of the view); the slot it may have taken there stays unused.
+var ErrAllocationCut = errors.New("an allocation on another node was cut short by a view change")
+
+// AllocateOn is Allocate that also reports why an allocation on another
+// directory failed: ErrDirectoryDown (the directory is out of the view)
+// or ErrAllocationCut; ok is false with a nil error when dir's SSD is full.
+func (n *Node) AllocateOn(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.ExclusiveGuard, ok bool, err error) {
+	if dir != n.id {
+		if err := n.Reachable(protocol.MakePID(dir, 0)); err != nil {
+			return g, false, err
+		}
+	}
 	f := n.cache.Take()
 	for f == nil {
 		n.cache.WaitFrame(w)
@@ -352,16 +371,20 @@ func (n *Node) Allocate(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.Exclusi
 			w.P.Park()
 		}
 		pid, ok = aw.pid, !aw.full
+		if aw.cut {
+			n.cache.Untake(f)
+			return g, false, fmt.Errorf("node %d: %w", dir, ErrAllocationCut)
+		}
 	}
 	if !ok {
 		n.cache.Untake(f)
-		return bufmgr.ExclusiveGuard{}, false
+		return bufmgr.ExclusiveGuard{}, false, nil
 	}
 	f = n.cache.Bind(f, pid)
 	clear(n.cache.Page(f))
 	f.Mode = protocol.ModeExclusive
 	n.obs.CopyChanged(n.id, pid, protocol.ModeNone, protocol.ModeExclusive, n.cache.Page(f))
-	return n.cache.ExclusiveHeld(w, pid), true
+	return n.cache.ExclusiveHeld(w, pid), true, nil
 }
 
 func (n *Node) onAlloc(m *protocol.Message) {

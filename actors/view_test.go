@@ -274,3 +274,58 @@ func opsDone(t *testing.T, l *Local, pids []protocol.PID) uint64 {
 	}
 	return sum
 }
+
+// TestViewFramesAreCheckedAgainstTheView: a frame of an older view is
+// dropped and counted (a paused node's message from before the view
+// change is never served); one of a newer view waits until the node
+// installs that view; a view-change frame that does not fit (from a
+// non-member, for a page of another directory) is dropped as bad, and the
+// node goes on.
+func TestViewFramesAreCheckedAgainstTheView(t *testing.T) {
+	net := &memNet{nodes: map[protocol.NodeID]*Local{}}
+	l := net.start(t, 0, memfile.New(64, nil), 0)
+	defer l.Stop()
+	if err := l.ChangeView(5, nodeSet(0, 1), protocol.NodeSet{}); err != nil {
+		t.Fatal(err)
+	}
+	frame := func(m protocol.Message) []byte {
+		var b [protocol.FrameSize]byte
+		protocol.Encode(b[:], &m)
+		return b[:]
+	}
+	// View 5 waits for node 1's holdings: node 0 is not active yet.
+	if _, active := l.View(); active {
+		t.Fatal("active in view 5 before node 1 reported")
+	}
+	l.Receive(1, frame(protocol.Message{Type: protocol.TRequest, From: 1, To: 0, Mode: protocol.ModeShared, PID: protocol.MakePID(0, 0), View: 4}), nil)
+	if got := l.StaleFrames.Load(); got != 1 {
+		t.Fatalf("a request of view 4 in view 5: %d stale frames counted, want 1", got)
+	}
+	l.Receive(1, frame(protocol.Message{Type: protocol.TRequest, From: 1, To: 0, Mode: protocol.ModeShared, PID: protocol.MakePID(0, 0), View: 6}), nil)
+	l.Locked(func() {
+		if len(l.vs.held) != 1 {
+			t.Fatalf("a request of view 6 in view 5: %d frames held, want 1", len(l.vs.held))
+		}
+	})
+	// Holdings from node 2, not a member; holdings naming node 1's page.
+	var entry [protocol.ViewEntrySize]byte
+	protocol.EncodeViewEntries(entry[:], []protocol.ViewEntry{{PID: protocol.MakePID(1, 0), Mode: protocol.ModeShared}})
+	l.Receive(2, frame(protocol.Message{Type: protocol.THoldings, From: 2, To: 0, Flags: protocol.FlagLast, View: 5}), nil)
+	l.Receive(1, frame(protocol.Message{Type: protocol.THoldings, From: 1, To: 0, Count: 1, Flags: protocol.FlagLast, View: 5}), entry[:])
+	if got := l.BadFrames.Load(); got != 2 {
+		t.Fatalf("%d bad frames counted, want 2", got)
+	}
+	if l.Failed() {
+		t.Fatalf("bad view-change frames failed the node: %v", l.Err())
+	}
+	// Node 1's real report, then its rebuild answer: node 0 is active.
+	l.Receive(1, frame(protocol.Message{Type: protocol.THoldings, From: 1, To: 0, Flags: protocol.FlagLast, View: 5}), nil)
+	l.Receive(1, frame(protocol.Message{Type: protocol.TRebuilt, From: 1, To: 0, Flags: protocol.FlagLast, View: 5}), nil)
+	if n, active := l.View(); n != 5 || !active {
+		t.Fatalf("view %d active=%v, want view 5 active", n, active)
+	}
+	// A view without this node fails it.
+	if err := l.ChangeView(7, nodeSet(1), nodeSet(0)); !errors.Is(err, ErrNotInView) {
+		t.Fatalf("a view without the node: %v, want ErrNotInView", err)
+	}
+}

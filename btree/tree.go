@@ -19,6 +19,11 @@ type Session struct {
 	Cache    *bufmgr.Cache
 	Worker   *bufmgr.Worker
 	Allocate func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
+	// AllocateInner, when set, allocates the pages of inner nodes and new
+	// roots (Allocate: leaves). A cluster puts them on the table's home
+	// node, so that a dead node takes only its own leaves out of reach,
+	// not the path to everybody's (docs/durability.md).
+	AllocateInner func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
 	// Persist, when set, writes a page the operation changed through to
 	// its durable home, with the page still latched exclusively, before
 	// the operation returns (a cluster whose writes survive a node's
@@ -264,7 +269,14 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 	n := node(nx.Data())
 	// Every page the split needs is allocated before anything moves: an
 	// allocation that fails (a full store) must leave the tree as it was.
-	right, err := s.Allocate(s.Worker)
+	alloc, inner := s.Allocate, s.Allocate
+	if s.AllocateInner != nil {
+		inner = s.AllocateInner
+	}
+	if n.kind() != kindLeaf {
+		alloc = inner
+	}
+	right, err := alloc(s.Worker)
 	if err != nil {
 		return fmt.Errorf("btree: allocating a split page: %w", err)
 	}
@@ -272,7 +284,7 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 	var root bufmgr.ExclusiveGuard
 	if p.isCat {
 		// A new root above the old one.
-		if root, err = s.Allocate(s.Worker); err != nil {
+		if root, err = inner(s.Worker); err != nil {
 			return fmt.Errorf("btree: allocating a new root: %w", err)
 		}
 	}

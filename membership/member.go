@@ -185,7 +185,9 @@ func register(ctx context.Context, cfg Config, log *slog.Logger, cli *clientv3.C
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("membership: reaching etcd at %v: %w", cfg.Endpoints, ctx.Err())
+			// The caller's deadline came first: etcd did not answer
+			// within it either.
+			return nil, fmt.Errorf("membership: etcd at %v %w within the join's deadline: %w", cfg.Endpoints, ErrUnreachable, ctx.Err())
 		}
 		if derr := probe(cfg.Endpoints); derr != nil {
 			// The client only says its deadline passed; a refused

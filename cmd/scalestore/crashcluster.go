@@ -196,7 +196,9 @@ type clusterProcs struct {
 	procs []*exec.Cmd
 	resp  []string
 	logs  []*strings.Builder
-	mu    sync.Mutex
+	// logDir, when set, keeps every node's whole log (node-i.log).
+	logDir string
+	mu     sync.Mutex
 }
 
 func (c *clusterProcs) start(timeout time.Duration) error {
@@ -231,10 +233,18 @@ func (c *clusterProcs) startNodes(nodes []int, timeout time.Duration) error {
 		go func() {
 			sc := bufio.NewScanner(stderr)
 			said := false
+			var file io.Writer = io.Discard
+			if c.logDir != "" {
+				if f, err := os.OpenFile(filepath.Join(c.logDir, fmt.Sprintf("node-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+					defer f.Close()
+					file = f
+				}
+			}
 			for sc.Scan() {
 				c.mu.Lock()
 				log.WriteString(sc.Text() + "\n")
 				c.mu.Unlock()
+				fmt.Fprintln(file, sc.Text())
 				if !said && strings.Contains(sc.Text(), `msg="node serving"`) {
 					said = true
 					ready <- nil
@@ -349,7 +359,7 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 	}
 	// Every round is a cluster of its own in etcd.
 	clusterID := strconv.FormatUint(r.Seed%(1<<40)+1, 10)
-	c := &clusterProcs{bin: rc.bin, resp: addrs[nodes:], procs: make([]*exec.Cmd, nodes), logs: make([]*strings.Builder, nodes)}
+	c := &clusterProcs{bin: rc.bin, resp: addrs[nodes:], procs: make([]*exec.Cmd, nodes), logs: make([]*strings.Builder, nodes), logDir: dir}
 	defer func() {
 		for i := range c.procs {
 			c.kill(i)
