@@ -85,6 +85,9 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 		l.log.Error("dropping a bad frame", "node", l.node.ID(), "from", from, "err", err)
 		return
 	}
+	if l.partitioned.Load() {
+		return // fault injection: the network lost it
+	}
 	if t := l.trace; t != nil {
 		t.received.Add(1)
 		if m.Type == protocol.TRequest || m.Type == protocol.TTransfer {
@@ -207,6 +210,10 @@ func (o *outbox) addFrame(om *outMsg, payload []byte) {
 		// Earlier messages to this peer wait for a retry: this one goes
 		// behind them, or it would overtake them.
 		o.l.queueRetry(om.to, om.frame[:], payload)
+		return
+	}
+	if o.l.partitioned.Load() {
+		o.sendFailed(om.to, om.frame[:], payload, errors.New("partitioned (fault injection)"))
 		return
 	}
 	o.mu.Lock()

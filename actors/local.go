@@ -96,6 +96,8 @@ type Local struct {
 	retry      []outMsg
 	retryTo    protocol.NodeSet
 	retryArmed bool
+	// partitioned: every frame in or out is refused (Partition).
+	partitioned atomic.Bool
 }
 
 type ioRequest struct {

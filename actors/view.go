@@ -409,3 +409,8 @@ func (l *Local) Err() error {
 	}
 	return l.firstErr()
 }
+
+// Partition cuts the node off its peers (on) or reconnects it: every frame
+// in or out is refused, as a network partition would (fault injection for
+// crashtest --cluster, node --fault-signals).
+func (l *Local) Partition(on bool) { l.partitioned.Store(on) }

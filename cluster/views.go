@@ -183,3 +183,18 @@ func (f *viewFollower) leave() {
 		}
 	})
 }
+
+// Partition cuts the node off its peers and etcd (on), or reconnects it:
+// fault injection (node --fault-signals). Cut off longer than its lease,
+// the node loses its membership and stops.
+func (n *Node) Partition(on bool) {
+	n.RT.Partition(on)
+	if n.views != nil {
+		n.views.mu.Lock()
+		m := n.views.member
+		n.views.mu.Unlock()
+		if m != nil {
+			m.Partition(on)
+		}
+	}
+}

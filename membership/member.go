@@ -100,7 +100,7 @@ type Member struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// pauseRenewals is a test hook: while set, the renewal goroutine sends
+	// pauseRenewals (a test hook, and Partition): while set, the renewal goroutine sends
 	// no keepalives (as if this process were stopped or partitioned).
 	pauseRenewals atomic.Bool
 }
@@ -650,3 +650,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Partition stops (on) or resumes the lease's renewals, as a network
+// partition between this process and etcd would: fault injection for
+// crashtest --cluster (node --fault-signals). Once ValidUntil passes
+// without a renewal, Lost closes.
+func (m *Member) Partition(on bool) { m.pauseRenewals.Store(on) }

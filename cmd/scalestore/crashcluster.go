@@ -38,11 +38,14 @@ round, in DIR/round-N, from its seed:
      the round's directory, and --clients Redis clients that SET unique
      values and GET --keys keys, each through a random node (a client whose
      node fails moves to another);
-  2. after 0.5 to 1.5 s, one event: kill -9 of a random node (one round in
-     two; sometimes the bootstrap node, which holds the catalog and the
-     root, so that every operation fails until it is back), or SIGSTOP of
-     a random node for 1.5 to 3 leases, then SIGCONT (the node finds its
-     lease lost and exits: it was declared dead);
+  2. after 0.5 to 1.5 s, one event on a random node (sometimes the
+     bootstrap node, which holds the catalog and the tree's inner pages,
+     so that every operation fails until it is back): kill -9 (one round in
+     two); SIGSTOP for 1.5 to 3 leases, then SIGCONT (one in four: the node
+     finds its lease lost and exits, it was declared dead); or a partition
+     (one in four: node --fault-signals, SIGUSR1 cuts it off its peers and
+     etcd while its clients still reach it; it must stop serving once its
+     lease may have lapsed, and exits);
   3. the others go on without it: the round measures the time from the
      event to the view without the node (agreed on etcd), and the
      survivors' successful operations a second from the view to the
@@ -369,7 +372,7 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 		c.args = append(c.args, []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","),
 			"--resp", c.resp[i], "--transport", r.Transport, "--socket-dir", dir, "--data", filepath.Join(dir, fmt.Sprintf("node-%d", i)),
 			"--cache", "16MiB", "--timeout", "10s", "--shutdown-timeout", "10s", "--cluster-id", clusterID,
-			"--etcd", strings.Join(rc.etcd, ","), "--lease", rc.lease.String()})
+			"--etcd", strings.Join(rc.etcd, ","), "--lease", rc.lease.String(), "--fault-signals"})
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail("failed", "%v", err)
@@ -450,13 +453,19 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 	r.Node = rng.IntN(nodes)
 	eventAt := time.Now()
 	pause := time.Duration(0)
-	if rng.IntN(2) == 0 {
+	switch ev := rng.IntN(4); {
+	case ev < 2:
 		r.Event = "kill -9 of"
 		c.kill(r.Node)
-	} else {
+	case ev == 2:
 		r.Event = "pause of"
 		pause = time.Duration(float64(rc.lease) * (1.5 + 1.5*rng.Float64()))
 		c.signal(r.Node, syscall.SIGSTOP)
+	default:
+		// Cut off its peers and etcd while its clients still reach it:
+		// it must stop serving once its lease may have lapsed.
+		r.Event = "partition of"
+		c.signal(r.Node, syscall.SIGUSR1)
 	}
 	// The view without the node, agreed on etcd.
 	viewAt, err := waitView(obs, func(v membership.View) bool { return v.Number > 0 && !v.Has(protocol.NodeID(r.Node)) }, 5*rc.lease+5*time.Second)
@@ -465,6 +474,13 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 		return
 	}
 	r.ToViewMS = ms(viewAt.Sub(eventAt))
+	if r.Event == "partition of" {
+		// It finds its lease lost and exits.
+		if !c.waitExit(r.Node, 3*rc.lease+5*time.Second) {
+			fail("failed", "node %d did not exit after it lost its lease (partitioned)\n%s", r.Node, c.tail())
+			return
+		}
+	}
 	if pause > 0 {
 		time.Sleep(time.Until(eventAt.Add(pause)))
 		c.signal(r.Node, syscall.SIGCONT)

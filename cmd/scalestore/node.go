@@ -89,6 +89,7 @@ type nodeFlags struct {
 	durability             string
 	etcd                   string
 	lease                  time.Duration
+	faultSignals           bool
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -140,6 +141,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.durability, "durability", "process", "what an acknowledged write survives: process (every page a write changed is on its directory's store before the write returns: the death of any node's process loses no acknowledged write, and a killed node's store is recovered at its next start), sync (process, and the directory's device cache flushed before the acknowledgement, one flush for the writes that wait together: power loss) or none (the paper: pages live in the caches until evicted or the cluster stops cleanly; faster writes)")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd client URLs (comma-separated) that keep the cluster's membership: a node whose process dies is out of the view once its --lease expires and the others go on without it (its pages fail with an error naming it until it is back); empty: no membership, a dead node fails the operations that need it after --timeout. Needs --data and durability process or sync")
 	fs.DurationVar(&f.lease, "lease", 2*time.Second, "with --etcd: the membership lease; a dead node is out of the view within two of them (whole seconds)")
+	fs.BoolVar(&f.faultSignals, "fault-signals", false, "fault injection for tests (crashtest --cluster): SIGUSR1 cuts the node off its peers and etcd, as a network partition would; SIGUSR2 reconnects it")
 	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
 	fs.DurationVar(&f.stopLimit, "shutdown-timeout", 30*time.Second, "at SIGTERM, how long the node waits for its peers to hand its pages back (they do when they stop too)")
@@ -317,9 +319,17 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	// recovered at its next start, which rejoins in a new view.
 	failed := time.NewTicker(100 * time.Millisecond)
 	defer failed.Stop()
+	faults := make(chan os.Signal, 1)
+	if f.faultSignals {
+		signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
+		defer signal.Stop(faults)
+	}
 	var s os.Signal
 	for s == nil {
 		select {
+		case fs := <-faults:
+			log.Warn("fault injection", "node", f.id, "partitioned", fs == syscall.SIGUSR1)
+			c.Node().Partition(fs == syscall.SIGUSR1)
 		case s = <-sig:
 		case <-failed.C:
 			if err := c.Err(); err != nil {
