@@ -97,8 +97,10 @@ ROUNDS ?= 300
 crashtest: build
 	$(BIN) crashtest --data $${TMPDIR:-/tmp}/scalestore-crashtest --rounds $(ROUNDS)
 
-# Node processes killed (kill -9) and paused (SIGSTOP) while Redis clients
-# write, over tcp and shm; every round's history checked with porcupine.
+# Node processes killed (kill -9), paused (SIGSTOP) and partitioned while
+# Redis clients write, over tcp and shm; the others go on without them
+# (membership on an embedded etcd); every round's history checked with
+# porcupine (make test runs 4 rounds in TestCrashtestCluster).
 CLUSTER_ROUNDS ?= 30
 crashtest-cluster: build
 	$(BIN) crashtest --cluster --data $${TMPDIR:-/tmp}/scalestore-crashtest-cluster --rounds $(CLUSTER_ROUNDS)
