@@ -142,7 +142,7 @@ func TestCrashtestCluster(t *testing.T) {
 	var out, errb strings.Builder
 	// Seed 4: kill -9 over tcp, a partition over shm, kill -9 over tcp, a
 	// pause over shm (of node 0, which holds the tree's inner pages).
-	code := runCrashtest([]string{"--cluster", "--data", t.TempDir(), "--rounds", "4", "--seed", "4", "--bin", scalestoreBinary(t)}, &out, &errb)
+	code := runCrashtest([]string{"--cluster", "--data", t.TempDir(), "--rounds", "4", "--seed", "4", "--lease", "2s", "--bin", scalestoreBinary(t)}, &out, &errb)
 	if code != 0 || !strings.Contains(out.String(), "whole 4, lost 0, failed 0") {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
