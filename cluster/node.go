@@ -69,7 +69,9 @@ type Node struct {
 	log  *slog.Logger
 	// persist is the B-tree's write-through (NodeConfig.WriteThrough).
 	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
-	ops     atomic.Uint64
+	// allocInner allocates the tree's inner pages (setTree).
+	allocInner func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
+	ops        atomic.Uint64
 	// fetches holds the latency of ownership requests for pages of other
 	// directories (under the runtime's lock).
 	fetches *hdrhistogram.Histogram
@@ -262,7 +264,15 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 }
 
 func (n *Node) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate, Persist: n.persist}
+	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate, AllocateInner: n.allocInner, Persist: n.persist}
+}
+
+// setTree uses t, its inner pages allocated on its home node: a dead node
+// then takes only its leaves out of reach (docs/durability.md).
+func (n *Node) setTree(t *btree.Tree) {
+	n.tree = t
+	home, rt := t.Catalog().Dir(), n.RT
+	n.allocInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 }
 
 // CreateTable creates the B-tree (its catalog page lives on this node) and
@@ -270,7 +280,9 @@ func (n *Node) session(w *bufmgr.Worker) btree.Session {
 func (n *Node) CreateTable() (protocol.PID, error) {
 	err := n.RT.Do(func(w *bufmgr.Worker) error {
 		t, err := btree.Create(n.session(w))
-		n.tree = t
+		if err == nil {
+			n.setTree(t)
+		}
 		return err
 	})
 	if err != nil {
@@ -280,7 +292,7 @@ func (n *Node) CreateTable() (protocol.PID, error) {
 }
 
 // OpenTable uses the tree created on another node.
-func (n *Node) OpenTable(catalog protocol.PID) { n.tree = btree.Open(catalog) }
+func (n *Node) OpenTable(catalog protocol.PID) { n.setTree(btree.Open(catalog)) }
 
 var errNoTable = errors.New("cluster: no table: create or open it first")
 

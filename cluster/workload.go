@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -67,6 +69,22 @@ type RunResult struct {
 	// (Workload.Leave), FramesLeft how many it still held after (0).
 	PagesHanded int `json:"pages_handed,omitempty"`
 	FramesLeft  int `json:"frames_left,omitempty"`
+	// Unavailable counts the operations that failed because a node was out
+	// of the view (membership: a page of a dead node, or a write the view
+	// change cut); the run goes on. A cut write is in the history with
+	// Return UnknownReturn: it may or may not have happened.
+	Unavailable int64 `json:"unavailable,omitempty"`
+}
+
+// UnknownReturn marks a history's write whose outcome is unknown (a view
+// change cut it): the checker lets it take effect any time after its call,
+// or never.
+const UnknownReturn = math.MaxInt64
+
+// unavailable reports whether err is a node's being out of the view, which
+// a run with membership goes on after.
+func unavailable(err error) bool {
+	return errors.Is(err, actors.ErrDirectoryDown) || errors.Is(err, actors.ErrWriteThrough) || errors.Is(err, actors.ErrAllocationCut)
 }
 
 // Load inserts records [from, to) with unique write ids, recording the
@@ -113,6 +131,7 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 	hists := make([]*hdrhistogram.Histogram, wl.Threads)
 	histories := make([]*checker.History, wl.Threads)
 	counts := make([]int64, wl.Threads)
+	unavail := make([]int64, wl.Threads)
 	errs := make([]error, wl.Threads)
 	var sched time.Time
 	var perSecond []atomic.Int64
@@ -175,6 +194,14 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 				} else {
 					err = n.Put(key, val)
 				}
+				if err != nil && unavailable(err) {
+					unavail[t]++
+					if !read && histories[t] != nil {
+						histories[t].Add(checker.Op{Client: client, Page: uint64(k), Kind: checker.KindWrite, Value: id, Call: call.UnixNano(), Return: UnknownReturn})
+					}
+					time.Sleep(time.Millisecond) // the page's node is down: try other keys
+					continue
+				}
 				if err != nil {
 					errs[t] = err
 					stop.Store(true)
@@ -213,6 +240,7 @@ func (n *Node) Run(wl Workload) (RunResult, []checker.Op) {
 	var ops []checker.Op
 	for t := range wl.Threads {
 		res.Ops += counts[t]
+		res.Unavailable += unavail[t]
 		all.Merge(hists[t])
 		if errs[t] != nil {
 			res.Errors = append(res.Errors, errs[t].Error())

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/membership"
+	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
@@ -55,6 +58,15 @@ type clusterFlags struct {
 	cacheBytes              int64
 	elastic                 bool
 	computeNodes            int
+	// kill, with --kill N@D: node killNode is killed killAfter into the
+	// run; the nodes keep their membership in an etcd this process runs
+	// (etcd: its client URLs) with a lease of lease.
+	kill      string
+	killNode  int
+	killAfter time.Duration
+	lease     time.Duration
+	etcd      []string
+	clusterID uint64 // the nodes' --cluster-id with --kill (their etcd prefix)
 }
 
 type clusterResult struct {
@@ -94,6 +106,13 @@ type clusterResult struct {
 	ComputeNodes int        `json:"compute_nodes,omitempty"`
 	Timeline     []int64    `json:"timeline,omitempty"`
 	Left         []leftNode `json:"left,omitempty"`
+	// --kill: the node killed, when, how long until the view without it
+	// (agreed on etcd), and the survivors' operations that failed on its
+	// pages (or were cut by the view change) while they went on.
+	Killed      *int    `json:"killed,omitempty"`
+	KilledAtS   float64 `json:"killed_at_s,omitempty"`
+	ToViewMS    float64 `json:"kill_to_view_ms,omitempty"`
+	Unavailable int64   `json:"unavailable_ops,omitempty"`
 }
 
 // traceResult is --trace-remote's breakdown over all nodes, in µs.
@@ -171,6 +190,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of up to 12 keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
 	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
 	fs.BoolVar(&f.elastic, "elastic", false, "the decoupled architecture and Fig. 10's schedule (paper §6.6): --nodes storage nodes hold the pages and run no workers, --compute-nodes compute nodes (a cache, no pages) run them; the first works from the start, the others join one by one and leave in reverse order, each leaving node handing back every page it holds; prints the throughput of each second and checks that no directory names a node that left")
+	fs.StringVar(&f.kill, "kill", "", "N@D: kill -9 node N's process D into the run (e.g. 2@3s): the others go on without it, their operations on its pages failing and counted, the rest served; --check covers the whole history (the killed node's reads are lost with it, its acknowledged writes count as writes of unknown time). The nodes keep their membership in an etcd this command runs, and write through (--durability process)")
+	fs.DurationVar(&f.lease, "lease", time.Second, "with --kill: the nodes' membership lease (a dead node is out of the view within two)")
 	fs.IntVar(&f.computeNodes, "compute-nodes", 3, "with --elastic: compute node processes (at least 2)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -192,6 +213,38 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.historyOut != "" {
 		f.check = true
+	}
+	if f.kill != "" {
+		node, after, ok := strings.Cut(f.kill, "@")
+		var err error
+		if f.killNode, err = strconv.Atoi(node); err == nil && ok {
+			f.killAfter, err = time.ParseDuration(after)
+		}
+		if !ok || err != nil || f.killNode < 0 || f.killNode >= f.nodes || f.killAfter < 0 || f.killAfter >= f.duration {
+			fmt.Fprintf(stderr, "cluster: --kill %q: want N@D, N a node (0..%d), D a duration shorter than --duration\n", f.kill, f.nodes-1)
+			return 2
+		}
+		if f.workload != "ycsb" || f.protocol != "scalestore" || f.elastic || f.nodes < 2 {
+			fmt.Fprintln(stderr, "cluster: --kill: the ScaleStore YCSB workload on 2 nodes or more")
+			return 2
+		}
+		if f.durability == "none" {
+			f.durability = "process" // a view change drops the dead node's copies: every write must be on its directory's store
+		}
+		dir, err := os.MkdirTemp("", "scalestore-cluster-etcd-")
+		if err != nil {
+			fmt.Fprintf(stderr, "cluster: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		etcd, err := membership.StartEmbedded(dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "cluster: --kill: starting etcd: %v\n", err)
+			return 1
+		}
+		defer etcd.Close()
+		f.etcd = etcd.Endpoints()
+		f.clusterID = uint64(os.Getpid())<<20 | uint64(time.Now().UnixNano())&(1<<20-1)
 	}
 	run := clusterRun
 	switch {
@@ -277,6 +330,10 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, res.P999us, res.HitRatio, res.RemotePageFetches, res.FetchP50us, res.FetchP99us, check)
 	if res.Elastic {
 		printElastic(stdout, res)
+	}
+	if res.Killed != nil {
+		fmt.Fprintf(stdout, "node %d killed (kill -9) %.1fs into the run; the view without it %.0f ms later; the survivors finished the run: %d operations served, %d failed on its pages or were cut by the view change\n",
+			*res.Killed, res.KilledAtS, res.ToViewMS, res.Ops, res.Unavailable)
 	}
 	if t := res.Trace; t != nil {
 		fmt.Fprintf(stdout, "remote fetch p50 %.1fus (p99 %.1fus), request to reply handled: the requester's outbox queueing, the transport both ways, the peer's wait for a reader or poller and its handler; then the requester's wake-up:\n",
@@ -394,10 +451,19 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		}
 	}()
 	results := make([]cluster.RunResult, f.nodes)
+	runStart := time.Now()
+	var killed chan killReport
+	if f.kill != "" {
+		killed = make(chan killReport, 1)
+		go killDuringRun(f, children[f.killNode], runStart, killed)
+	}
 	err = each(children, func(i int, c *child) error {
 		wl := cluster.Workload{Hashed: f.keyOrder == "hashed", Records: f.records, ReadRatio: f.readRatio, Zipf: f.zipf, Threads: f.threads, Duration: f.duration,
 			Seed: 42, Nodes: f.nodes, Index: i, Partitioned: f.partitioned, ShiftEvery: f.shiftEvery}
 		rep, err := c.call(cluster.Command{Op: "run", Workload: &wl, HistoryFile: history("run", i)})
+		if f.kill != "" && i == f.killNode {
+			return nil // killed during the run, by design
+		}
 		if err == nil && rep.Result != nil {
 			results[i] = *rep.Result
 			if len(rep.Result.Errors) > 0 {
@@ -408,18 +474,65 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 	})
 	close(stopTicker)
 	progress("\n")
+	if killed != nil {
+		k := <-killed
+		if k.err != nil && err == nil {
+			err = k.err
+		}
+		res.KilledAtS, res.ToViewMS = k.at.Sub(runStart).Seconds(), float64(k.toView.Microseconds())/1000
+	}
 	if err != nil {
 		return res, err
 	}
-	res = aggregate(f, results, res.LoadSeconds)
+	load := res.LoadSeconds
+	killedAt, toView := res.KilledAtS, res.ToViewMS
+	res = aggregate(f, results, load)
+	if f.kill != "" {
+		res.Killed, res.KilledAtS, res.ToViewMS = &f.killNode, killedAt, toView
+		for _, r := range results {
+			res.Unavailable += r.Unavailable
+		}
+	}
 	if f.check {
 		var paths []string
 		for i := range f.nodes {
-			paths = append(paths, history("load", i), history("run", i))
+			paths = append(paths, history("load", i))
+			if f.kill == "" || i != f.killNode {
+				paths = append(paths, history("run", i)) // the killed node's is lost with it
+			}
 		}
 		err = checkHistories(f, paths, &res, progress)
 	}
 	return res, err
+}
+
+// killReport is what killDuringRun saw.
+type killReport struct {
+	at     time.Time
+	toView time.Duration
+	err    error
+}
+
+// killDuringRun kills node c's process --kill's delay into the run and
+// measures the time until the others agree on a view without it.
+func killDuringRun(f clusterFlags, c *child, runStart time.Time, out chan<- killReport) {
+	var r killReport
+	defer func() { out <- r }()
+	time.Sleep(time.Until(runStart.Add(f.killAfter)))
+	obs, err := membership.Observe(f.etcd, strconv.FormatUint(f.clusterID, 10))
+	if err != nil {
+		r.err = err
+		return
+	}
+	defer obs.Close()
+	r.at = time.Now()
+	c.cmd.Process.Kill()
+	at, err := waitView(obs, func(v membership.View) bool { return v.Number > 0 && !v.Has(protocol.NodeID(c.id)) }, 5*f.lease+5*time.Second)
+	if err != nil {
+		r.err = fmt.Errorf("--kill: no view without node %d: %w", c.id, err)
+		return
+	}
+	r.toView = at.Sub(r.at)
 }
 
 // progress prints progress lines on stderr unless --quiet.
@@ -482,6 +595,10 @@ func (f *clusterFlags) nodeArgs(i int, addrs, peers []string, tmp, logFile strin
 	}
 	if f.shmSpin != 0 {
 		args = append(args, "--shm-spin", f.shmSpin.String())
+	}
+	if len(f.etcd) > 0 {
+		// Every run a cluster of its own in etcd.
+		args = append(args, "--etcd", strings.Join(f.etcd, ","), "--lease", f.lease.String(), "--cluster-id", strconv.FormatUint(f.clusterID, 10))
 	}
 	return args
 }

@@ -86,6 +86,38 @@ func TestClusterProcesses(t *testing.T) {
 	}
 }
 
+// TestClusterGoesOnWhenANodeDies: with --kill, node 2's process is killed
+// (kill -9) in the middle of a checked run over tcp and over shm; the
+// others agree on a view without it, finish the run
+// (operations on its pages fail and are counted) and the whole history,
+// the killed node's acknowledged writes included, is linearizable.
+func TestClusterGoesOnWhenANodeDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := scalestoreBinary(t)
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			out, err := exec.Command(bin, "cluster", "--nodes", "3", "--transport", kind, "--records", "3000", "--threads", "2",
+				"--read-ratio", "0.8", "--duration", "4s", "--kill", "2@1s", "--lease", "1s", "--check", "--json", "--quiet").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var res clusterResult
+			lastJSON(t, out, &res)
+			if res.Violations != 0 || !res.Checked || res.Killed == nil || *res.Killed != 2 || res.Ops == 0 {
+				t.Fatalf("violations %d checked %v killed %v ops %d\n%s", res.Violations, res.Checked, res.Killed, res.Ops, out)
+			}
+			if res.ToViewMS <= 0 || res.ToViewMS > 5000 {
+				// A liveness bound, not the target (two leases), which
+				// the crashtest's figures show.
+				t.Fatalf("the view without node 2 came %.0f ms after the kill\n%s", res.ToViewMS, out)
+			}
+			t.Logf("%s: kill to view %.0f ms, %d operations served, %d failed on node 2's pages", kind, res.ToViewMS, res.Ops, res.Unavailable)
+		})
+	}
+}
+
 // TestClusterElastic: the elastic schedule on processes (2 storage nodes,
 // 3 compute nodes joining and leaving) over shm and tcp, checked: no
 // violation, every compute node worked, each node that left handed back

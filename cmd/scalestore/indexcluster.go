@@ -129,6 +129,7 @@ func checkHistories(f clusterFlags, paths []string, res *clusterResult, progress
 		}
 		ops = append(ops, part...)
 	}
+	ops = completeHistory(ops, f)
 	res.Checked, res.HistoryOps = true, len(ops)
 	if f.historyOut != "" {
 		if err := writeOps(f.historyOut, ops); err != nil {
@@ -141,4 +142,45 @@ func checkHistories(f clusterFlags, paths []string, res *clusterResult, progress
 	res.Violations += len(cr.BadPages)
 	res.Undecided = cr.Unknown
 	return nil
+}
+
+// completeHistory gives the writes a view change cut (cluster.UnknownReturn)
+// a return after everything else (they may have happened at any time after
+// their call, or never), and, with --kill, adds the killed node's writes
+// that reads saw: its history died with it, so each is a write of unknown
+// time.
+func completeHistory(ops []checker.Op, f clusterFlags) []checker.Op {
+	if len(ops) == 0 {
+		return ops
+	}
+	first, end := ops[0].Call, int64(0)
+	for _, op := range ops {
+		first, end = min(first, op.Call), max(end, op.Call)
+		if op.Return != cluster.UnknownReturn {
+			end = max(end, op.Return)
+		}
+	}
+	end++
+	written := map[uint64]bool{}
+	for i := range ops {
+		if ops[i].Return == cluster.UnknownReturn {
+			ops[i].Return = end
+		}
+		if ops[i].Kind == checker.KindWrite {
+			written[ops[i].Value] = true
+		}
+	}
+	if f.kill == "" {
+		return ops
+	}
+	client := 1 << 30
+	for _, op := range ops {
+		if op.Kind != checker.KindRead || op.Value == 0 || op.Value>>56 != uint64(f.killNode)+1 || written[op.Value] {
+			continue
+		}
+		written[op.Value] = true
+		ops = append(ops, checker.Op{Client: client, Page: op.Page, Kind: checker.KindWrite, Value: op.Value, Call: first, Return: end})
+		client++
+	}
+	return ops
 }

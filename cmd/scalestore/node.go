@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/scalestore-go/scalestore"
 	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/storage/memfile"
@@ -253,9 +255,15 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.durability != "none" && f.durability != "process" {
 		return fmt.Errorf("--durability %q: a node under 'scalestore cluster' (--control) takes none or process", f.durability)
 	}
-	n, err := cluster.StartNode(cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
+	nc := cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
 		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, PollSpin: f.pollSpin, Trace: f.trace,
-		WriteThrough: f.durability == "process"})
+		WriteThrough: f.durability == "process"}
+	if f.etcd != "" {
+		// scalestore cluster --kill: the others go on without a dead node.
+		nc.Membership = &membership.Config{Endpoints: strings.Split(f.etcd, ","), Cluster: strconv.FormatUint(f.clusterID, 10),
+			Node: self, Addr: f.listen, LeaseTTL: f.lease, Logger: log}
+	}
+	n, err := cluster.StartNode(nc)
 	if err != nil {
 		return err
 	}
