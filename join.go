@@ -330,7 +330,14 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		}
 		retry := errors.Is(err, transport.ErrPeerDown) || errors.Is(err, actors.ErrNoAnswer) || errors.Is(err, actors.ErrDirectoryDown)
 		if self == boot || !retry || time.Now().After(deadline) {
-			if fresh && self != boot {
+			if errors.Is(err, cluster.ErrNoView) {
+				// It served nothing to its peers: its store is as it was.
+				// A new one goes (the next start creates it afresh).
+				store.Close()
+				if fresh {
+					os.Remove(o.storePath())
+				}
+			} else if fresh && self != boot {
 				store.Close() // nothing was allocated on it
 			} else {
 				// Peers may have taken pages of its directory meanwhile:

@@ -159,6 +159,14 @@ func TestJoinMembershipRefusals(t *testing.T) {
 	} else {
 		t.Logf("an etcd nobody answers at: %v", err)
 	}
+	// It served nothing: its store is not left unclean, and the next start
+	// with etcd up succeeds.
+	lonely.Etcd, lonely.JoinTimeout, lonely.ClusterID = etcd.Endpoints(), 20*time.Second, 99 // a cluster of its own
+	if c, err := Join(lonely); err != nil {
+		t.Fatalf("starting again once etcd answers: %v", err)
+	} else if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	none := membershipOpts(t, etcd, 1)[0]
 	none.Durability = DurabilityNone

@@ -12,6 +12,11 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
+// ErrNoView: the node never became active in a membership view (etcd
+// unreachable, its id taken, the view not agreed in time). It served
+// nothing to its peers, so its store is as it was before the start.
+var ErrNoView = errors.New("cluster: the node joined no membership view")
+
 // viewFollower joins the node to the cluster's views on etcd and installs
 // each view the members agree on in the runtime (actors.Local.ChangeView).
 type viewFollower struct {
@@ -77,7 +82,7 @@ func (f *viewFollower) join(cfg membership.Config, timeout time.Duration) error 
 			break
 		}
 		if !errors.Is(err, membership.ErrNodeIDTaken) || time.Now().After(taken) {
-			return fmt.Errorf("cluster: node %d: joining the membership: %w", f.n.ID, err)
+			return fmt.Errorf("%w: node %d: joining the membership: %w", ErrNoView, f.n.ID, err)
 		}
 		f.n.log.Info("node id still registered: waiting for its lease to expire", "node", f.n.ID, "err", err)
 		time.Sleep(ttl / 4)
@@ -99,7 +104,7 @@ func (f *viewFollower) join(cfg membership.Config, timeout time.Duration) error 
 			}
 		case <-ctx.Done():
 			number, _ := f.n.RT.View()
-			return fmt.Errorf("cluster: node %d: not active in a view after %v (installed view %d: waiting for every member's holdings; is a member of %v down?)", f.n.ID, timeout, number, m.View())
+			return fmt.Errorf("%w: node %d: not active in a view after %v (installed view %d: waiting for every member's holdings; is a member of %v down?)", ErrNoView, f.n.ID, timeout, number, m.View())
 		}
 	}
 }
