@@ -11,6 +11,21 @@ import (
 	"github.com/scalestore-go/scalestore/membership"
 )
 
+// startEtcd starts an etcd for the test (closed at its end); -short skips
+// the test.
+func startEtcd(t *testing.T) *membership.Embedded {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	etcd, err := membership.StartEmbedded(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	return etcd
+}
+
 // membershipOpts are clusterOpts on disk with membership on etcd.
 func membershipOpts(t *testing.T, etcd *membership.Embedded, n int) []ClusterOptions {
 	addrs := freePorts(t, n)
@@ -32,14 +47,7 @@ func membershipOpts(t *testing.T, etcd *membership.Embedded, n int) []ClusterOpt
 // fails with ErrDirectoryDown naming the node; writes go on. The node comes
 // back on its store, and every node reads every acknowledged write.
 func TestJoinGoesOnWithoutANode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	etcd, err := membership.StartEmbedded(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startEtcd(t)
 	opts := membershipOpts(t, etcd, 3)
 	cs := joinAll(t, opts)
 	want := map[string]string{}
@@ -131,14 +139,7 @@ func TestJoinGoesOnWithoutANode(t *testing.T) {
 // etcd nobody answers at, and membership without write-through: each is a
 // clear error at Join.
 func TestJoinMembershipRefusals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	etcd, err := membership.StartEmbedded(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	etcd := startEtcd(t)
 	opts := membershipOpts(t, etcd, 2)
 	cs := joinAll(t, opts)
 	defer closeAll(t, cs)
