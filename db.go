@@ -37,10 +37,12 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/storage/memfile"
@@ -176,7 +178,9 @@ type DB struct {
 	// log is the redo log, nil for a store that keeps none (in memory, or
 	// a custom store without an undo journal); logEpoch tags its records
 	// (the metadata names the epoch whose records go on top of the pages).
-	log        *wal.Log
+	log *wal.Log
+	// logLate is the wal-log-after-unlock mutation point (nil: off).
+	logLate    func() bool
 	logEpoch   uint64
 	logExisted bool
 	// writers hold ckpt shared while they apply a change and append its
@@ -253,6 +257,7 @@ func Open(dir string, opts Options) (*DB, error) {
 	}
 	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir,
 		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes}
+	db.logLate = mutation.Point(mutation.WALLogAfterUnlock, func() bool { return true })
 	if db.checkpointBytes <= 0 {
 		db.checkpointBytes = 64 << 20
 	}
@@ -558,11 +563,21 @@ func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err
 	mu.Lock()
 	changed, err := apply()
 	var lsn uint64
-	if err == nil && changed {
+	if late := db.logLate; late != nil && late() && err == nil && changed {
+		// Mutation: logged after the key's lock is released, so another
+		// write of the key may be applied after this one and logged
+		// before it; replay then ends on the older value.
+		mu.Unlock()
+		time.Sleep(20 * time.Microsecond) // let the next writer of the key in
 		lsn, err = db.log.Append(op, key, val)
+		db.ckpt.RUnlock()
+	} else {
+		if err == nil && changed {
+			lsn, err = db.log.Append(op, key, val)
+		}
+		mu.Unlock()
+		db.ckpt.RUnlock()
 	}
-	mu.Unlock()
-	db.ckpt.RUnlock()
 	if err != nil || !changed {
 		return err
 	}

@@ -84,6 +84,11 @@ const (
 	// rounds, so a status word of an older round passes for its reply
 	// (issue 36: the final read's new thread on slot 0 did this).
 	SELCCRoundRestarts = "selcc-round-restarts"
+	// WALLogAfterUnlock: the embedded store appends a write's redo record
+	// after it released the key's lock, so two writes of one key may be
+	// logged in the other order than they were applied (crashtest's
+	// shared-key rounds must catch it: crashtest --mutant).
+	WALLogAfterUnlock = "wal-log-after-unlock"
 	// The NAM-tree's mutation points (index/nam's Mutations and
 	// ServerMutations).
 	// NAMUnlockedWrite: a compute node writes a leaf back without its lock.
@@ -130,6 +135,10 @@ var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, 
 	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages, BTreeSplitNodeFirst,
 	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
 
+// StoreNames lists the embedded store's mutation points, which crashtest
+// (not the simulator) must catch: crashtest --mutant.
+var StoreNames = []string{WALLogAfterUnlock}
+
 // Crash reports whether the named mutation breaks the handling of node
 // crashes (its runs need crashes: --crashes).
 func Crash(name string) bool { return strings.HasPrefix(name, "crash-") }
@@ -142,8 +151,8 @@ func path(name string) string { return "github.com/scalestore-go/scalestore/muta
 
 // Enable turns the named mutation on for the process.
 func Enable(name string) error {
-	if !slices.Contains(Names, name) && !NAM(name) {
-		return fmt.Errorf("unknown mutation %q (want one of %v)", name, Names)
+	if !slices.Contains(Names, name) && !NAM(name) && !slices.Contains(StoreNames, name) {
+		return fmt.Errorf("unknown mutation %q (want one of %v, %v)", name, Names, StoreNames)
 	}
 	return failpoint.Enable(path(name), "return(true)")
 }
