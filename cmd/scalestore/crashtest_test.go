@@ -25,7 +25,7 @@ func TestCrashtestRounds(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	code, out, errOut := runCLI("crashtest", "--data", t.TempDir(), "--rounds", "12", "--seed", "1", "--bin", bin, "--json")
+	code, out, errOut := runCLI("crashtest", "--data", t.TempDir(), "--rounds", "12", "--seed", "15", "--bin", bin, "--json")
 	if code != 0 {
 		t.Fatalf("crashtest: exit %d\n%s%s", code, out, errOut)
 	}
