@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/scalestore
 PKGS    := ./...
 
-.PHONY: all build run test test-short bench bench-peers bench-ssd lint fuzz swarm mutants crashtest crashtest-cluster clean
+.PHONY: all build run test test-short bench bench-peers bench-ssd lint fuzz swarm cover-swarm mutants crashtest crashtest-cluster clean
 
 all: build
 
@@ -104,6 +104,37 @@ crashtest: build
 CLUSTER_ROUNDS ?= 30
 crashtest-cluster: build
 	$(BIN) crashtest --cluster --data $${TMPDIR:-/tmp}/scalestore-crashtest-cluster --rounds $(CLUSTER_ROUNDS)
+
+# Which code of the protocols the swarm reaches: a -cover build of the
+# simulator runs the swarm's configurations (COVER_SEEDS seeds each) and
+# prints the coverage of every function of protocol/, protocol/selcc,
+# linecache and the actors (the message handlers), then each block of
+# protocol/ and linecache that no run reached (docs/protocol.md,
+# "Coverage").
+COVER_SEEDS ?= 60
+COVER_DIR ?= $${TMPDIR:-/tmp}/scalestore-cover-swarm
+MOD = github.com/scalestore-go/scalestore
+COVER_PKGS = $(MOD)/protocol,$(MOD)/protocol/selcc,$(MOD)/linecache,$(MOD)/actors
+cover-swarm:
+	@rm -rf $(COVER_DIR) && mkdir -p $(COVER_DIR)/data
+	@# The main package is instrumented too: a binary whose main is not writes no coverage.
+	go build -cover -coverpkg=$(COVER_PKGS),$(MOD)/cmd/scalestore -o $(COVER_DIR)/scalestore ./cmd/scalestore
+	@set -e; run() { GOCOVERDIR=$(COVER_DIR)/data $(COVER_DIR)/scalestore sim --seeds $(COVER_SEEDS) --faults heavy "$$@" > /dev/null; }; \
+	run --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9; \
+	run --workload rmw --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9; \
+	run --workload btree --nodes 4 --workers 3 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9; \
+	run --crashes 3 --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9; \
+	run --crashes 3 --workload btree --nodes 4 --workers 3 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9; \
+	run --nodes 8 --workers 4 --pages 24 --cache-pages 6 --ops 3000 --read-ratio 0.5 --zipf 0.99; \
+	run --compute-nodes 2 --nodes 2 --workers 2 --pages 32 --cache-pages 8 --ops 2000; \
+	for p in fifo polling; do run --protocol $$p --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000; done; \
+	for w in register rmw; do run --protocol selcc --workload $$w --nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9; done; \
+	run --protocol selcc --workload btree --nodes 4 --workers 3 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9
+	@go tool covdata textfmt -i $(COVER_DIR)/data -pkg $(COVER_PKGS) -o $(COVER_DIR)/cover.out
+	@go tool cover -func $(COVER_DIR)/cover.out | sed 's#$(MOD)/##'
+	@echo; go tool covdata percent -i $(COVER_DIR)/data -pkg $(COVER_PKGS) | sed 's#$(MOD)/##'
+	@echo; echo "blocks of protocol/ and linecache/ that no run reached (file:lines statements):"
+	@awk 'NR > 1 && $$3 == 0 && ($$1 ~ /scalestore\/protocol\// || $$1 ~ /scalestore\/linecache\//) && $$1 !~ /_test/ { split($$1, a, ":"); split(a[2], r, ","); split(r[1], b, "."); split(r[2], e, "."); print a[1] ":" b[1] "-" e[1], $$2 }' $(COVER_DIR)/cover.out | sed 's#github.com/scalestore-go/scalestore/##' | sort -t: -k1,1 -k2,2n | uniq
 
 # Every mutation must be caught within 200 seeds.
 mutants: build

@@ -63,11 +63,16 @@ func TestFigure15WriterNotStarved(t *testing.T) {
 	}
 }
 
-// ScaleStore Fig. 7's trends under the paper model: partitioned read-only
-// scales out (5 nodes at least 3.5x one), random accesses stay below
-// partitioned ones, and partitioned update-heavy runs below read-only.
+// ScaleStore Fig. 7's shape under the paper model (docs/figures.md): one
+// node spills to the SSD and two hold the data set, so partitioned
+// read-only grows about linearly from 2 to 5 nodes (the paper: 2.5x);
+// partitioned update heavy stays below read-only at every size; random
+// accesses stay below partitioned ones and random read-only scales with
+// the cluster's memory. Where the model departs from the paper (random
+// read-only below update heavy at 2 and 3 nodes; partitioned 8.7x random at
+// 5 nodes against the paper's 3.3x) docs/figures.md says why.
 func TestScaleStoreFigure7Trends(t *testing.T) {
-	rows := runFigure(t, "scalestore-fig7", 1, []int{1, 5})
+	rows := runFigure(t, "scalestore-fig7", 1, []int{1, 2, 3, 5})
 	at := map[string]float64{}
 	for _, r := range rows {
 		if r.Violations > 0 {
@@ -75,9 +80,20 @@ func TestScaleStoreFigure7Trends(t *testing.T) {
 		}
 		at[r.Label] = r.OpsPerSimSec
 	}
-	one, five := at["access=partitioned writes=0% nodes=1"], at["access=partitioned writes=0% nodes=5"]
-	if five < 3.5*one {
-		t.Errorf("partitioned read-only: %.0f ops/s at 5 nodes, %.0f at 1: want at least 3.5x", five, one)
+	two, five := at["access=partitioned writes=0% nodes=2"], at["access=partitioned writes=0% nodes=5"]
+	if r := five / two; r < 1.8 || r > 3.5 {
+		t.Errorf("partitioned read-only: %.0f ops/s at 5 nodes, %.0f at 2 (%.2fx): want 1.8x to 3.5x (the paper: linear, 2.5x)", five, two, r)
+	}
+	if one := at["access=partitioned writes=0% nodes=1"]; two < 20*one {
+		t.Errorf("partitioned read-only: %.0f ops/s at 2 nodes, %.0f at 1: want the SSD cliff (20x at least) once the data set is cached", two, one)
+	}
+	for _, n := range []string{"2", "3", "5"} {
+		if ro, uh := at["access=partitioned writes=0% nodes="+n], at["access=partitioned writes=95% nodes="+n]; uh >= ro {
+			t.Errorf("partitioned at %s nodes: 95%% writes %.0f ops/s, read-only %.0f: want update heavy below", n, uh, ro)
+		}
+	}
+	if ro, uh := at["access=random writes=0% nodes=5"], at["access=random writes=95% nodes=5"]; uh >= ro {
+		t.Errorf("random at 5 nodes: 95%% writes %.0f ops/s, read-only %.0f: want update heavy below", uh, ro)
 	}
 	for _, w := range []string{"0%", "5%", "50%", "95%"} {
 		p, r := at["access=partitioned writes="+w+" nodes=5"], at["access=random writes="+w+" nodes=5"]
@@ -86,15 +102,9 @@ func TestScaleStoreFigure7Trends(t *testing.T) {
 		}
 	}
 	// Random read-only scales with the cluster's memory: misses are served
-	// from a sharer's memory, not the SSD (24x here; 7x when they were not).
+	// from a sharer's memory, not the SSD.
 	if one, five := at["access=random writes=0% nodes=1"], at["access=random writes=0% nodes=5"]; five < 15*one {
 		t.Errorf("random read-only: %.0f ops/s at 5 nodes, %.0f at 1: want at least 15x", five, one)
-	}
-	// The paper's update heavy workload writes 95% of the time.
-	for _, mode := range []string{"partitioned", "random"} {
-		if ro, uh := at["access="+mode+" writes=0% nodes=5"], at["access="+mode+" writes=95% nodes=5"]; uh >= ro {
-			t.Errorf("%s at 5 nodes: 95%% writes %.0f ops/s, read-only %.0f: want update-heavy below", mode, uh, ro)
-		}
 	}
 }
 
