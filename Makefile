@@ -139,7 +139,7 @@ cover-swarm:
 # Every mutation must be caught within 200 seeds.
 mutants: build
 	@for mw in skip-invalidation:register no-owner-stability:register drop-dirty:register stale-grant:register \
-		skip-version-check:register upgrade-ignores-version:rmw entitle-fewer:register forget-owner-sharer:register \
+		skip-version-check:register upgrade-ignores-version:rmw entitle-fewer:register forget-owner-sharer:register conflict-keeps-epoch:register \
 		encode-drops-pred:register crash-no-write-through:crash crash-keep-dead-pages:crash \
 		crash-resurrect-evicting:crash crash-keep-messages:crash crash-btree-split-node-first:crashbtree \
 		selcc-skip-undo:selcc selcc-handover-without-faa:selcc \

@@ -40,6 +40,10 @@ const (
 	// ForgetOwnerSharer: on an exclusive-to-shared conflict the directory
 	// leaves the old owner out of the sharers, though it keeps a copy.
 	ForgetOwnerSharer = "forget-owner-sharer"
+	// ConflictKeepsEpoch: a shared conflict gives the new owner the
+	// epoch the sharers had (the epoch bump that make cover-swarm's
+	// experiments found needed; docs/protocol.md, "Coverage").
+	ConflictKeepsEpoch = "conflict-keeps-epoch"
 	// EncodeDropsPred: the codec does not put Pred on the wire.
 	EncodeDropsPred = "encode-drops-pred"
 
@@ -131,7 +135,7 @@ func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 
 // Names lists every mutation point.
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
-	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, EncodeDropsPred,
+	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, ConflictKeepsEpoch, EncodeDropsPred,
 	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages, BTreeSplitNodeFirst,
 	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
 

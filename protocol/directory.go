@@ -166,6 +166,9 @@ type Directory struct {
 	NoOwnerStability  func() bool
 	StaleGrant        func() bool
 	ForgetOwnerSharer func() bool
+	// ConflictKeepsEpoch: a shared conflict (an exclusive request against
+	// sharers) hands the page over without a new conflict epoch.
+	ConflictKeepsEpoch func() bool
 }
 
 // NewDirectory makes the directory of node self with room for capacity pages.
@@ -330,7 +333,9 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 		// sourced: a sharer serves copies (Stale or Sourced): it owes the
 		// copies forwarded to it before it gives the page up.
 		sourced, anyCopy, source, copies, pred := m.Stale || m.Sourced, !m.Stale && m.Sourced, m.Source, m.Copies, m.OwnerEpoch
-		m.Epoch++
+		if d.ConflictKeepsEpoch == nil || !d.ConflictKeepsEpoch() {
+			m.Epoch++
+		}
 		m.Mode, m.Owner, m.Stale, m.Sharers, m.Copies, m.OwnerEpoch = ModeExclusive, from, true, NodeSet{}, 0, m.Epoch
 		m.Sourced = false
 		if sharers.Has(from) {

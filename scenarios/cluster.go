@@ -138,6 +138,7 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 		n.Cache().UpgradeIgnoresVersion = mutation.Point(mutation.UpgradeIgnoresVersion, fire(1))
 		n.Cache().EntitleFewer = mutation.Point(mutation.EntitleFewer, fire(1))
 		n.Directory().ForgetOwnerSharer = mutation.Point(mutation.ForgetOwnerSharer, fire(1))
+		n.Directory().ConflictKeepsEpoch = mutation.Point(mutation.ConflictKeepsEpoch, fire(1))
 	}
 	w.Attach(id, n)
 	return n
