@@ -99,7 +99,7 @@ func TestClusterGoesOnWhenANodeDies(t *testing.T) {
 	for _, kind := range []string{"tcp", "shm"} {
 		t.Run(kind, func(t *testing.T) {
 			out, err := exec.Command(bin, "cluster", "--nodes", "3", "--transport", kind, "--records", "3000", "--threads", "2",
-				"--read-ratio", "0.8", "--duration", "4s", "--kill", "2@1s", "--lease", "1s", "--check", "--json", "--quiet").CombinedOutput()
+				"--read-ratio", "0.8", "--duration", "5s", "--kill", "2@1s", "--lease", "2s", "--check", "--json", "--quiet").CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
