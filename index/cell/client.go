@@ -81,7 +81,11 @@ type Client struct {
 	// exploration's randomness. The selector needs both.
 	Now  func() int64
 	Rand func() uint64
-	Mut  Mutations
+	// NoOutlierRejection and NoHistoryExpiry turn off the selector's
+	// defenses against transient conditions (selector.go): an ablation,
+	// for the figure that shows what they are for.
+	NoOutlierRejection, NoHistoryExpiry bool
+	Mut                                 Mutations
 	// Stats are the client's counters.
 	Stats Stats
 
