@@ -44,6 +44,17 @@ func (r *namRun) setupCell(m int) error {
 		if cfg.HandleCost > 0 {
 			w.SetHandleCost(id, cfg.HandleCost)
 		}
+		if sp := cfg.CellSpikes; sp.Every > 0 && cfg.HandleCost > 0 {
+			var spike func()
+			spike = func() {
+				w.SetHandleCost(id, cfg.HandleCost*sp.Factor)
+				w.After(id, sp.Len, func() {
+					w.SetHandleCost(id, cfg.HandleCost)
+					w.After(id, sp.Every-sp.Len, spike)
+				})
+			}
+			w.After(id, sp.Every-sp.Len, spike)
+		}
 	}
 	r.calls = func() (n uint64) {
 		for _, s := range servers {
@@ -63,6 +74,7 @@ func (r *namRun) setupCell(m int) error {
 	})
 	r.newClient = func(f nam.Fabric, client int) indexClient {
 		c := &cell.Client{L: layout, F: f, Search: how, Now: w.Now, Rand: w.Rand,
+			NoOutlierRejection: cfg.CellNoDefenses, NoHistoryExpiry: cfg.CellNoDefenses,
 			Mut: cell.Mutations{
 				NoMoveRight: mutation.Point(mutation.CellNoMoveRight, func() bool { return true }),
 				CacheLeaves: mutation.Point(mutation.CellCacheLeaves, func() bool { return true }),

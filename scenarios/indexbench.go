@@ -40,6 +40,10 @@ type IndexBench struct {
 	// warm-up (the selector learns, caches fill).
 	Duration int64
 	Seed     uint64
+	// Spikes stall the servers periodically; NoDefenses turns off the
+	// selector's outlier rejection and history expiry (Cell).
+	Spikes     Spikes
+	NoDefenses bool
 }
 
 // IndexBenchResult is what one point measured, per completed operation
@@ -71,6 +75,7 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 	cfg := DefaultSimConfig()
 	cfg.Workload, cfg.Nodes, cfg.Keys, cfg.Seed = b.Workload, b.Clients, int(b.Keys), b.Seed
 	cfg.HandleCost, cfg.CellSearch, cfg.CellCacheLevel, cfg.Ops = b.HandleCost, b.Search, b.CacheLevel, 0
+	cfg.CellSpikes, cfg.CellNoDefenses = b.Spikes, b.NoDefenses
 	r, err := newNAMRun(cfg, b.Servers, sim.FaultPlan{}, b.Fanout, 0, b.Skewed)
 	if err != nil {
 		return res, err

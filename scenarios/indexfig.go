@@ -77,6 +77,31 @@ var IndexFigures = []IndexFigure{
 			}
 			return ps
 		}},
+	{Name: "cell-selector-spikes", Paper: "Cell §2.5 (transient conditions)", About: "the locality selector with and without its outlier rejection and history expiry, when the server's CPU stalls now and then (50x for 200 us every 5 ms) or often (30x for 50 us every 500 us); 16 clients, otherwise cell-selector's setting",
+		Points: func() []IndexPoint {
+			var ps []IndexPoint
+			for _, sp := range []Spikes{{}, {Every: 5_000_000, Len: 200_000, Factor: 50}, {Every: 500_000, Len: 50_000, Factor: 30}} {
+				for _, s := range []string{"server", "client", "selector"} {
+					for _, off := range []bool{false, true} {
+						if off && s != "selector" {
+							continue
+						}
+						b := cellFigBase(s, 16)
+						b.Spikes, b.NoDefenses = sp, off
+						label := s
+						if off {
+							label = "selector-without-defenses"
+						}
+						spikes := "none"
+						if sp.Every > 0 {
+							spikes = fmt.Sprintf("%dx-%dus-every-%dus", sp.Factor, sp.Len/1000, sp.Every/1000)
+						}
+						ps = append(ps, IndexPoint{fmt.Sprintf("%s spikes=%s", label, spikes), b})
+					}
+				}
+			}
+			return ps
+		}},
 }
 
 // IndexFigureByName finds an index figure.

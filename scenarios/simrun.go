@@ -79,6 +79,13 @@ type SimConfig struct {
 	// lowest level of their nodes they cache (0: none).
 	CellSearch     string
 	CellCacheLevel int
+	// CellSpikes, when Every is above 0, stalls every server's CPU
+	// periodically (a server's handling costs Factor times more for Len ns
+	// every Every ns: a GC pause, an interrupt storm); CellNoDefenses turns
+	// off the selector's outlier rejection and history expiry. Both for
+	// the cell-selector-spikes figure.
+	CellSpikes     Spikes
+	CellNoDefenses bool
 	// SingleWriter makes node 0's workers only write and every other
 	// node's only read (SELCC Fig. 15: a writer among readers); otherwise
 	// ReadRatio decides.
@@ -158,6 +165,11 @@ const (
 	PaperReadNanos  = 820
 	PaperWriteNanos = 1_500
 )
+
+// Spikes are periodic server stalls (SimConfig.CellSpikes).
+type Spikes struct {
+	Every, Len, Factor int64
+}
 
 // DefaultSimConfig is `scalestore sim` without flags.
 func DefaultSimConfig() SimConfig {
