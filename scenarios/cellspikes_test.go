@@ -10,6 +10,9 @@ import "testing"
 // condition, and the defenses cost throughput (docs/indexes.md says
 // both).
 func TestCellSelectorSpikes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a figure's worth of runs (make test runs it in its plain pass)")
+	}
 	f, ok := IndexFigureByName("cell-selector-spikes")
 	if !ok {
 		t.Fatal("no figure cell-selector-spikes")

@@ -72,6 +72,9 @@ func TestFigure15WriterNotStarved(t *testing.T) {
 // read-only below update heavy at 2 and 3 nodes; partitioned 8.7x random at
 // 5 nodes against the paper's 3.3x) docs/figures.md says why.
 func TestScaleStoreFigure7Trends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 480,000 operations a mix (make test runs it in its plain pass)")
+	}
 	rows := runFigure(t, "scalestore-fig7", 1, []int{1, 2, 3, 5})
 	at := map[string]float64{}
 	for _, r := range rows {
