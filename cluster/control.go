@@ -7,6 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -49,24 +54,53 @@ const maxCommand = 1 << 20
 
 // Serve answers commands from in on out until quit or the end of in.
 func Serve(n *Node, in io.Reader, out io.Writer) error {
+	return serveControl(in, out, n.execute)
+}
+
+func (c *Command) opName() string    { return c.Op }
+func (r *Reply) setError(why string) { r.Error = why }
+
+// serveControl is the control loop of every kind of node: one JSON command
+// per line from in, one JSON reply per line on out, until quit or the end
+// of in. exec answers a command; its error becomes the reply's.
+func serveControl[C any, R any, PC interface {
+	*C
+	opName() string
+}, PR interface {
+	*R
+	setError(string)
+}](in io.Reader, out io.Writer, exec func(PC, PR) error) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxCommand)
 	enc := json.NewEncoder(out)
 	for sc.Scan() {
-		var cmd Command
-		var rep Reply
-		if err := json.Unmarshal(sc.Bytes(), &cmd); err != nil {
-			rep.Error = fmt.Sprintf("bad command: %v", err)
-		} else if cmd.Op == "quit" {
+		cmd, rep := PC(new(C)), PR(new(R))
+		err := json.Unmarshal(sc.Bytes(), cmd)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("bad command: %v", err)
+		case cmd.opName() == "quit":
 			return enc.Encode(rep)
-		} else if err := n.execute(&cmd, &rep); err != nil {
-			rep.Error = err.Error()
+		default:
+			err = exec(cmd, rep)
+		}
+		if err != nil {
+			rep.setError(err.Error())
 		}
 		if err := enc.Encode(rep); err != nil {
 			return fmt.Errorf("cluster: control reply: %w", err)
 		}
 	}
 	return sc.Err()
+}
+
+// writeOps writes a run's operations to path as JSON lines ("": none).
+func writeOps(path string, ops []checker.Op) error {
+	h := checker.NewHistory(len(ops))
+	for _, op := range ops {
+		h.Add(op)
+	}
+	return writeHistory(path, h)
 }
 
 func (n *Node) execute(cmd *Command, rep *Reply) error {
@@ -96,11 +130,7 @@ func (n *Node) execute(cmd *Command, rep *Reply) error {
 		res, ops := n.Run(wl)
 		rep.Result = &res
 		if wl.History {
-			h := checker.NewHistory(len(ops))
-			for _, op := range ops {
-				h.Add(op)
-			}
-			return writeHistory(cmd.HistoryFile, h)
+			return writeOps(cmd.HistoryFile, ops)
 		}
 		return nil
 	case "stats":
@@ -130,4 +160,43 @@ func writeHistory(path string, h *checker.History) error {
 		return fmt.Errorf("history %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// threadRun is what one workload thread of an index or SELCC node measured.
+type threadRun struct {
+	ops  []checker.Op
+	lat  *hdrhistogram.Histogram
+	errs []string
+}
+
+// runThreads runs wl.Threads threads of thread for wl.Duration (each
+// stops when stop is set) and merges what they measured.
+func runThreads(wl Workload, thread func(t int, stop *atomic.Bool) threadRun) (RunResult, []checker.Op) {
+	var res RunResult
+	var stop atomic.Bool
+	var mu sync.Mutex
+	lat := hdrhistogram.New(1, 60_000_000_000, 3)
+	var ops []checker.Op
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := range wl.Threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := thread(t, &stop)
+			mu.Lock()
+			lat.Merge(tr.lat)
+			ops = append(ops, tr.ops...)
+			res.Ops += tr.lat.TotalCount()
+			res.Errors = append(res.Errors, tr.errs...)
+			mu.Unlock()
+		}()
+	}
+	time.Sleep(wl.Duration)
+	stop.Store(true)
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Latencies = lat.Export()
+	res.Stats = Stats{Ops: uint64(res.Ops)}
+	return res, ops
 }

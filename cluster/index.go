@@ -1,9 +1,6 @@
 package cluster
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -272,78 +269,57 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 		res.Errors = append(res.Errors, "a memory server runs no workload")
 		return res, nil
 	}
-	var stop atomic.Bool
-	var mu sync.Mutex
-	lat := hdrhistogram.New(1, 60_000_000_000, 3)
-	var ops []checker.Op
-	var wg sync.WaitGroup
-	start := time.Now()
 	keys := n.cfg.Keys
-	for t := range wl.Threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
-			c := n.client(t)
-			client := int(n.cfg.ID)<<8 | t
-			var local []checker.Op
-			var seq uint64
-			h := hdrhistogram.New(1, 60_000_000_000, 3)
-			var errs []string
-			for !stop.Load() {
-				key := r.Uint64N(keys)
-				call := time.Now().UnixNano()
-				add := func(k uint64, kind string, v uint64) {
-					if wl.History {
-						local = append(local, checker.Op{Client: client, Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
-					}
+	res, ops := runThreads(wl, func(t int, stop *atomic.Bool) threadRun {
+		r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
+		c := n.client(t)
+		client := int(n.cfg.ID)<<8 | t
+		var local []checker.Op
+		var seq uint64
+		h := hdrhistogram.New(1, 60_000_000_000, 3)
+		var errs []string
+		for !stop.Load() {
+			key := r.Uint64N(keys)
+			call := time.Now().UnixNano()
+			add := func(k uint64, kind string, v uint64) {
+				if wl.History {
+					local = append(local, checker.Op{Client: client, Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
 				}
-				var err error
-				switch {
-				case r.Float64() < wl.ReadRatio && r.IntN(5) > 0:
-					var v uint64
-					if v, _, err = c.Get(key); err == nil {
-						add(key, checker.KindRead, v)
-					}
-				case r.Float64() < wl.ReadRatio:
-					to := min(keys, key+1+r.Uint64N(12))
-					seen := map[uint64]uint64{}
-					if err = c.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true }); err == nil {
-						for k := key; k < to; k++ {
-							add(k, checker.KindRead, seen[k])
-						}
-					}
-				case r.IntN(5) > 0:
-					seq++
-					v := writeID(n.cfg.ID, t, seq)
-					if err = c.Put(key, v); err == nil {
-						add(key, checker.KindWrite, v)
-					}
-				default:
-					if _, err = c.Delete(key); err == nil {
-						add(key, checker.KindWrite, 0)
-					}
-				}
-				if err != nil {
-					errs = append(errs, err.Error())
-					break
-				}
-				_ = h.RecordValue(time.Now().UnixNano() - call)
 			}
-			mu.Lock()
-			lat.Merge(h)
-			ops = append(ops, local...)
-			res.Ops += h.TotalCount()
-			res.Errors = append(res.Errors, errs...)
-			mu.Unlock()
-		}()
-	}
-	time.Sleep(wl.Duration)
-	stop.Store(true)
-	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
-	res.Latencies = lat.Export()
-	res.Stats = Stats{Ops: uint64(res.Ops)}
+			var err error
+			switch {
+			case r.Float64() < wl.ReadRatio && r.IntN(5) > 0:
+				var v uint64
+				if v, _, err = c.Get(key); err == nil {
+					add(key, checker.KindRead, v)
+				}
+			case r.Float64() < wl.ReadRatio:
+				to := min(keys, key+1+r.Uint64N(12))
+				seen := map[uint64]uint64{}
+				if err = c.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true }); err == nil {
+					for k := key; k < to; k++ {
+						add(k, checker.KindRead, seen[k])
+					}
+				}
+			case r.IntN(5) > 0:
+				seq++
+				v := writeID(n.cfg.ID, t, seq)
+				if err = c.Put(key, v); err == nil {
+					add(key, checker.KindWrite, v)
+				}
+			default:
+				if _, err = c.Delete(key); err == nil {
+					add(key, checker.KindWrite, 0)
+				}
+			}
+			if err != nil {
+				errs = append(errs, err.Error())
+				break
+			}
+			_ = h.RecordValue(time.Now().UnixNano() - call)
+		}
+		return threadRun{ops: local, lat: h, errs: errs}
+	})
 	return res, ops
 }
 
@@ -375,48 +351,25 @@ type IndexReply struct {
 
 // ServeIndex answers control commands for an index node.
 func ServeIndex(n *IndexNode, in io.Reader, out io.Writer) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxCommand)
-	enc := json.NewEncoder(out)
-	for sc.Scan() {
-		var cmd IndexCommand
-		var rep IndexReply
-		err := json.Unmarshal(sc.Bytes(), &cmd)
+	return serveControl(in, out, func(cmd *IndexCommand, rep *IndexReply) error {
 		switch {
-		case err != nil:
-			err = fmt.Errorf("bad command: %v", err)
-		case cmd.Op == "quit":
-			return enc.Encode(rep)
 		case cmd.Op == "setup":
 			rep.Region = n.region
 		case cmd.Op == "peers":
-			err = n.Peers(cmd.Servers)
+			return n.Peers(cmd.Servers)
 		case cmd.Op == "run" && cmd.Workload != nil:
 			wl := *cmd.Workload
 			wl.History = cmd.HistoryFile != ""
 			res, ops := n.RunIndex(wl)
 			rep.Result = &res
 			if wl.History {
-				h := checker.NewHistory(len(ops))
-				for _, op := range ops {
-					h.Add(op)
-				}
-				err = writeHistory(cmd.HistoryFile, h)
+				return writeOps(cmd.HistoryFile, ops)
 			}
 		case cmd.Op == "stats":
 			rep.Bad = n.Bad.Load()
 		default:
-			err = fmt.Errorf("unknown command %q", cmd.Op)
+			return fmt.Errorf("unknown command %q", cmd.Op)
 		}
-		if err != nil {
-			rep.Error = err.Error()
-		}
-		if err := enc.Encode(rep); err != nil {
-			return fmt.Errorf("cluster: control reply: %w", err)
-		}
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	return nil
+		return nil
+	})
 }

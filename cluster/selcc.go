@@ -1,15 +1,12 @@
 package cluster
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	mrand "math/rand"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -174,71 +171,51 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 		res.Errors = append(res.Errors, "run before peers")
 		return res, nil
 	}
-	var stop atomic.Bool
-	var mu sync.Mutex
-	lat := hdrhistogram.New(1, 60_000_000_000, 3)
-	var ops []checker.Op
-	var wg sync.WaitGroup
-	start := time.Now()
-	for t := range wl.Threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
-			pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
-			choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
-			th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: t}
-			client := int(n.cfg.ID)<<8 | t
-			var local []checker.Op
-			var seq uint64
-			h := hdrhistogram.New(1, 60_000_000_000, 3)
-			var errs []string
-			for !stop.Load() {
-				i := int(choose(pick))
-				line := lineOf(memory, i)
-				op := checker.Op{Client: client, Page: uint64(i), Call: time.Now().UnixNano()}
-				var err error
-				if r.Float64() < wl.ReadRatio {
-					op.Kind = checker.KindRead
-					err = n.cache.Access(th, line, selcc.Read, func(data []byte) {
-						v, whole := checker.PageValue(data)
-						if !whole {
-							v = checker.TornValue
-						}
-						op.Value = v
-					})
-				} else {
-					seq++
-					v := writeID(n.cfg.ID, t, seq)
-					op.Kind, op.Value = checker.KindWrite, v
-					err = n.cache.Access(th, line, selcc.Write, func(data []byte) {
-						checker.PutPageValue(data, v, false)
-						checker.PutPageValue(data, v, true)
-					})
-				}
-				op.Return = time.Now().UnixNano()
-				if err != nil {
-					errs = append(errs, err.Error())
-					break
-				}
-				_ = h.RecordValue(op.Return - op.Call)
-				if wl.History {
-					local = append(local, op)
-				}
+	res, ops := runThreads(wl, func(t int, stop *atomic.Bool) threadRun {
+		r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
+		pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
+		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
+		th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: t}
+		client := int(n.cfg.ID)<<8 | t
+		var local []checker.Op
+		var seq uint64
+		h := hdrhistogram.New(1, 60_000_000_000, 3)
+		var errs []string
+		for !stop.Load() {
+			i := int(choose(pick))
+			line := lineOf(memory, i)
+			op := checker.Op{Client: client, Page: uint64(i), Call: time.Now().UnixNano()}
+			var err error
+			if r.Float64() < wl.ReadRatio {
+				op.Kind = checker.KindRead
+				err = n.cache.Access(th, line, selcc.Read, func(data []byte) {
+					v, whole := checker.PageValue(data)
+					if !whole {
+						v = checker.TornValue
+					}
+					op.Value = v
+				})
+			} else {
+				seq++
+				v := writeID(n.cfg.ID, t, seq)
+				op.Kind, op.Value = checker.KindWrite, v
+				err = n.cache.Access(th, line, selcc.Write, func(data []byte) {
+					checker.PutPageValue(data, v, false)
+					checker.PutPageValue(data, v, true)
+				})
 			}
-			mu.Lock()
-			lat.Merge(h)
-			ops = append(ops, local...)
-			res.Ops += h.TotalCount()
-			res.Errors = append(res.Errors, errs...)
-			mu.Unlock()
-		}()
-	}
-	time.Sleep(wl.Duration)
-	stop.Store(true)
-	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
-	res.Latencies = lat.Export()
+			op.Return = time.Now().UnixNano()
+			if err != nil {
+				errs = append(errs, err.Error())
+				break
+			}
+			_ = h.RecordValue(op.Return - op.Call)
+			if wl.History {
+				local = append(local, op)
+			}
+		}
+		return threadRun{ops: local, lat: h, errs: errs}
+	})
 	s := &n.cache.Stats
 	res.Stats = Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
 		RemoteFetches: atomic.LoadUint64(&s.Misses), Invalidations: atomic.LoadUint64(&s.Invalidations), Evictions: atomic.LoadUint64(&s.Evictions)}
@@ -279,19 +256,9 @@ type SELCCReply struct {
 
 // ServeSELCC answers control commands for a SELCC node.
 func ServeSELCC(n *SELCCNode, in io.Reader, out io.Writer) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxCommand)
-	enc := json.NewEncoder(out)
 	var memory []protocol.NodeID
-	for sc.Scan() {
-		var cmd SELCCCommand
-		var rep SELCCReply
-		err := json.Unmarshal(sc.Bytes(), &cmd)
+	return serveControl(in, out, func(cmd *SELCCCommand, rep *SELCCReply) error {
 		switch {
-		case err != nil:
-			err = fmt.Errorf("bad command: %v", err)
-		case cmd.Op == "quit":
-			return enc.Encode(rep)
 		case cmd.Op == "setup":
 			rep.Region = n.Region()
 		case cmd.Op == "peers":
@@ -299,30 +266,20 @@ func ServeSELCC(n *SELCCNode, in io.Reader, out io.Writer) error {
 			for _, r := range cmd.Memory {
 				memory = append(memory, r.Node)
 			}
-			err = n.Peers(cmd.Computes, cmd.Replies, cmd.Memory)
+			return n.Peers(cmd.Computes, cmd.Replies, cmd.Memory)
 		case cmd.Op == "run" && cmd.Workload != nil:
 			wl := *cmd.Workload
 			wl.History = cmd.HistoryFile != ""
 			res, ops := n.RunSELCC(wl, memory)
 			rep.Result = &res
 			if wl.History {
-				h := checker.NewHistory(len(ops))
-				for _, op := range ops {
-					h.Add(op)
-				}
-				err = writeHistory(cmd.HistoryFile, h)
+				return writeOps(cmd.HistoryFile, ops)
 			}
 		case cmd.Op == "stats":
 			rep.MemoryMessages = n.MemoryMessages.Load()
 		default:
-			err = fmt.Errorf("unknown command %q", cmd.Op)
+			return fmt.Errorf("unknown command %q", cmd.Op)
 		}
-		if err != nil {
-			rep.Error = err.Error()
-		}
-		if err := enc.Encode(rep); err != nil {
-			return fmt.Errorf("cluster: control reply: %w", err)
-		}
-	}
-	return sc.Err()
+		return nil
+	})
 }
