@@ -119,27 +119,27 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	str("tls-ca", &f.tlsCA, d.TLSCA)
 	str("durability", &f.durability, d.Durability)
 	str("etcd", &f.etcd, d.Etcd)
-	if !set["lease"] && d.Lease != "" {
-		t, err := time.ParseDuration(d.Lease)
-		if err != nil {
-			return fmt.Errorf("--config %s: lease: %w", path, err)
-		}
-		f.lease = t
-	}
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}
 	if !set["bootstrap"] && d.Bootstrap != nil {
 		f.bootstrap = *d.Bootstrap
 	}
-	if !set["timeout"] && d.Timeout != "" {
-		t, err := time.ParseDuration(d.Timeout)
-		if err != nil {
-			return fmt.Errorf("--config %s: timeout: %w", path, err)
+	dur := func(flag string, dst *time.Duration, v string) error {
+		if set[flag] || v == "" {
+			return nil
 		}
-		f.timeout = t
+		t, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("--config %s: %s: %w", path, flag, err)
+		}
+		*dst = t
+		return nil
 	}
-	return nil
+	if err := dur("timeout", &f.timeout, d.Timeout); err != nil {
+		return err
+	}
+	return dur("lease", &f.lease, d.Lease)
 }
 
 // flagsSet lists the flags given on the command line.
