@@ -286,7 +286,7 @@ func (s *Server) split(p nam.Ptr, n *nam.Node, root nam.Ptr) error {
 // root their parent, one level up.
 func (s *Server) splitRoot(p nam.Ptr, n *nam.Node) error {
 	left := nam.Node{Level: n.Level, Keys: append([]uint64(nil), n.Keys...), Vals: append([]uint64(nil), n.Vals...),
-		HasHigh: n.HasHigh, High: n.High, Sibling: n.Sibling}
+		HasHigh: n.HasHigh, High: n.High, Low: n.Low, Sibling: n.Sibling}
 	var right nam.Node
 	sep := left.Split(&right)
 	lp, err := s.alloc()
@@ -300,7 +300,7 @@ func (s *Server) splitRoot(p nam.Ptr, n *nam.Node) error {
 	left.Sibling = rp
 	s.store(rp, &right)
 	s.store(lp, &left)
-	top := nam.Node{Level: n.Level + 1, HasHigh: n.HasHigh, High: n.High, Sibling: n.Sibling,
+	top := nam.Node{Level: n.Level + 1, HasHigh: n.HasHigh, High: n.High, Low: n.Low, Sibling: n.Sibling,
 		Keys: []uint64{left.Keys[0], sep}, Vals: []uint64{uint64(lp), uint64(rp)}}
 	s.store(p, &top)
 	return nil

@@ -14,21 +14,27 @@ import (
 //	[8,12)   CRC-32C of bytes [12,NodeSize): a READ racing a write-back is
 //	         seen torn and retried (a READ of many cache lines is not atomic)
 //	[12]     level: 0 for a leaf
-//	[13]     flags: bit 0, the node has a high key
+//	[13]     flags: bit 0, the node has a high key; bit 1, the node is
+//	         invalid (Cell: a copy left behind by a meganode split, whose
+//	         slot may be reused; a reader restarts its search)
 //	[14,16)  count of entries
 //	[16,24)  high key: the node holds keys below it; above, see the sibling
 //	[24,32)  sibling: the remote pointer of the right neighbour
-//	[32,...) entries of (key, value) for a leaf, (low key, child) inside
+//	[32,40)  low key: the node holds keys from it on (a reader that reached
+//	         a node whose low key is above its key came by a stale pointer
+//	         to a reused slot, and restarts)
+//	[40,...) entries of (key, value) for a leaf, (low key, child) inside
 //
 // Slot 0 of every region is the server's header: word 0 the next free slot
 // (fetch-and-add allocates), word 1 the root pointer (server 0's, FG).
 const (
 	NodeSize    = 512
-	headerSize  = 32
+	headerSize  = 40
 	entrySize   = 16
 	MaxFanout   = (NodeSize - headerSize) / entrySize
 	lockBit     = 1
 	flagHasHigh = 1
+	flagInvalid = 2
 	allocWord   = 0
 	rootWord    = 8
 )
@@ -65,7 +71,9 @@ type Node struct {
 	Word    uint64 // the version word as read
 	Level   uint8
 	HasHigh bool
+	Invalid bool
 	High    uint64
+	Low     uint64
 	Sibling Ptr
 	Keys    []uint64
 	Vals    []uint64 // values in a leaf, child pointers inside
@@ -77,6 +85,10 @@ func (n *Node) Locked() bool { return n.Word&lockBit != 0 }
 // Covers reports whether key belongs to this node rather than to a node on
 // its right (B-link: move right when it does not).
 func (n *Node) Covers(key uint64) bool { return !n.HasHigh || key < n.High }
+
+// Holds reports whether key is in the node's range [Low, High): a node
+// that holds key is where a search for it may go on from.
+func (n *Node) Holds(key uint64) bool { return key >= n.Low && n.Covers(key) }
 
 var errTorn = errors.New("nam: node read torn (checksum)")
 
@@ -95,12 +107,14 @@ func Decode(b []byte, n *Node) error {
 	}
 	n.Level = b[12]
 	n.HasHigh = b[13]&flagHasHigh != 0
+	n.Invalid = b[13]&flagInvalid != 0
 	count := int(binary.LittleEndian.Uint16(b[14:]))
-	if count > MaxFanout || b[13]&^flagHasHigh != 0 {
+	if count > MaxFanout || b[13]&^(flagHasHigh|flagInvalid) != 0 {
 		return fmt.Errorf("nam: node header: %d entries, flags %#x", count, b[13])
 	}
 	n.High = binary.LittleEndian.Uint64(b[16:])
 	n.Sibling = Ptr(binary.LittleEndian.Uint64(b[24:]))
+	n.Low = binary.LittleEndian.Uint64(b[32:])
 	n.Keys, n.Vals = n.Keys[:0], n.Vals[:0]
 	for i := range count {
 		e := b[headerSize+i*entrySize:]
@@ -120,11 +134,15 @@ func Encode(b []byte, n *Node) {
 	clear(b[8:])
 	b[12] = n.Level
 	if n.HasHigh {
-		b[13] = flagHasHigh
+		b[13] |= flagHasHigh
+	}
+	if n.Invalid {
+		b[13] |= flagInvalid
 	}
 	binary.LittleEndian.PutUint16(b[14:], uint16(len(n.Keys)))
 	binary.LittleEndian.PutUint64(b[16:], n.High)
 	binary.LittleEndian.PutUint64(b[24:], uint64(n.Sibling))
+	binary.LittleEndian.PutUint64(b[32:], n.Low)
 	for i, k := range n.Keys {
 		e := b[headerSize+i*entrySize:]
 		binary.LittleEndian.PutUint64(e, k)
@@ -190,13 +208,14 @@ func (n *Node) Remove(key uint64) bool {
 // n keeps the keys below it, with right as its sibling-to-be.
 func (n *Node) Split(right *Node) uint64 {
 	mid := len(n.Keys) / 2
-	right.Level = n.Level
+	right.Level, right.Invalid = n.Level, false
 	right.HasHigh, right.High, right.Sibling = n.HasHigh, n.High, n.Sibling
 	right.Keys = append(right.Keys[:0], n.Keys[mid:]...)
 	right.Vals = append(right.Vals[:0], n.Vals[mid:]...)
 	sep := n.Keys[mid]
 	n.Keys, n.Vals = n.Keys[:mid], n.Vals[:mid]
 	n.HasHigh, n.High = true, sep
+	right.Low = sep
 	return sep
 }
 
