@@ -50,11 +50,19 @@ type Mutations struct {
 	// NoMoveRight trusts a node reached by a stale pointer for a key
 	// beyond its high key.
 	NoMoveRight func() bool
+	// TrustHead makes a scan take the next leaf a head node listed
+	// instead of the one its sibling pointer names.
+	TrustHead func() bool
 }
 
 // Stats count a client's remote work.
 type Stats struct {
 	Reads, Writes, Atomics, Calls, Retries uint64
+	// Scans with head nodes: Prefetched counts the READs issued ahead,
+	// PrefetchHits the leaves a scan took from them, StaleHeads the
+	// leaves a scan read though a head node it had expanded covered
+	// their range (an outdated head node: the paper's extra READ).
+	Prefetched, PrefetchHits, StaleHeads uint64
 }
 
 // Client runs operations of one compute thread.
@@ -65,7 +73,10 @@ type Client struct {
 	// Alloc picks the server of the next new node (round robin from a
 	// per-client start, so clients spread their nodes).
 	Alloc int
-	Stats Stats
+	// HeadNodes makes scans prefetch leaves through head nodes (FG and
+	// hybrid; heads.go), where RefreshHeads installed them.
+	HeadNodes bool
+	Stats     Stats
 
 	buf      []byte
 	req, rep []byte
@@ -74,6 +85,9 @@ type Client struct {
 	path     []Ptr
 	root     Ptr
 	r        reply
+
+	pf         prefetch
+	passLeaves []leafInfo
 }
 
 // ErrFull is returned when a server has no free node slot.
@@ -466,6 +480,7 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 	if _, err := c.leaf(from); err != nil {
 		return err
 	}
+	c.pf.reset(c.node.Head)
 	for {
 		for i, k := range c.node.Keys {
 			if k >= from && k < to && !fn(k, c.node.Vals[i]) {
@@ -476,7 +491,7 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 			return nil
 		}
 		from = c.node.High // keys below it were covered by this leaf
-		if err := c.read(c.node.Sibling, &c.node); err != nil {
+		if err := c.nextLeaf(c.node.Sibling, from, to); err != nil {
 			return err
 		}
 	}

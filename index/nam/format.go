@@ -32,7 +32,7 @@ func Format(l *Layout, mem [][]byte, servers []*Server) error {
 		binary.LittleEndian.PutUint64(mem[0][rootWord:], uint64(MakePtr(0, 1)))
 	case Hybrid:
 		for i, m := range mem {
-			n := Node{}
+			n := Node{Low: l.Bounds[i]}
 			if i+1 < len(mem) {
 				n.HasHigh, n.High, n.Sibling = true, l.Bounds[i+1], MakePtr(i+1, 1)
 			}
@@ -130,8 +130,13 @@ func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if n.Level != 0 {
-			return nil, nil, fmt.Errorf("node %v on the leaf level has level %d", p, n.Level)
+		if n.Level != 0 || n.IsHead {
+			return nil, nil, fmt.Errorf("node %v on the leaf level has level %d (head node %v)", p, n.Level, n.IsHead)
+		}
+		if n.Head.Valid() {
+			if h, err := node(n.Head); err != nil || !h.IsHead {
+				return nil, nil, fmt.Errorf("leaf %v's head node %v is none (%v)", p, n.Head, err)
+			}
 		}
 		for i, k := range n.Keys {
 			if k < low || !n.Covers(k) {

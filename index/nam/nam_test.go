@@ -13,27 +13,42 @@ import (
 
 // localFabric reaches the servers' memory and handlers directly, under one
 // lock per verb (so each verb is atomic, as the simulator's are).
+// Waits counts the round trips a client waited for (a batch of READs is
+// one).
 type localFabric struct {
 	mu      *sync.Mutex
 	mem     [][]byte
 	servers []*Server
+	waits   *uint64
 }
 
 func (f localFabric) Read(dst []byte, r transport.Region, off uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	*f.waits++
 	copy(dst, f.mem[r.Node][off:])
 	return nil
+}
+
+func (f localFabric) ReadBatch(ops []ReadOp) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*f.waits++
+	for _, op := range ops {
+		copy(op.Dst, f.mem[op.Region.Node][op.Off:])
+	}
 }
 func (f localFabric) Write(r transport.Region, off uint64, src []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	*f.waits++
 	copy(f.mem[r.Node][off:], src)
 	return nil
 }
 func (f localFabric) CompareAndSwap(r transport.Region, off, old, new uint64) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	*f.waits++
 	w := f.mem[r.Node][off:]
 	prev := binary.LittleEndian.Uint64(w)
 	if prev == old {
@@ -44,19 +59,23 @@ func (f localFabric) CompareAndSwap(r transport.Region, off, old, new uint64) (u
 func (f localFabric) FetchAndAdd(r transport.Region, off, delta uint64) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	*f.waits++
 	w := f.mem[r.Node][off:]
 	prev := binary.LittleEndian.Uint64(w)
 	binary.LittleEndian.PutUint64(w, prev+delta)
 	return prev, nil
 }
 func (f localFabric) Call(server int, req, out []byte) ([]byte, error) {
+	f.mu.Lock()
+	*f.waits++
+	f.mu.Unlock()
 	return f.servers[server].Handle(req, out), nil
 }
 
 func newLocal(t *testing.T, d Design, servers int, keys uint64) (*Layout, localFabric) {
 	t.Helper()
 	l := &Layout{Design: d, Slots: 4096, Bounds: Bounds(servers, keys, false), Fanout: 5}
-	f := localFabric{mu: &sync.Mutex{}}
+	f := localFabric{mu: &sync.Mutex{}, waits: new(uint64)}
 	for i := range servers {
 		l.Regions = append(l.Regions, transport.Region{Node: protocol.NodeID(i), Len: l.Slots * NodeSize})
 		f.mem = append(f.mem, make([]byte, l.Slots*NodeSize))

@@ -16,7 +16,10 @@ import (
 //	[12]     level: 0 for a leaf
 //	[13]     flags: bit 0, the node has a high key; bit 1, the node is
 //	         invalid (Cell: a copy left behind by a meganode split, whose
-//	         slot may be reused; a reader restarts its search)
+//	         slot may be reused; a reader restarts its search); bit 2, a
+//	         head node (FG and hybrid leaf level: no keys of the index, its
+//	         entries are (low key, pointer) of a group of leaves, its
+//	         sibling the next group's head node; see heads.go)
 //	[14,16)  count of entries
 //	[16,24)  high key: the node holds keys below it; above, see the sibling
 //	[24,32)  sibling: the remote pointer of the right neighbour
@@ -24,6 +27,8 @@ import (
 //	         a node whose low key is above its key came by a stale pointer
 //	         to a reused slot, and restarts)
 //	[40,...) entries of (key, value) for a leaf, (low key, child) inside
+//	[504,512) a leaf's head pointer: its group's head node (or 0); the
+//	         entries end at 504 at most (MaxFanout)
 //
 // Slot 0 of every region is the server's header: word 0 the next free slot
 // (fetch-and-add allocates), word 1 the root pointer (server 0's, FG).
@@ -35,6 +40,8 @@ const (
 	lockBit     = 1
 	flagHasHigh = 1
 	flagInvalid = 2
+	flagHead    = 4
+	headOff     = NodeSize - 8
 	allocWord   = 0
 	rootWord    = 8
 )
@@ -72,6 +79,10 @@ type Node struct {
 	Level   uint8
 	HasHigh bool
 	Invalid bool
+	// IsHead marks a head node; Head is a leaf's pointer to its group's
+	// head node (heads.go): hints for prefetching scans, never trusted.
+	IsHead  bool
+	Head    Ptr
 	High    uint64
 	Low     uint64
 	Sibling Ptr
@@ -108,13 +119,15 @@ func Decode(b []byte, n *Node) error {
 	n.Level = b[12]
 	n.HasHigh = b[13]&flagHasHigh != 0
 	n.Invalid = b[13]&flagInvalid != 0
+	n.IsHead = b[13]&flagHead != 0
 	count := int(binary.LittleEndian.Uint16(b[14:]))
-	if count > MaxFanout || b[13]&^(flagHasHigh|flagInvalid) != 0 {
+	if count > MaxFanout || b[13]&^(flagHasHigh|flagInvalid|flagHead) != 0 {
 		return fmt.Errorf("nam: node header: %d entries, flags %#x", count, b[13])
 	}
 	n.High = binary.LittleEndian.Uint64(b[16:])
 	n.Sibling = Ptr(binary.LittleEndian.Uint64(b[24:]))
 	n.Low = binary.LittleEndian.Uint64(b[32:])
+	n.Head = Ptr(binary.LittleEndian.Uint64(b[headOff:]))
 	n.Keys, n.Vals = n.Keys[:0], n.Vals[:0]
 	for i := range count {
 		e := b[headerSize+i*entrySize:]
@@ -139,6 +152,10 @@ func Encode(b []byte, n *Node) {
 	if n.Invalid {
 		b[13] |= flagInvalid
 	}
+	if n.IsHead {
+		b[13] |= flagHead
+	}
+	binary.LittleEndian.PutUint64(b[headOff:], uint64(n.Head))
 	binary.LittleEndian.PutUint16(b[14:], uint16(len(n.Keys)))
 	binary.LittleEndian.PutUint64(b[16:], n.High)
 	binary.LittleEndian.PutUint64(b[24:], uint64(n.Sibling))
@@ -209,6 +226,7 @@ func (n *Node) Remove(key uint64) bool {
 func (n *Node) Split(right *Node) uint64 {
 	mid := len(n.Keys) / 2
 	right.Level, right.Invalid = n.Level, false
+	right.IsHead, right.Head = false, n.Head // the same group, until the head pass says otherwise
 	right.HasHigh, right.High, right.Sibling = n.HasHigh, n.High, n.Sibling
 	right.Keys = append(right.Keys[:0], n.Keys[mid:]...)
 	right.Vals = append(right.Vals[:0], n.Vals[mid:]...)
