@@ -105,6 +105,10 @@ const (
 	NAMScanSkipsNext = "nam-scan-skips-next"
 	// NAMLocateNextLeaf: a hybrid server locates the leaf after the right one.
 	NAMLocateNextLeaf = "nam-locate-next-leaf"
+	// NAMTrustHead: a scan takes the next leaf its head node listed
+	// instead of the one the sibling pointer names (an outdated head node
+	// then skips the leaves split off since the head pass).
+	NAMTrustHead = "nam-trust-head"
 	// Cell's mutation points (index/cell's Mutations and ServerMutations).
 	// CellNoMoveRight: a client-side search trusts a node reached through
 	// a cached parent for a key beyond its high key.
@@ -114,19 +118,36 @@ const (
 	// CellStaleHint: a server writes into the leaf the client named though
 	// a split moved the key to the right.
 	CellStaleHint = "cell-stale-hint"
+	// CellSplitWritesRight: a meganode split lets writes into the half
+	// it is copying go on, into the old copy.
+	CellSplitWritesRight = "cell-split-writes-right"
+	// CellSplitEarlyUnlock: a meganode split lets writes into the new
+	// meganode go on before the old copies are invalidated.
+	CellSplitEarlyUnlock = "cell-split-early-unlock"
+	// CellSplitNoInvalidate: a meganode split frees the old copies for
+	// reuse without marking them invalid.
+	CellSplitNoInvalidate = "cell-split-no-invalidate"
+	// CellNoLowCheck: a client-side search trusts a node whose keys start
+	// above the key (a reused slot reached by a stale pointer).
+	CellNoLowCheck = "cell-no-low-check"
 )
 
 // NAMNames lists the index workloads' mutation points (the NAM-tree's and
 // Cell's), with the workloads whose checks must catch each.
 var NAMNames = map[string][]string{
-	NAMUnlockedWrite:    {"nam-fg", "nam-hybrid"},
-	NAMNoMoveRight:      {"nam-fg", "nam-hybrid"},
-	NAMReplyBeforeApply: {"nam-cg"},
-	NAMScanSkipsNext:    {"nam-cg"},
-	NAMLocateNextLeaf:   {"nam-hybrid"},
-	CellNoMoveRight:     {"cell"},
-	CellCacheLeaves:     {"cell"},
-	CellStaleHint:       {"cell"},
+	NAMUnlockedWrite:      {"nam-fg", "nam-hybrid"},
+	NAMNoMoveRight:        {"nam-fg", "nam-hybrid"},
+	NAMReplyBeforeApply:   {"nam-cg"},
+	NAMScanSkipsNext:      {"nam-cg"},
+	NAMLocateNextLeaf:     {"nam-hybrid"},
+	NAMTrustHead:          {"nam-fg", "nam-hybrid"},
+	CellNoMoveRight:       {"cell"},
+	CellCacheLeaves:       {"cell"},
+	CellStaleHint:         {"cell"},
+	CellSplitWritesRight:  {"cell"},
+	CellSplitEarlyUnlock:  {"cell"},
+	CellSplitNoInvalidate: {"cell"},
+	CellNoLowCheck:        {"cell"},
 }
 
 // NAM reports whether the named mutation breaks an index workload (the

@@ -20,6 +20,8 @@ type localFabric struct {
 	mem     [][]byte
 	servers []*Server
 	mu      *sync.Mutex // guards mem for a READ under the race detector
+	// errs gets what a meganode split's step or link reports.
+	errs *[]error
 }
 
 func (f localFabric) Read(dst []byte, r transport.Region, off uint64) error {
@@ -40,16 +42,63 @@ func (f localFabric) FetchAndAdd(transport.Region, uint64, uint64) (uint64, erro
 func (f localFabric) Call(server int, req, out []byte) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.servers[server].Handle(req, out), nil
+	out = f.servers[server].Handle(req, out)
+	f.pump()
+	return out, nil
 }
 
-func newLocal(t *testing.T, servers, megas int, keys uint64, slots uint64) (*Layout, localFabric) {
+// pump does one step of every meganode split under way and delivers the
+// links they made to the root meganode's server (server 0): between
+// calls, as a server's loop does between requests.
+func (f localFabric) pump() {
+	for _, s := range f.servers {
+		if !s.Pending() {
+			continue
+		}
+		if _, err := s.Step(); err != nil {
+			*f.errs = append(*f.errs, err)
+		}
+		for _, l := range s.TakeLinks() {
+			if err := CheckLinkReply(f.servers[0].Handle(LinkRequest(l, nil), nil)); err != nil {
+				*f.errs = append(*f.errs, err)
+			}
+		}
+	}
+}
+
+// settle finishes the splits under way.
+func (f localFabric) settle(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range 100_000 {
+		f.pump()
+		if len(*f.errs) > 0 {
+			t.Fatal(*f.errs)
+		}
+		busy := false
+		for _, s := range f.servers {
+			busy = busy || s.Pending()
+		}
+		if !busy {
+			for _, s := range f.servers {
+				if err := s.CheckFree(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return
+		}
+	}
+	t.Fatal("the meganode splits do not end")
+}
+
+func newLocal(t *testing.T, servers, megas int, keys uint64, slots uint64, megaNodes int) (*Layout, localFabric) {
 	t.Helper()
 	l := &Layout{Slots: slots, ScanBatch: 3}
-	f := localFabric{mu: &sync.Mutex{}}
+	f := localFabric{mu: &sync.Mutex{}, errs: new([]error)}
 	for i := range servers {
 		f.mem = append(f.mem, make([]byte, slots*nam.NodeSize))
-		f.servers = append(f.servers, &Server{})
+		f.servers = append(f.servers, &Server{MegaNodes: megaNodes})
 		l.Regions = append(l.Regions, transport.Region{Node: protocol.NodeID(i), Len: slots * nam.NodeSize})
 	}
 	if err := Format(l, f.mem, f.servers, Lows(megas, keys), 4); err != nil {
@@ -59,13 +108,25 @@ func newLocal(t *testing.T, servers, megas int, keys uint64, slots uint64) (*Lay
 }
 
 // TestAgainstAMap: every search method, with and without caching, gives
-// what a map gives, through many splits of nodes and meganode roots.
+// what a map gives, through many splits of nodes and meganode roots, and,
+// with meganodes of at most 24 nodes, of meganodes.
 func TestAgainstAMap(t *testing.T) {
 	for _, how := range []Search{ServerSide, ClientSide, Selector} {
 		for _, cache := range []int{0, 1} {
-			t.Run(how.String()+map[int]string{0: "", 1: "-cached"}[cache], func(t *testing.T) {
+			for _, mega := range []int{0, 24} {
+				name := how.String() + map[int]string{0: "", 1: "-cached"}[cache] + map[int]string{0: "", 24: "-megasplits"}[mega]
+				t.Run(name, func(t *testing.T) { testAgainstAMap(t, how, cache, mega) })
+			}
+		}
+	}
+}
+
+func testAgainstAMap(t *testing.T, how Search, cache, mega int) {
+	{
+		{
+			{
 				const keys = 3000
-				l, f := newLocal(t, 3, 7, keys, 4096)
+				l, f := newLocal(t, 3, 7, keys, 4096, mega)
 				l.CacheLevel = cache
 				rng := rand.New(rand.NewPCG(1, uint64(how)))
 				clock := int64(0)
@@ -109,6 +170,7 @@ func TestAgainstAMap(t *testing.T) {
 						}
 					}
 				}
+				f.settle(t)
 				ks, vs, err := CheckTree(l, f.mem)
 				if err != nil {
 					t.Fatal(err)
@@ -131,7 +193,17 @@ func TestAgainstAMap(t *testing.T) {
 				if how == Selector && (c.Stats.ServerSearches == 0 || c.Stats.ClientSearches == 0) {
 					t.Fatalf("the selector used one method only: %+v", c.Stats)
 				}
-			})
+				var megaSplits uint64
+				for _, s := range f.servers {
+					megaSplits += s.MegaSplits
+				}
+				if mega > 0 && (megaSplits < 20 || c.Stats.Restarts == 0) {
+					t.Fatalf("%d meganode splits, %d restarts: the test does not reach the meganode split's paths", megaSplits, c.Stats.Restarts)
+				}
+				if mega == 0 && megaSplits > 0 {
+					t.Fatalf("%d meganode splits with MegaNodes 0", megaSplits)
+				}
+			}
 		}
 	}
 }
@@ -141,7 +213,7 @@ func TestAgainstAMap(t *testing.T) {
 // it began.
 func TestConcurrentReadsSeeNoTornNode(t *testing.T) {
 	const keys = 4000
-	l, f := newLocal(t, 2, 3, keys, 8192)
+	l, f := newLocal(t, 2, 3, keys, 8192, 0)
 	l.CacheLevel = 1
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -171,7 +243,7 @@ func TestConcurrentReadsSeeNoTornNode(t *testing.T) {
 // the server are refused; pointers out of range are refused by the
 // client; a full server refuses a put that needs a node and loses nothing.
 func TestBadInput(t *testing.T) {
-	l, f := newLocal(t, 2, 2, 100, 16)
+	l, f := newLocal(t, 2, 2, 100, 16, 0)
 	s := f.servers[0]
 	var rep reply
 	req := func(r request) []byte { return r.encode(nil) }

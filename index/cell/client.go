@@ -59,11 +59,17 @@ type Mutations struct {
 	NoMoveRight func() bool
 	// CacheLeaves caches leaves too, and answers gets from the cache.
 	CacheLeaves func() bool
+	// NoLowCheck trusts a node whose keys start above the key searched
+	// for (a slot a meganode split freed and a later split reused).
+	NoLowCheck func() bool
 }
 
 // Stats count a client's remote work and choices.
 type Stats struct {
 	Reads, Calls, Retries, CacheHits uint64
+	// Restarts counts operations started again from the top: a node a
+	// meganode split left behind was read, or a write waited for a split.
+	Restarts uint64
 	// ServerSearches and ClientSearches count the searches of leaf
 	// meganodes by method.
 	ServerSearches, ClientSearches uint64
@@ -89,8 +95,10 @@ type Client struct {
 	// Stats are the client's counters.
 	Stats Stats
 
-	cache map[nam.Ptr]*nam.Node
-	buf   []byte
+	cache    map[nam.Ptr]*nam.Node
+	megaLeaf nam.Ptr   // the root meganode's leaf the last search went through
+	path     []nam.Ptr // the cached nodes the current walk used
+	buf      []byte
 	node  nam.Node
 	req   []byte
 	rep   []byte
@@ -99,6 +107,11 @@ type Client struct {
 }
 
 var errRetries = errors.New("cell: node stayed locked or torn through every retry")
+
+// errRestart: the operation starts again from the top (a node a meganode
+// split left behind, or a write that waits for a split). Never returned
+// to the caller.
+var errRestart = errors.New("cell: restart")
 
 const maxRetries = 100_000
 
@@ -125,6 +138,9 @@ func (c *Client) read(p nam.Ptr, n *nam.Node) error {
 		}
 		err := nam.Decode(c.buf, n)
 		if err == nil && !n.Locked() {
+			if n.Invalid {
+				return errRestart
+			}
 			return nil
 		}
 		if err != nil && !nam.IsTorn(err) {
@@ -139,13 +155,17 @@ func (c *Client) read(p nam.Ptr, n *nam.Node) error {
 // from the cache where it holds a node; it caches every node it reads
 // with all, else those of level cacheFrom and above (0: none; leaves only
 // under the CacheLeaves mutant). Following a right link drops the cached
-// parent that sent it there.
-func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int) (nam.Ptr, error) {
+// parent that sent it there (from, for p itself). A node that is invalid,
+// or whose keys start above key, was reached by a pointer a meganode
+// split made stale: the walk drops the cached nodes it used and returns
+// errRestart.
+func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int, from nam.Ptr) (nam.Ptr, error) {
 	if c.cache == nil {
 		c.cache = map[nam.Ptr]*nam.Node{}
 	}
-	var parent nam.Ptr
-	parentCached := false
+	parent := from
+	_, parentCached := c.cache[from]
+	c.path = c.path[:0]
 	leaves := fire(c.Mut.CacheLeaves)
 	for steps := uint64(0); ; steps++ {
 		if steps > c.L.Slots*uint64(len(c.L.Regions)) {
@@ -155,8 +175,12 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int) (nam.Ptr, 
 		if cached {
 			c.Stats.CacheHits++
 			copyNode(&c.node, n)
+			c.path = append(c.path, p)
 		} else {
 			if err := c.read(p, &c.node); err != nil {
+				if err == errRestart {
+					c.dropPath()
+				}
 				return 0, err
 			}
 			if all || cacheFrom > 0 && int(c.node.Level) >= cacheFrom || leaves {
@@ -166,7 +190,12 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int) (nam.Ptr, 
 				cp := &nam.Node{}
 				copyNode(cp, &c.node)
 				c.cache[p] = cp
+				c.path = append(c.path, p)
 			}
+		}
+		if key < c.node.Low && !fire(c.Mut.NoLowCheck) {
+			c.dropPath()
+			return 0, errRestart
 		}
 		if !c.node.Covers(key) && !(parentCached && fire(c.Mut.NoMoveRight)) {
 			if parentCached {
@@ -189,6 +218,14 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int) (nam.Ptr, 
 	}
 }
 
+// dropPath forgets the cached nodes the current walk went through.
+func (c *Client) dropPath() {
+	for _, p := range c.path {
+		delete(c.cache, p)
+	}
+	c.path = c.path[:0]
+}
+
 func copyNode(dst, src *nam.Node) {
 	keys, vals := append(dst.Keys[:0], src.Keys...), append(dst.Vals[:0], src.Vals...)
 	*dst = *src
@@ -198,9 +235,11 @@ func copyNode(dst, src *nam.Node) {
 // meganode is the root of the leaf meganode that holds key, from the
 // cached root meganode.
 func (c *Client) meganode(key uint64) (nam.Ptr, error) {
-	if _, err := c.walk(key, c.L.Root, true, 0); err != nil {
+	leaf, err := c.walk(key, c.L.Root, true, 0, 0)
+	if err != nil {
 		return 0, err
 	}
+	c.megaLeaf = leaf
 	return c.node.Child(key), nil
 }
 
@@ -217,6 +256,8 @@ func (c *Client) call(server int, r request) error {
 	switch c.r.status {
 	case StatusOK, StatusMoved:
 		return nil
+	case StatusRetry:
+		return errRestart
 	case StatusFull:
 		return fmt.Errorf("cell: %v of key %d: %w", r.op, r.key, errFull)
 	}
@@ -249,8 +290,21 @@ func (c *Client) callAt(p nam.Ptr, r request, arg byte) error {
 	return errRetries
 }
 
+// retry runs op again while it asks to start from the top.
+func (c *Client) retry(op func() error) error {
+	for range maxRetries {
+		err := op()
+		if err != errRestart {
+			return err
+		}
+		c.Stats.Restarts++
+	}
+	return errRetries
+}
+
 // find searches the leaf meganode of key by the chosen method; it returns
-// the leaf and whether key is there with its value.
+// the leaf and whether key is there with its value. It may return
+// errRestart.
 func (c *Client) find(key uint64) (leaf nam.Ptr, val uint64, found bool, err error) {
 	root, err := c.meganode(key)
 	if err != nil {
@@ -266,12 +320,15 @@ func (c *Client) find(key uint64) (leaf nam.Ptr, val uint64, found bool, err err
 		if err := c.callAt(root, request{op: opSearch, key: key}, 'a'); err != nil {
 			return 0, 0, false, err
 		}
+		if c.r.stale {
+			delete(c.cache, c.megaLeaf)
+		}
 		c.sample(server, ServerSide, c.now()-start, 0)
 		return nam.Ptr(c.r.leaf), c.r.value, c.r.found, nil
 	}
 	c.Stats.ClientSearches++
 	start, reads := c.now(), c.Stats.Reads
-	leaf, err = c.walk(key, root, false, c.L.CacheLevel)
+	leaf, err = c.walk(key, root, false, c.L.CacheLevel, c.megaLeaf)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -291,46 +348,70 @@ func (c *Client) now() int64 {
 }
 
 // Get returns key's value.
-func (c *Client) Get(key uint64) (uint64, bool, error) {
-	_, v, ok, err := c.find(key)
+func (c *Client) Get(key uint64) (v uint64, ok bool, err error) {
+	err = c.retry(func() (err error) {
+		_, v, ok, err = c.find(key)
+		return err
+	})
 	return v, ok, err
 }
 
 // Put sets key to val: a search for its leaf, then a call to the leaf's
 // server, which does the write.
 func (c *Client) Put(key, val uint64) error {
-	leaf, _, _, err := c.find(key)
-	if err != nil {
-		return err
-	}
-	return c.callAt(leaf, request{op: opPut, key: key, a: val}, 'b')
+	return c.retry(func() error {
+		leaf, _, _, err := c.find(key)
+		if err != nil {
+			return err
+		}
+		return c.callAt(leaf, request{op: opPut, key: key, a: val}, 'b')
+	})
 }
 
 // Delete removes key and reports whether it was there (leaves are not
 // merged).
-func (c *Client) Delete(key uint64) (bool, error) {
-	leaf, _, _, err := c.find(key)
-	if err != nil {
-		return false, err
-	}
-	if err := c.callAt(leaf, request{op: opDelete, key: key}, 'b'); err != nil {
-		return false, err
-	}
-	return c.r.found, nil
+func (c *Client) Delete(key uint64) (found bool, err error) {
+	err = c.retry(func() error {
+		leaf, _, _, err := c.find(key)
+		if err != nil {
+			return err
+		}
+		if err := c.callAt(leaf, request{op: opDelete, key: key}, 'b'); err != nil {
+			return err
+		}
+		found = c.r.found
+		return nil
+	})
+	return found, err
 }
 
 // Scan calls fn for the keys in [from, to) in order until it returns
 // false. It is not a snapshot: each leaf is read as of its own READ, or
-// each server's part as of its call.
+// each server's part as of its call. A node a meganode split left behind
+// makes it search again from the first key it has not yet given.
 func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 	if from >= to {
 		return nil
 	}
+	done := false
+	return c.retry(func() error {
+		if done {
+			return nil
+		}
+		var err error
+		done, from, err = c.scan(from, to, fn)
+		return err
+	})
+}
+
+// scan is one attempt of Scan; it returns whether the scan is over, and
+// the key to start again from.
+func (c *Client) scan(from, to uint64, fn func(k, v uint64) bool) (bool, uint64, error) {
 	// The scan goes on the way its first search went.
 	before := c.Stats.ServerSearches
 	leaf, _, _, err := c.find(from)
 	if err != nil {
-		return err
+		return false, from, err
 	}
 	if c.Stats.ServerSearches > before {
 		batch := uint64(maxScanEntries)
@@ -339,15 +420,15 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 		}
 		for {
 			if err := c.callAt(leaf, request{op: opScan, key: from, a: to, b: batch}, 'c'); err != nil {
-				return err
+				return false, from, err
 			}
 			for i, k := range c.r.keys {
 				if !fn(k, c.r.vals[i]) {
-					return nil
+					return true, from, nil
 				}
 			}
 			if !c.r.found {
-				return nil
+				return true, from, nil
 			}
 			from, leaf = c.r.value, nam.Ptr(c.r.next)
 		}
@@ -355,15 +436,18 @@ func (c *Client) Scan(from, to uint64, fn func(k, v uint64) bool) error {
 	for {
 		for i, k := range c.node.Keys {
 			if k >= from && k < to && !fn(k, c.node.Vals[i]) {
-				return nil
+				return true, from, nil
 			}
 		}
 		if !c.node.HasHigh || c.node.High >= to {
-			return nil
+			return true, from, nil
 		}
 		from = c.node.High
 		if err := c.read(c.node.Sibling, &c.node); err != nil {
-			return err
+			return false, from, err
+		}
+		if !c.node.Covers(from) || from < c.node.Low && !fire(c.Mut.NoLowCheck) || c.node.Level != 0 {
+			return false, from, errRestart
 		}
 	}
 }

@@ -33,7 +33,8 @@ func Format(l *Layout, mem [][]byte, servers []*Server, lows []uint64, fanout in
 			return fmt.Errorf("cell: server %d has %d bytes for %d slots", i, len(m), l.Slots)
 		}
 		binary.LittleEndian.PutUint64(m, 1)
-		*servers[i] = Server{ID: i, Mem: m, Slots: l.Slots, Fanout: fanout, Mutations: servers[i].Mutations}
+		*servers[i] = Server{ID: i, Mem: m, Slots: l.Slots, Fanout: fanout, MegaNodes: servers[i].MegaNodes,
+			Mutations: servers[i].Mutations, count: map[nam.Ptr]int{}}
 	}
 	put := func(p nam.Ptr, n *nam.Node) {
 		b := mem[p.Server()][p.Slot()*nam.NodeSize : (p.Slot()+1)*nam.NodeSize]
@@ -59,11 +60,14 @@ func Format(l *Layout, mem [][]byte, servers []*Server, lows []uint64, fanout in
 		}
 	}
 	for j, low := range lows {
-		leaf := nam.Node{}
+		// The meganodes are level-linked: leaves to the next meganode's
+		// first leaf, roots to its root.
+		leaf := nam.Node{Low: low}
+		root := nam.Node{Level: 1, Low: low, Keys: []uint64{low}, Vals: []uint64{uint64(leaves[j])}}
 		if j+1 < len(lows) {
 			leaf.HasHigh, leaf.High, leaf.Sibling = true, lows[j+1], leaves[j+1]
+			root.HasHigh, root.High, root.Sibling = true, lows[j+1], roots[j+1]
 		}
-		root := nam.Node{Level: 1, HasHigh: leaf.HasHigh, High: leaf.High, Keys: []uint64{low}, Vals: []uint64{uint64(leaves[j])}}
 		put(leaves[j], &leaf)
 		put(roots[j], &root)
 		servers[j%len(mem)].AddMeganode(low, roots[j])
@@ -79,7 +83,7 @@ func Format(l *Layout, mem [][]byte, servers []*Server, lows []uint64, fanout in
 		var nodes []nam.Node
 		for i := 0; i < len(keys); i += fanout {
 			e := min(i+fanout, len(keys))
-			nodes = append(nodes, nam.Node{Level: level, Keys: keys[i:e], Vals: vals[i:e]})
+			nodes = append(nodes, nam.Node{Level: level, Low: keys[i], Keys: keys[i:e], Vals: vals[i:e]})
 		}
 		ptrs := make([]nam.Ptr, len(nodes))
 		for i := range nodes {
@@ -97,6 +101,7 @@ func Format(l *Layout, mem [][]byte, servers []*Server, lows []uint64, fanout in
 		}
 		if len(nodes) == 1 {
 			l.Root = ptrs[0]
+			servers[0].rootMega = l.Root
 			return nil
 		}
 		keys, vals = nk, nv
@@ -132,6 +137,9 @@ func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
 		if n.Locked() {
 			return nil, fmt.Errorf("node %v locked at rest", p)
 		}
+		if n.Invalid {
+			return nil, fmt.Errorf("node %v is reachable but invalid", p)
+		}
 		return &n, nil
 	}
 	// Down the leftmost path: the root meganode, then meganode 0.
@@ -164,6 +172,9 @@ func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
 		if n.Level != 0 {
 			return nil, nil, fmt.Errorf("node %v on the leaf level has level %d", p, n.Level)
 		}
+		if n.Low != low {
+			return nil, nil, fmt.Errorf("leaf %v's low key %d, but the leaf on its left ends at %d", p, n.Low, low)
+		}
 		for i, k := range n.Keys {
 			if k < low || !n.Covers(k) {
 				return nil, nil, fmt.Errorf("leaf %v holds key %d outside [%d, %d)", p, k, low, n.High)
@@ -171,11 +182,42 @@ func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
 			keys, vals = append(keys, k), append(vals, n.Vals[i])
 		}
 		if !n.HasHigh {
-			return keys, vals, nil
+			break
 		}
 		if n.High < low {
 			return nil, nil, fmt.Errorf("leaf %v's high key %d below its low %d", p, n.High, low)
 		}
 		low, p = n.High, n.Sibling
 	}
+	// Every key is found by a search from the root, through nodes that
+	// hold it: what a client does, at rest.
+	for _, k := range keys {
+		p := l.Root
+		inMega := false
+		for steps := uint64(0); ; steps++ {
+			if steps > l.Slots*uint64(len(mem)) {
+				return nil, nil, fmt.Errorf("the search for key %d does not end", k)
+			}
+			n, err := node(p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("the search for key %d: %w", k, err)
+			}
+			if k < n.Low {
+				return nil, nil, fmt.Errorf("the search for key %d reached node %v, whose keys start at %d", k, p, n.Low)
+			}
+			if !n.Covers(k) {
+				p = n.Sibling
+				continue
+			}
+			if n.Level > 0 || !inMega {
+				p, inMega = n.Child(k), inMega || n.Level == 0
+				continue
+			}
+			if _, ok := n.Find(k); !ok {
+				return nil, nil, fmt.Errorf("the search for key %d ends at leaf %v, which does not hold it", k, p)
+			}
+			break
+		}
+	}
+	return keys, vals, nil
 }

@@ -22,16 +22,24 @@ type Server struct {
 	Mem    []byte // the region peers READ: slot 0 the header, then nodes
 	Slots  uint64
 	Fanout int
+	// MegaNodes: a leaf meganode that grows past this many nodes splits
+	// in two (0: meganodes never split).
+	MegaNodes int
 	// Mutations break it on purpose (package mutation).
 	Mutations ServerMutations
 
-	mu    sync.Mutex
-	megas btree.Map[uint64, nam.Ptr] // low key -> root, of this server's leaf meganodes
-	roots map[nam.Ptr]bool
-	node  nam.Node
+	mu       sync.Mutex
+	megas    btree.Map[uint64, nam.Ptr] // low key -> root, of this server's leaf meganodes
+	count    map[nam.Ptr]int            // leaf meganode root -> its nodes
+	rootMega nam.Ptr                    // the root meganode's root, on the server that holds it
+	free     []uint64                   // slots of invalidated nodes, reused first
+	msplit   *megaSplit                 // the meganode split under way, if any
+	links    []Link                     // separators the root meganode has yet to get
+	bumpOnly bool                       // alloc takes no freed slot (a root meganode split)
+	node     nam.Node
 	// Calls counts the requests handled (the server's CPU work); Splits
-	// the node splits it did.
-	Calls, Splits uint64
+	// the node splits it did; MegaSplits the meganode splits it finished.
+	Calls, Splits, MegaSplits uint64
 }
 
 // ServerMutations are the deliberate bugs of the servers.
@@ -39,6 +47,15 @@ type ServerMutations struct {
 	// StaleHint applies a put to the leaf the client named even when a
 	// split has since moved the key to a node on its right.
 	StaleHint func() bool
+	// SplitWritesRight lets writes into the right half of a meganode
+	// that is being copied go on (into the old copy).
+	SplitWritesRight func() bool
+	// SplitEarlyUnlock lets writes into the new meganode go on before the
+	// old copies are invalidated.
+	SplitEarlyUnlock func() bool
+	// SplitNoInvalidate frees the old copies for reuse without setting
+	// their invalid flag.
+	SplitNoInvalidate func() bool
 }
 
 func fire(f func() bool) bool { return f != nil && f() }
@@ -79,8 +96,17 @@ func (s *Server) store(p nam.Ptr, n *nam.Node) {
 	atomic.StoreUint64(w, v+2)
 }
 
-// alloc takes a free slot.
+// alloc takes a free slot: an invalidated node's first, except for the
+// root meganode (bumpOnly), whose nodes must never sit in a slot a client
+// may have cached as a node of a leaf meganode: levels count from 0 in
+// each meganode, so such a stale copy would end the root meganode's walk
+// at a leaf meganode's leaf.
 func (s *Server) alloc() (nam.Ptr, error) {
+	if n := len(s.free); n > 0 && !s.bumpOnly {
+		slot := s.free[n-1]
+		s.free = s.free[:n-1]
+		return nam.MakePtr(s.ID, slot), nil
+	}
 	next := s.alloced()
 	if next >= s.Slots {
 		return 0, errFull
@@ -94,11 +120,23 @@ func (s *Server) alloc() (nam.Ptr, error) {
 func (s *Server) AddMeganode(low uint64, root nam.Ptr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addMeganode(low, root, 2)
+}
+
+func (s *Server) addMeganode(low uint64, root nam.Ptr, nodes int) {
 	s.megas.Set(low, root)
-	if s.roots == nil {
-		s.roots = map[nam.Ptr]bool{}
+	if s.count == nil {
+		s.count = map[nam.Ptr]int{}
 	}
-	s.roots[root] = true
+	s.count[root] = nodes
+}
+
+// SetRootMeganode tells the server that holds the root meganode where its
+// root is: the separators of meganode splits are inserted there.
+func (s *Server) SetRootMeganode(root nam.Ptr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rootMega = root
 }
 
 // Handle answers one request; the reply is appended to out. A malformed
@@ -121,13 +159,18 @@ func (s *Server) Handle(req []byte, out []byte) []byte {
 		s.write(r, &rep)
 	case opScan:
 		s.scan(r, &rep)
+	case opLink:
+		s.link(r, &rep)
 	}
 	return rep.encode(out)
 }
 
 // moveTo reads the node of key's level from p on, moving right while the
 // node does not cover key and the next one is local. It returns the node's
-// pointer (in s.node), or sets a Moved or Bad reply and returns false.
+// pointer (in s.node), or sets a Moved, Retry or Bad reply and returns
+// false. A node that is invalid, or whose low key is above key, was
+// reached by a pointer a meganode split made stale (the client's hint):
+// StatusRetry sends the client back to the top.
 func (s *Server) moveTo(key uint64, p nam.Ptr, rep *reply) (nam.Ptr, bool) {
 	for steps := uint64(0); ; steps++ {
 		if steps > s.Slots {
@@ -138,9 +181,14 @@ func (s *Server) moveTo(key uint64, p nam.Ptr, rep *reply) (nam.Ptr, bool) {
 			rep.status = StatusBad
 			return 0, false
 		}
+		if s.node.Invalid || key < s.node.Low {
+			rep.status = StatusRetry
+			return 0, false
+		}
 		if s.node.Covers(key) {
 			return p, true
 		}
+		rep.stale = true
 		next := s.node.Sibling
 		if !next.Valid() {
 			rep.status = StatusBad // a key beyond the whole tree
@@ -155,14 +203,14 @@ func (s *Server) moveTo(key uint64, p nam.Ptr, rep *reply) (nam.Ptr, bool) {
 }
 
 // search descends from r.a to the leaf of r.key: one call for what a
-// client-side search does in one READ per level.
+// client-side search does in one READ per level. The reply is marked
+// stale when the start node no longer covered the key (a meganode split
+// moved it right), so that the client drops the cached entry that sent it.
 func (s *Server) search(r request, rep *reply) {
-	p := nam.Ptr(r.a)
-	for {
-		var ok bool
-		if p, ok = s.moveTo(r.key, p, rep); !ok {
-			return
-		}
+	p, ok := s.moveTo(r.key, nam.Ptr(r.a), rep)
+	stale := rep.stale
+	defer func() { rep.stale = stale }()
+	for ok {
 		if s.node.Level == 0 {
 			i, found := s.node.Find(r.key)
 			rep.found, rep.leaf = found, uint64(p)
@@ -176,12 +224,17 @@ func (s *Server) search(r request, rep *reply) {
 			rep.status, rep.next = StatusMoved, uint64(p)
 			return
 		}
+		p, ok = s.moveTo(r.key, p, rep)
 	}
 }
 
 // write puts or deletes r.key in the leaf that covers it, starting at the
 // client's hint r.b (a split may have moved the key right since).
 func (s *Server) write(r request, rep *reply) {
+	if s.blocked(r.key) {
+		rep.status = StatusRetry
+		return
+	}
 	hint := nam.Ptr(r.b)
 	var p nam.Ptr
 	if fire(s.Mutations.StaleHint) && s.local(hint) {
@@ -196,8 +249,11 @@ func (s *Server) write(r request, rep *reply) {
 			return
 		}
 	}
+	rep.stale = false
 	if s.node.Level != 0 {
-		rep.status = StatusBad
+		// A hint to a slot that a meganode split freed and a split
+		// reused for an inner node.
+		rep.status = StatusRetry
 		return
 	}
 	if r.op == opDelete {
@@ -219,12 +275,52 @@ func (s *Server) write(r request, rep *reply) {
 		rep.status = StatusBad
 		return
 	}
-	if s.alloced()+uint64(top.Level)+2 > s.Slots {
+	if s.available() < uint64(top.Level)+2 {
 		rep.status = StatusFull
+		return
+	}
+	if m := s.msplit; m != nil && m.root == root && s.reachesRoot(r.key, root) {
+		// The root of a meganode being split keeps its level until the
+		// split is done (its right half is being copied).
+		rep.status = StatusRetry
 		return
 	}
 	if err := s.split(p, &s.node, root); err != nil {
 		rep.status = StatusBad
+		return
+	}
+	s.startMegaSplit(root)
+}
+
+// available is how many nodes the server can still allocate.
+func (s *Server) available() uint64 {
+	return s.Slots - min(s.Slots, s.alloced()) + uint64(len(s.free))
+}
+
+// reachesRoot reports whether an insert into key's (full) leaf would
+// split every node up to the meganode's root: every node on the way down
+// is full.
+func (s *Server) reachesRoot(key uint64, root nam.Ptr) bool {
+	var n nam.Node
+	p := root
+	for {
+		if s.read(p, &n) != nil {
+			return true
+		}
+		if !n.Covers(key) {
+			p = n.Sibling
+			if !s.local(p) {
+				return true
+			}
+			continue
+		}
+		if n.Level == 0 {
+			return true
+		}
+		if len(n.Keys) < s.Fanout {
+			return false
+		}
+		p = n.Child(key)
 	}
 }
 
@@ -252,6 +348,7 @@ func (s *Server) split(p nam.Ptr, n *nam.Node, root nam.Ptr) error {
 		if err != nil {
 			return err
 		}
+		s.count[root]++
 		s.store(rp, &right)
 		n.Sibling = rp
 		s.store(p, n)
@@ -297,6 +394,7 @@ func (s *Server) splitRoot(p nam.Ptr, n *nam.Node) error {
 	if err != nil {
 		return err
 	}
+	s.count[p] += 2
 	left.Sibling = rp
 	s.store(rp, &right)
 	s.store(lp, &left)

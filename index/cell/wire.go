@@ -15,15 +15,19 @@ import (
 //	put     a = value, b = the leaf the client found (a hint)
 //	delete  b = the leaf hint
 //	scan    a = end key (exclusive), b = most entries, c = the leaf hint
+//	link    a = the root of the meganode whose keys start at key (from the
+//	        server that split it to the root meganode's)
 //
-// A reply is a 32-byte header, status (1), found (1), two zero bytes,
+// A reply is a 32-byte header, status (1), found (1), stale (1), a zero byte,
 // count (4), value (8), leaf (8), next (8), then count entries of (key,
 // value). search: found and value (a leaf meganode's value, or, in the
 // root meganode, the leaf meganode's root), leaf the leaf it ended at.
 // put/delete: found (delete: whether the key was there). scan: the
 // entries; found when more follow, from key value at leaf next.
 // StatusMoved: the search or write reached a node of another server,
-// whose pointer is next; the client goes on there.
+// whose pointer is next; the client goes on there. stale: the search's
+// start node no longer covered the key (a meganode split moved it right):
+// the client drops the cached node that named it.
 type op uint8
 
 const (
@@ -31,11 +35,12 @@ const (
 	opPut
 	opDelete
 	opScan
+	opLink
 	opCount
 )
 
 func (o op) String() string {
-	names := [...]string{"invalid", "search", "put", "delete", "scan"}
+	names := [...]string{"invalid", "search", "put", "delete", "scan", "link"}
 	if o < opCount {
 		return names[o]
 	}
@@ -48,6 +53,10 @@ const (
 	StatusBad   = 1 // a malformed request, or a pointer that is not a node of this server
 	StatusMoved = 2 // continue at next, on another server
 	StatusFull  = 3 // the server has no free node slot
+	// StatusRetry: start the operation again from the top: the key's
+	// meganode is being split (a write waits), or the request named a
+	// node that a meganode split left behind.
+	StatusRetry = 4
 )
 
 const (
@@ -94,7 +103,7 @@ func decodeRequest(b []byte) (request, error) {
 
 type reply struct {
 	status            uint8
-	found             bool
+	found, stale      bool
 	value, leaf, next uint64
 	keys, vals        []uint64
 }
@@ -104,7 +113,11 @@ func (r *reply) encode(b []byte) []byte {
 	if r.found {
 		f = 1
 	}
-	b = append(b[:0], r.status, f, 0, 0)
+	st := byte(0)
+	if r.stale {
+		st = 1
+	}
+	b = append(b[:0], r.status, f, st, 0)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.keys)))
 	b = binary.LittleEndian.AppendUint64(b, r.value)
 	b = binary.LittleEndian.AppendUint64(b, r.leaf)
@@ -121,10 +134,10 @@ func decodeReply(b []byte, r *reply) error {
 		return fmt.Errorf("cell: reply of %d bytes", len(b))
 	}
 	n := binary.LittleEndian.Uint32(b[4:])
-	if n > maxScanEntries || len(b) != replyHdrSize+int(n)*entrySize || b[1] > 1 || b[2]|b[3] != 0 || b[0] > StatusFull {
+	if n > maxScanEntries || len(b) != replyHdrSize+int(n)*entrySize || b[1] > 1 || b[2] > 1 || b[3] != 0 || b[0] > StatusRetry {
 		return fmt.Errorf("cell: malformed reply (%d bytes, %d entries)", len(b), n)
 	}
-	r.status, r.found = b[0], b[1] == 1
+	r.status, r.found, r.stale = b[0], b[1] == 1, b[2] == 1
 	r.value = binary.LittleEndian.Uint64(b[8:])
 	r.leaf = binary.LittleEndian.Uint64(b[16:])
 	r.next = binary.LittleEndian.Uint64(b[24:])
