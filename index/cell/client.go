@@ -99,11 +99,11 @@ type Client struct {
 	megaLeaf nam.Ptr   // the root meganode's leaf the last search went through
 	path     []nam.Ptr // the cached nodes the current walk used
 	buf      []byte
-	node  nam.Node
-	req   []byte
-	rep   []byte
-	r     reply
-	est   []estimate
+	node     nam.Node
+	req      []byte
+	rep      []byte
+	r        reply
+	est      []estimate
 }
 
 var errRetries = errors.New("cell: node stayed locked or torn through every retry")
