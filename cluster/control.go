@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -162,40 +163,62 @@ func writeHistory(path string, h *checker.History) error {
 	return f.Close()
 }
 
-// threadRun is what one workload thread of an index or SELCC node measured.
-type threadRun struct {
-	ops  []checker.Op
-	lat  *hdrhistogram.Histogram
-	errs []string
+// workloadThread is one workload thread of an index or SELCC node.
+type workloadThread struct {
+	t      int
+	node   protocol.NodeID
+	r      *rand.Rand   // seeded by the workload's seed, the node and t
+	client int          // the thread's client in the history
+	seq    uint64       // its writes so far
+	ops    []checker.Op // what it recorded (the design appends, with wl.History)
 }
 
-// runThreads runs wl.Threads threads of thread for wl.Duration (each
-// stops when stop is set) and merges what they measured.
-func runThreads(wl Workload, thread func(t int, stop *atomic.Bool) threadRun) (RunResult, []checker.Op) {
+// nextWrite is the unique value of the thread's next write.
+func (w *workloadThread) nextWrite() uint64 {
+	w.seq++
+	return writeID(w.node, w.t, w.seq)
+}
+
+// runThreads runs wl.Threads workload threads of node for wl.Duration and
+// merges what they measured: each thread calls the operation start gives
+// it until the run ends or the operation fails; an operation returns its
+// latency in ns.
+func runThreads(wl Workload, node protocol.NodeID, start func(w *workloadThread) func() (int64, error)) (RunResult, []checker.Op) {
 	var res RunResult
 	var stop atomic.Bool
 	var mu sync.Mutex
 	lat := hdrhistogram.New(1, 60_000_000_000, 3)
 	var ops []checker.Op
 	var wg sync.WaitGroup
-	start := time.Now()
+	begin := time.Now()
 	for t := range wl.Threads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tr := thread(t, &stop)
+			w := &workloadThread{t: t, node: node, r: rand.New(rand.NewPCG(uint64(wl.Seed), uint64(node)<<8|uint64(t))), client: int(node)<<8 | t}
+			op := start(w)
+			h := hdrhistogram.New(1, 60_000_000_000, 3)
+			var errs []string
+			for !stop.Load() {
+				ns, err := op()
+				if err != nil {
+					errs = append(errs, err.Error())
+					break
+				}
+				_ = h.RecordValue(ns)
+			}
 			mu.Lock()
-			lat.Merge(tr.lat)
-			ops = append(ops, tr.ops...)
-			res.Ops += tr.lat.TotalCount()
-			res.Errors = append(res.Errors, tr.errs...)
+			lat.Merge(h)
+			ops = append(ops, w.ops...)
+			res.Ops += h.TotalCount()
+			res.Errors = append(res.Errors, errs...)
 			mu.Unlock()
 		}()
 	}
 	time.Sleep(wl.Duration)
 	stop.Store(true)
 	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
+	res.Seconds = time.Since(begin).Seconds()
 	res.Latencies = lat.Export()
 	res.Stats = Stats{Ops: uint64(res.Ops)}
 	return res, ops

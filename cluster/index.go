@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/scalestore-go/scalestore/checker"
@@ -270,20 +269,14 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 		return res, nil
 	}
 	keys := n.cfg.Keys
-	res, ops := runThreads(wl, func(t int, stop *atomic.Bool) threadRun {
-		r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
-		c := n.client(t)
-		client := int(n.cfg.ID)<<8 | t
-		var local []checker.Op
-		var seq uint64
-		h := hdrhistogram.New(1, 60_000_000_000, 3)
-		var errs []string
-		for !stop.Load() {
+	res, ops := runThreads(wl, n.cfg.ID, func(w *workloadThread) func() (int64, error) {
+		r, c := w.r, n.client(w.t)
+		return func() (int64, error) {
 			key := r.Uint64N(keys)
 			call := time.Now().UnixNano()
 			add := func(k uint64, kind string, v uint64) {
 				if wl.History {
-					local = append(local, checker.Op{Client: client, Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
+					w.ops = append(w.ops, checker.Op{Client: w.client, Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
 				}
 			}
 			var err error
@@ -302,8 +295,7 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 					}
 				}
 			case r.IntN(5) > 0:
-				seq++
-				v := writeID(n.cfg.ID, t, seq)
+				v := w.nextWrite()
 				if err = c.Put(key, v); err == nil {
 					add(key, checker.KindWrite, v)
 				}
@@ -312,13 +304,8 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 					add(key, checker.KindWrite, 0)
 				}
 			}
-			if err != nil {
-				errs = append(errs, err.Error())
-				break
-			}
-			_ = h.RecordValue(time.Now().UnixNano() - call)
+			return time.Now().UnixNano() - call, err
 		}
-		return threadRun{ops: local, lat: h, errs: errs}
 	})
 	return res, ops
 }

@@ -6,11 +6,9 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/scalestore-go/scalestore/checker"
@@ -171,20 +169,15 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 		res.Errors = append(res.Errors, "run before peers")
 		return res, nil
 	}
-	res, ops := runThreads(wl, func(t int, stop *atomic.Bool) threadRun {
-		r := rand.New(rand.NewPCG(uint64(wl.Seed), uint64(n.cfg.ID)<<8|uint64(t)))
+	res, ops := runThreads(wl, n.cfg.ID, func(w *workloadThread) func() (int64, error) {
+		r := w.r
 		pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
 		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
-		th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: t}
-		client := int(n.cfg.ID)<<8 | t
-		var local []checker.Op
-		var seq uint64
-		h := hdrhistogram.New(1, 60_000_000_000, 3)
-		var errs []string
-		for !stop.Load() {
+		th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: w.t}
+		return func() (int64, error) {
 			i := int(choose(pick))
 			line := lineOf(memory, i)
-			op := checker.Op{Client: client, Page: uint64(i), Call: time.Now().UnixNano()}
+			op := checker.Op{Client: w.client, Page: uint64(i), Call: time.Now().UnixNano()}
 			var err error
 			if r.Float64() < wl.ReadRatio {
 				op.Kind = checker.KindRead
@@ -196,8 +189,7 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 					op.Value = v
 				})
 			} else {
-				seq++
-				v := writeID(n.cfg.ID, t, seq)
+				v := w.nextWrite()
 				op.Kind, op.Value = checker.KindWrite, v
 				err = n.cache.Access(th, line, selcc.Write, func(data []byte) {
 					checker.PutPageValue(data, v, false)
@@ -205,16 +197,11 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 				})
 			}
 			op.Return = time.Now().UnixNano()
-			if err != nil {
-				errs = append(errs, err.Error())
-				break
+			if err == nil && wl.History {
+				w.ops = append(w.ops, op)
 			}
-			_ = h.RecordValue(op.Return - op.Call)
-			if wl.History {
-				local = append(local, op)
-			}
+			return op.Return - op.Call, err
 		}
-		return threadRun{ops: local, lat: h, errs: errs}
 	})
 	s := &n.cache.Stats
 	res.Stats = Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
