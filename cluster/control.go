@@ -104,6 +104,19 @@ func writeOps(path string, ops []checker.Op) error {
 	return writeHistory(path, h)
 }
 
+// run answers a "run": the workload on run, its result in rep, and with a
+// HistoryFile its operations written there.
+func (c *Command) run(rep *Reply, run func(Workload) (RunResult, []checker.Op)) error {
+	wl := *c.Workload
+	wl.History = c.HistoryFile != ""
+	res, ops := run(wl)
+	rep.Result = &res
+	if wl.History {
+		return writeOps(c.HistoryFile, ops)
+	}
+	return nil
+}
+
 func (n *Node) execute(cmd *Command, rep *Reply) error {
 	switch cmd.Op {
 	case "create":
@@ -126,14 +139,7 @@ func (n *Node) execute(cmd *Command, rep *Reply) error {
 		if cmd.Workload == nil {
 			return errors.New("run without a workload")
 		}
-		wl := *cmd.Workload
-		wl.History = cmd.HistoryFile != ""
-		res, ops := n.Run(wl)
-		rep.Result = &res
-		if wl.History {
-			return writeOps(cmd.HistoryFile, ops)
-		}
-		return nil
+		return cmd.run(rep, n.Run)
 	case "stats":
 		s := n.Stats()
 		rep.Stats = &s

@@ -323,40 +323,8 @@ func (n *IndexNode) Close() error {
 	return err
 }
 
-// IndexCommand extends Command for the index set-up.
-type IndexCommand struct {
-	Command
-	Servers []transport.Region `json:"servers,omitempty"`
-}
-
-// IndexReply extends Reply with the node's region and refusals.
-type IndexReply struct {
-	Reply
-	Region transport.Region `json:"region"`
-	Bad    uint64           `json:"bad"`
-}
-
 // ServeIndex answers control commands for an index node.
 func ServeIndex(n *IndexNode, in io.Reader, out io.Writer) error {
-	return serveControl(in, out, func(cmd *IndexCommand, rep *IndexReply) error {
-		switch {
-		case cmd.Op == "setup":
-			rep.Region = n.region
-		case cmd.Op == "peers":
-			return n.Peers(cmd.Servers)
-		case cmd.Op == "run" && cmd.Workload != nil:
-			wl := *cmd.Workload
-			wl.History = cmd.HistoryFile != ""
-			res, ops := n.RunIndex(wl)
-			rep.Result = &res
-			if wl.History {
-				return writeOps(cmd.HistoryFile, ops)
-			}
-		case cmd.Op == "stats":
-			rep.Bad = n.Bad.Load()
-		default:
-			return fmt.Errorf("unknown command %q", cmd.Op)
-		}
-		return nil
-	})
+	return serveRegions(regionNode{region: n.region, peers: func(cmd *RegionCommand) error { return n.Peers(cmd.Memory) },
+		run: n.RunIndex, dropped: n.Bad.Load}, in, out)
 }

@@ -226,47 +226,17 @@ func (n *SELCCNode) Close() error {
 	return err
 }
 
-// SELCCCommand extends Command for SELCC's set-up.
-type SELCCCommand struct {
-	Command
-	Computes []protocol.NodeID  `json:"computes,omitempty"`
-	Replies  []transport.Region `json:"replies,omitempty"`
-	Memory   []transport.Region `json:"memory,omitempty"`
-}
-
-// SELCCReply extends Reply with the node's region.
-type SELCCReply struct {
-	Reply
-	Region         transport.Region `json:"region"`
-	MemoryMessages uint64           `json:"memory_messages"`
-}
-
 // ServeSELCC answers control commands for a SELCC node.
 func ServeSELCC(n *SELCCNode, in io.Reader, out io.Writer) error {
 	var memory []protocol.NodeID
-	return serveControl(in, out, func(cmd *SELCCCommand, rep *SELCCReply) error {
-		switch {
-		case cmd.Op == "setup":
-			rep.Region = n.Region()
-		case cmd.Op == "peers":
+	return serveRegions(regionNode{region: n.Region(),
+		peers: func(cmd *RegionCommand) error {
 			memory = memory[:0]
 			for _, r := range cmd.Memory {
 				memory = append(memory, r.Node)
 			}
 			return n.Peers(cmd.Computes, cmd.Replies, cmd.Memory)
-		case cmd.Op == "run" && cmd.Workload != nil:
-			wl := *cmd.Workload
-			wl.History = cmd.HistoryFile != ""
-			res, ops := n.RunSELCC(wl, memory)
-			rep.Result = &res
-			if wl.History {
-				return writeOps(cmd.HistoryFile, ops)
-			}
-		case cmd.Op == "stats":
-			rep.MemoryMessages = n.MemoryMessages.Load()
-		default:
-			return fmt.Errorf("unknown command %q", cmd.Op)
-		}
-		return nil
-	})
+		},
+		run:     func(wl Workload) (RunResult, []checker.Op) { return n.RunSELCC(wl, memory) },
+		dropped: n.MemoryMessages.Load}, in, out)
 }

@@ -769,3 +769,79 @@ func launch(f clusterFlags, kind string, total int, stderr io.Writer, args func(
 	p.children, p.stop, err = spawnChildren(exe, total, stderr, func(i int) []string { return args(i, p) })
 	return p, end, err
 }
+
+// printLogTail prints the last lines of the nodes' log after a failed run.
+func printLogTail(stderr io.Writer, logFile string) {
+	if b, err := os.ReadFile(logFile); err == nil && len(b) > 0 {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		fmt.Fprintf(stderr, "the nodes' last log lines:\n%s\n", strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+}
+
+// checkHistories reads the history files at paths, writes them to
+// --history-out if asked, and checks them with porcupine per key; the keys
+// not linearizable add to res.Violations.
+func checkHistories(f clusterFlags, paths []string, res *clusterResult, progress func(string, ...any)) error {
+	var ops []checker.Op
+	for _, path := range paths {
+		part, err := readHistory(path)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, part...)
+	}
+	ops = completeHistory(ops, f)
+	res.Checked, res.HistoryOps = true, len(ops)
+	if f.historyOut != "" {
+		if err := writeOps(f.historyOut, ops); err != nil {
+			return err
+		}
+	}
+	progress("checking %d operations with porcupine...", len(ops))
+	cr, _ := checker.Check(ops, f.checkTimeout)
+	progress("\n")
+	res.Violations += len(cr.BadPages)
+	res.Undecided = cr.Unknown
+	return nil
+}
+
+// completeHistory gives the writes a view change cut (cluster.UnknownReturn)
+// a return after everything else (they may have happened at any time after
+// their call, or never), and, with --kill, adds the killed node's writes
+// that reads saw: its history died with it, so each is a write of unknown
+// time.
+func completeHistory(ops []checker.Op, f clusterFlags) []checker.Op {
+	if len(ops) == 0 {
+		return ops
+	}
+	first, end := ops[0].Call, int64(0)
+	for _, op := range ops {
+		first, end = min(first, op.Call), max(end, op.Call)
+		if op.Return != cluster.UnknownReturn {
+			end = max(end, op.Return)
+		}
+	}
+	end++
+	written := map[uint64]bool{}
+	for i := range ops {
+		if ops[i].Return == cluster.UnknownReturn {
+			ops[i].Return = end
+		}
+		if ops[i].Kind == checker.KindWrite {
+			written[ops[i].Value] = true
+		}
+	}
+	if f.kill == "" {
+		return ops
+	}
+	client := 1 << 30
+	for _, op := range ops {
+		if op.Kind != checker.KindRead || op.Value == 0 || op.Value>>56 != uint64(f.killNode)+1 || written[op.Value] {
+			continue
+		}
+		written[op.Value] = true
+		ops = append(ops, checker.Op{Client: client, Page: op.Page, Kind: checker.KindWrite, Value: op.Value, Call: first, Return: end})
+		client++
+	}
+	return ops
+}
