@@ -165,6 +165,11 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int, from nam.P
 	}
 	parent := from
 	_, parentCached := c.cache[from]
+	// want is the level the next node must have: one below its parent's
+	// when descending, at least the current one when moving right (to a
+	// meganode's root, perhaps). A node off it came by a stale pointer,
+	// and a walk that trusted it could go round in circles.
+	want, exact := -1, false
 	c.path = c.path[:0]
 	leaves := fire(c.Mut.CacheLeaves)
 	for steps := uint64(0); ; steps++ {
@@ -172,6 +177,7 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int, from nam.P
 			return 0, fmt.Errorf("cell: search for key %d does not end", key)
 		}
 		n, cached := c.cache[p]
+
 		if cached {
 			c.Stats.CacheHits++
 			copyNode(&c.node, n)
@@ -193,7 +199,8 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int, from nam.P
 				c.path = append(c.path, p)
 			}
 		}
-		if key < c.node.Low && !fire(c.Mut.NoLowCheck) {
+		if key < c.node.Low && !fire(c.Mut.NoLowCheck) ||
+			want >= 0 && (int(c.node.Level) < want || exact && int(c.node.Level) != want) {
 			c.dropPath()
 			return 0, errRestart
 		}
@@ -208,12 +215,14 @@ func (c *Client) walk(key uint64, p nam.Ptr, all bool, cacheFrom int, from nam.P
 				return 0, fmt.Errorf("cell: key %d beyond node %v, which has no right neighbour", key, p)
 			}
 			p, parentCached = c.node.Sibling, false
+			want, exact = int(c.node.Level), false
 			continue
 		}
 		if c.node.Level == 0 {
 			return p, nil
 		}
 		parent, parentCached = p, cached
+		want, exact = int(c.node.Level)-1, true
 		p = c.node.Child(key)
 	}
 }

@@ -411,6 +411,11 @@ func (s *Server) scan(r request, rep *reply) {
 	if !ok {
 		return
 	}
+	rep.stale = false
+	if s.node.Level != 0 {
+		rep.status = StatusRetry // a hint to a slot a meganode split freed, since reused
+		return
+	}
 	for {
 		if s.node.Level != 0 {
 			rep.status = StatusBad
