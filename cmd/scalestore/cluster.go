@@ -250,14 +250,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case f.workload == "ycsb":
 	case f.workload == "nam-cg" || f.workload == "nam-fg" || f.workload == "nam-hybrid" || f.workload == "cell":
-		if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
-			fmt.Fprintln(stderr, "cluster: --memory-nodes: want at least 1, and at most 64 processes in all")
+		if !f.memoryNodeFlags(fs, 10_000, stderr) { // a history per key porcupine checks in seconds
 			return 2
-		}
-		recordsSet := false
-		fs.Visit(func(fl *flag.Flag) { recordsSet = recordsSet || fl.Name == "records" })
-		if !recordsSet {
-			f.records = 10_000 // a history per key porcupine checks in seconds
 		}
 		f.protocol = "index"
 		run = clusterRunIndex
@@ -276,14 +270,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	case "index":
 	case "scalestore":
 	case "selcc":
-		if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
-			fmt.Fprintln(stderr, "cluster: --memory-nodes: want at least 1, and at most 64 processes in all")
+		if !f.memoryNodeFlags(fs, 4096, stderr) { // lines of 4 KiB: the default 100,000 would map 400 MiB
 			return 2
-		}
-		recordsSet := false
-		fs.Visit(func(fl *flag.Flag) { recordsSet = recordsSet || fl.Name == "records" })
-		if !recordsSet {
-			f.records = 4096 // lines of 4 KiB: the default 100,000 would map 400 MiB
 		}
 		b, err := ycsb.ParseSize(f.cache)
 		if err != nil {
@@ -308,20 +296,41 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			check += " (porcupine ran out of time on some keys)"
 		}
 	}
-	if res.Protocol == "selcc" {
-		fmt.Fprintf(stdout, "selcc: %d memory nodes, %d messages to them; ", res.MemoryNodes, res.MemoryMessages)
-	}
 	if f.protocol == "index" {
 		fmt.Fprintf(stdout, "%s: %d memory servers; %d compute nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  %s\n",
 			f.workload, res.MemoryNodes, res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, check)
-		if f.asJSON {
-			b, _ := json.Marshal(res)
-			fmt.Fprintln(stdout, string(b))
-		}
-		if res.Violations > 0 {
-			return 1
-		}
-		return 0
+	} else {
+		printClusterFigures(stdout, res, check)
+	}
+	if f.asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+	}
+	if res.Violations > 0 {
+		return 1
+	}
+	return 0
+}
+
+// memoryNodeFlags checks --memory-nodes for a design on compute and memory
+// nodes and, unless --records was given, sets it to records.
+func (f *clusterFlags) memoryNodeFlags(fs *flag.FlagSet, records int, stderr io.Writer) bool {
+	if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
+		fmt.Fprintln(stderr, "cluster: --memory-nodes: want at least 1, and at most 64 processes in all")
+		return false
+	}
+	recordsSet := false
+	fs.Visit(func(fl *flag.Flag) { recordsSet = recordsSet || fl.Name == "records" })
+	if !recordsSet {
+		f.records = records
+	}
+	return true
+}
+
+// printClusterFigures prints the figures of a ScaleStore or SELCC run.
+func printClusterFigures(stdout io.Writer, res clusterResult, check string) {
+	if res.Protocol == "selcc" {
+		fmt.Fprintf(stdout, "selcc: %d memory nodes, %d messages to them; ", res.MemoryNodes, res.MemoryMessages)
 	}
 	if res.Elastic {
 		fmt.Fprintf(stdout, "%d compute nodes and ", res.ComputeNodes)
@@ -347,14 +356,6 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 				t.Polled, t.Received, 100*float64(t.Polled)/float64(t.Received))
 		}
 	}
-	if f.asJSON {
-		b, _ := json.Marshal(res)
-		fmt.Fprintln(stdout, string(b))
-	}
-	if res.Violations > 0 {
-		return 1
-	}
-	return 0
 }
 
 // child is one node process under the parent's control.
