@@ -36,7 +36,9 @@ type IndexConfig struct {
 	Keys     uint64
 	Threads  int
 	// Search is Cell's method (selector, server, client).
-	Search       string
+	Search string
+	// MegaNodes: a Cell leaf meganode of more nodes splits (0: never).
+	MegaNodes    int
 	NewTransport func(transport.Handler) (transport.Transport, error)
 	Logger       *slog.Logger
 }
@@ -51,13 +53,14 @@ const indexFanout = 16
 
 // IndexNode is one index node process.
 type IndexNode struct {
-	cfg    IndexConfig
-	tr     transport.Transport
-	mem    []byte
-	region transport.Region
-	server interface{ Handle(req, out []byte) []byte }
-	nl     *nam.Layout
-	cl     *cell.Layout
+	cfg        IndexConfig
+	tr         transport.Transport
+	mem        []byte
+	region     transport.Region
+	server     interface{ Handle(req, out []byte) []byte }
+	cellServer *cell.Server // the server, on a Cell memory server
+	nl         *nam.Layout
+	cl         *cell.Layout
 	// calls waiting for their replies, by call id
 	mu      sync.Mutex
 	waiting map[uint64]chan []byte
@@ -98,14 +101,14 @@ func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
 		}
 		servers := make([]*cell.Server, cfg.Servers)
 		for i := range servers {
-			servers[i] = &cell.Server{}
+			servers[i] = &cell.Server{MegaNodes: cfg.MegaNodes}
 		}
 		n.cl = &cell.Layout{Regions: regions, Slots: slots}
 		if err := cell.Format(n.cl, mems, servers, cell.Lows(2*cfg.Servers, cfg.Keys), indexFanout); err != nil {
 			return nil, err
 		}
 		if cfg.Memory {
-			n.server = servers[self]
+			n.server, n.cellServer = servers[self], servers[self]
 		}
 	} else {
 		design := map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}[cfg.Workload]
@@ -153,6 +156,11 @@ func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
 		var f [protocol.FrameSize]byte
 		protocol.Encode(f[:], &out)
 		err = n.tr.Send(from, f[:], rep)
+		if err == nil && n.cellServer != nil {
+			err = n.splitMeganodes()
+		}
+	case n.cellServer != nil && m.Type == protocol.TIndexReply && int(from) >= n.cfg.Computes:
+		err = cell.CheckLinkReply(payload) // a link's, from the root meganode's server
 	case n.server == nil && m.Type == protocol.TIndexReply:
 		n.mu.Lock()
 		ch := n.waiting[uint64(m.PID)]
@@ -170,6 +178,39 @@ func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
 		n.Bad.Add(1)
 		n.cfg.Logger.Error("index: dropped a message", "from", from, "err", err)
 	}
+}
+
+// splitMeganodes runs a Cell meganode split under way to its end, on the
+// thread that answered the call that started it (the paper's servers
+// split on their polling thread too: other calls wait, one-sided READs
+// do not), and sends its link to the root meganode's server.
+func (n *IndexNode) splitMeganodes() error {
+	s := n.cellServer
+	for s.Pending() {
+		if _, err := s.Step(); err != nil {
+			return err
+		}
+	}
+	for _, l := range s.TakeLinks() {
+		if d := s.Done(); d&(d-1) == 0 {
+			n.cfg.Logger.Info("index: meganode splits", "done", d, "latest at key", l.Low)
+		}
+		req := cell.LinkRequest(l, nil)
+		root := protocol.NodeID(n.cfg.Computes + n.cl.Root.Server())
+		if root == n.cfg.ID {
+			if err := cell.CheckLinkReply(s.Handle(req, nil)); err != nil {
+				return err
+			}
+			continue
+		}
+		m := protocol.Message{Type: protocol.TIndexCall, From: n.cfg.ID, To: root, Count: uint16(len(req))}
+		var f [protocol.FrameSize]byte
+		protocol.Encode(f[:], &m)
+		if err := n.tr.Send(root, f[:], req); err != nil {
+			return fmt.Errorf("sending a meganode link to server %d: %w", root, err)
+		}
+	}
+	return nil
 }
 
 // callTimeout bounds the wait for a reply: a server that died is an

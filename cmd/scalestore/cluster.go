@@ -55,6 +55,7 @@ type clusterFlags struct {
 	protocol                string
 	memoryNodes             int
 	workload, search        string
+	megaNodes               int
 	cacheBytes              int64
 	elastic                 bool
 	computeNodes            int
@@ -189,6 +190,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler); with an index --workload: memory servers")
 	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of up to 12 keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
 	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
+	fs.IntVar(&f.megaNodes, "cell-mega-nodes", 0, "--workload cell: a leaf meganode of more nodes than this splits in two (Cell's copy, relink, invalidate, run by its server while clients read it); 0: never")
 	fs.BoolVar(&f.elastic, "elastic", false, "the decoupled architecture and Fig. 10's schedule (paper §6.6): --nodes storage nodes hold the pages and run no workers, --compute-nodes compute nodes (a cache, no pages) run them; the first works from the start, the others join one by one and leave in reverse order, each leaving node handing back every page it holds; prints the throughput of each second and checks that no directory names a node that left")
 	fs.StringVar(&f.kill, "kill", "", "N@D: kill -9 node N's process D into the run (e.g. 2@3s): the others go on without it, their operations on its pages failing and counted, the rest served; --check covers the whole history (the killed node's reads are lost with it, its acknowledged writes count as writes of unknown time). The nodes keep their membership in an etcd this command runs, and write through (--durability process)")
 	fs.DurationVar(&f.lease, "lease", time.Second, "with --kill: the nodes' membership lease (a dead node is out of the view within two)")

@@ -174,16 +174,22 @@ func TestClusterSELCC(t *testing.T) {
 
 // TestClusterIndexes: the NAM-tree's hybrid and Cell on processes (two
 // compute nodes, two memory servers) over shm and tcp: a checked mix of
-// gets, scans, puts and deletes with no violation and no refused message.
+// gets, scans, puts and deletes with no violation and no refused message;
+// Cell's meganodes split under it (at most 8 nodes each).
 func TestClusterIndexes(t *testing.T) {
 	bin := scalestoreBinary(t)
 	for _, wl := range []string{"nam-hybrid", "cell"} {
 		for _, kind := range []string{"shm", "tcp"} {
 			t.Run(wl+"/"+kind, func(t *testing.T) {
+				logFile := filepath.Join(t.TempDir(), "nodes.log")
 				out, err := exec.Command(bin, "cluster", "--workload", wl, "--nodes", "2", "--memory-nodes", "2", "--transport", kind,
-					"--records", "2000", "--threads", "2", "--read-ratio", "0.7", "--duration", "700ms", "--check", "--json", "--quiet").CombinedOutput()
+					"--records", "2000", "--threads", "2", "--read-ratio", "0.7", "--duration", "700ms", "--check", "--json", "--quiet",
+					"--cell-mega-nodes", "8", "--log", logFile).CombinedOutput()
 				if err != nil {
 					t.Fatalf("%v\n%s", err, out)
+				}
+				if logs, _ := os.ReadFile(logFile); wl == "cell" && !bytes.Contains(logs, []byte("index: meganode splits")) {
+					t.Fatalf("no meganode split in the run:\n%s", logs)
 				}
 				var res clusterResult
 				lastJSON(t, out, &res)

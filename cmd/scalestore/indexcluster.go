@@ -15,7 +15,7 @@ func clusterRunIndex(f clusterFlags, stderr io.Writer) (clusterResult, error) {
 	c, m := f.nodes, f.memoryNodes
 	res, _, err := runMemoryNodes(f, memoryNodeDesign{protocol: "index", name: f.workload,
 		args: []string{"--index-workload", f.workload, "--keys", fmt.Sprint(f.records), "--computes", fmt.Sprint(c),
-			"--servers", fmt.Sprint(m), "--search", f.search},
+			"--servers", fmt.Sprint(m), "--search", f.search, "--cell-mega-nodes", fmt.Sprint(f.megaNodes)},
 		running: fmt.Sprintf("%s: %d compute nodes of %d threads and %d memory servers over %s, %d keys; running for %v\n",
 			f.workload, c, f.threads, m, f.kind, f.records, f.duration),
 		dropped: "the nodes refused %d messages (see the log)"}, stderr)

@@ -81,6 +81,7 @@ type nodeFlags struct {
 	pollSpin               time.Duration
 	trace                  bool
 	indexWorkload, search  string
+	megaNodes              int
 	keys                   uint64
 	computes, servers      int
 	resp, respPassword     string
@@ -127,6 +128,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.computes, "computes", 1, "--protocol index: compute nodes (ids 0..computes-1; memory servers follow)")
 	fs.IntVar(&f.servers, "servers", 1, "--protocol index: memory servers")
 	fs.StringVar(&f.search, "search", "selector", "--protocol index, cell: selector, server or client")
+	fs.IntVar(&f.megaNodes, "cell-mega-nodes", 0, "--protocol index, cell, a memory server: a leaf meganode of more nodes than this splits (0: never)")
 	fs.StringVar(&f.role, "role", "compute", "selcc: memory (registers --lines lines, runs no handler) or compute (caches lines in --frames frames, runs --threads workers)")
 	fs.IntVar(&f.lines, "lines", 1024, "selcc memory node: the lines it holds")
 	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
@@ -494,7 +496,7 @@ func serveIndex(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin
 		return fmt.Errorf("--role %q: want memory or compute", f.role)
 	}
 	n, err := cluster.NewIndexNode(cluster.IndexConfig{ID: tc.Self, Workload: f.indexWorkload, Memory: f.role == "memory",
-		Computes: f.computes, Servers: f.servers, Keys: f.keys, Threads: f.threads, Search: f.search, NewTransport: tc.New, Logger: log})
+		Computes: f.computes, Servers: f.servers, Keys: f.keys, Threads: f.threads, Search: f.search, MegaNodes: f.megaNodes, NewTransport: tc.New, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -105,6 +105,13 @@ func (s *Server) TakeLinks() []Link {
 	return l
 }
 
+// Done is how many meganode splits the server finished.
+func (s *Server) Done() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.MegaSplits
+}
+
 // blocked reports whether a write of key must wait for the meganode split
 // under way.
 func (s *Server) blocked(key uint64) bool {
