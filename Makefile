@@ -153,7 +153,7 @@ mutants: build
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
 	done
 	@for mw in nam-unlocked-write:nam-fg nam-unlocked-write:nam-hybrid nam-no-move-right:nam-fg nam-no-move-right:nam-hybrid \
-		nam-reply-before-apply:nam-cg nam-scan-skips-next:nam-cg nam-locate-next-leaf:nam-hybrid \
+		nam-reply-before-apply:nam-cg nam-scan-skips-next:nam-cg nam-locate-next-leaf:nam-hybrid nam-trust-head:nam-fg nam-trust-head:nam-hybrid \
 		cell-no-move-right:cell cell-cache-leaves:cell cell-stale-hint:cell; \
 		do m=$${mw%%:*}; w=$${mw#*:}; \
 		$(BIN) sim --seeds 200 --workload $$w --keys 200 --ops 2000 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \

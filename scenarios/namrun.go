@@ -27,6 +27,9 @@ import (
 // at rest, cell.CheckTree.
 var namDesigns = map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}
 
+// defaultHeadGroup is SimConfig.NAMHeadGroup's default.
+const defaultHeadGroup = nam.DefaultHeadGroup
+
 // IsNAMWorkload reports whether w is one of the index workloads: the
 // NAM-tree's designs or Cell.
 func IsNAMWorkload(w string) bool { _, ok := namDesigns[w]; return ok || w == "cell" }
@@ -71,6 +74,12 @@ type namRun struct {
 	nextValue         uint64
 	nextCall          uint64
 	waiting           map[uint64]*namCall
+	// waits counts the round trips the clients waited for (a batch of
+	// READs is one); scans and scanWaits the workload's scans and theirs.
+	waits, scanWaits uint64
+	scans            int
+	// headGroup: the leaves a head node lists (FG, hybrid), 0 for none.
+	headGroup int
 }
 
 type namCall struct {
@@ -86,17 +95,37 @@ func (r *namRun) fail(format string, args ...any) {
 	}
 }
 
-// simFabric is one compute coroutine's nam.Fabric over the world.
+// simFabric is one compute coroutine's nam.Fabric over the world, and a
+// nam.BatchReader: a batch's READs are all in flight before it waits.
 type simFabric struct {
-	r    *namRun
-	node protocol.NodeID
-	co   *sim.Coroutine
+	r     *namRun
+	node  protocol.NodeID
+	co    *sim.Coroutine
+	waits uint64 // this coroutine's round trips waited for
 }
 
 func (f *simFabric) wait(done *bool) {
+	f.waits++
+	f.r.waits++
 	for !*done {
 		f.co.Park()
 	}
+}
+
+func (f *simFabric) ReadBatch(ops []nam.ReadOp) {
+	left := len(ops)
+	done := left == 0
+	for i := range ops {
+		op := &ops[i]
+		f.r.w.Read(f.node, op.Dst, op.Region, op.Off, func(e error) {
+			op.Err = e
+			if left--; left == 0 {
+				done = true
+				f.co.Wake()
+			}
+		})
+	}
+	f.wait(&done)
 }
 
 func (f *simFabric) Read(dst []byte, rg transport.Region, off uint64) error {
@@ -218,16 +247,20 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 		for j := range cfg.Workers {
 			client := k*cfg.Workers + j
 			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
-				c := r.newClient(&simFabric{r: r, node: protocol.NodeID(k), co: co}, client)
+				f := &simFabric{r: r, node: protocol.NodeID(k), co: co}
+				c := r.newClient(f, client)
 				for r.started < ops {
 					r.started++
 					co.Sleep(w.Intn(2_000))
-					if !r.op(c, client) {
+					if !r.op(c, client, f) {
 						return
 					}
 				}
 			}))
 		}
+	}
+	if r.headGroup > 0 {
+		r.spawnHeadPass(cos, len(cos)+1)
 	}
 	wallStart := time.Now()
 	ok := r.runUntil(cos, "workload")
@@ -263,6 +296,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol, r.violCount
 	res.History = r.hist
+	res.NAMScans, res.NAMScanWaits = r.scans, r.scanWaits
 	cfg.checkHistory(&res, r.hist.Ops())
 	return res, nil
 }
@@ -350,20 +384,45 @@ func (r *namRun) setupNAM(m int) error {
 			r.fail("node %d:%d written back by node %d without its lock", int(v.Region.Node)-cfg.Nodes, slot, v.From)
 		}
 	})
+	if design != nam.CoarseGrained {
+		r.headGroup = cfg.NAMHeadGroup
+	}
 	r.newClient = func(f nam.Fabric, client int) indexClient {
-		return &nam.Client{L: r.layout, F: f, Alloc: client,
+		return &nam.Client{L: r.layout, F: f, Alloc: client, HeadNodes: r.headGroup > 0,
 			Mut: nam.Mutations{
 				UnlockedWrite: mutation.Point(mutation.NAMUnlockedWrite, func() bool { return w.Chance(0.5) }),
 				NoMoveRight:   mutation.Point(mutation.NAMNoMoveRight, func() bool { return true }),
+				TrustHead:     mutation.Point(mutation.NAMTrustHead, func() bool { return true }),
 			}}
 	}
 	return nil
 }
 
+// spawnHeadPass runs the head nodes' background pass (nam.RefreshHeads)
+// as a coroutine of compute node 0, every 20 to 200 us of simulated time,
+// until the clients cos are done.
+func (r *namRun) spawnHeadPass(cos []*sim.Coroutine, client int) {
+	w := r.w
+	w.Spawn(0, w.Intn(1000), func(co *sim.Coroutine) {
+		c := &nam.Client{L: r.layout, F: &simFabric{r: r, node: 0, co: co}, Alloc: client}
+		for {
+			co.Sleep(20_000 + w.Intn(180_000))
+			if allDone(cos) {
+				return
+			}
+			if _, err := c.RefreshHeads(r.headGroup); err != nil {
+				r.fail("head pass: %v", err)
+				return
+			}
+		}
+	})
+}
+
 // op runs one random operation and records it: a get or a scan (a read of
 // every key it covers), a put of a unique value, or a delete (a write of
-// 0, the value of an absent key).
-func (r *namRun) op(c indexClient, client int) bool {
+// 0, the value of an absent key). f is the client's fabric (its round
+// trips are counted per scan).
+func (r *namRun) op(c indexClient, client int, f *simFabric) bool {
 	w := r.w
 	keys := uint64(r.cfg.Keys)
 	key := uint64(w.Intn(int64(keys)))
@@ -386,10 +445,17 @@ func (r *namRun) op(c indexClient, client int) bool {
 			}
 			break
 		}
-		to := min(keys, key+1+uint64(w.Intn(12)))
+		scanLen := int64(r.cfg.NAMScanLen)
+		if scanLen <= 0 {
+			scanLen = 12
+		}
+		to := min(keys, key+1+uint64(w.Intn(scanLen)))
 		seen := map[uint64]uint64{}
+		w0 := f.waits
 		err = c.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true })
 		if err == nil {
+			r.scans++
+			r.scanWaits += f.waits - w0
 			for k := key; k < to; k++ {
 				add(k, "read", seen[k])
 			}

@@ -79,6 +79,12 @@ type SimConfig struct {
 	// lowest level of their nodes they cache (0: none).
 	CellSearch     string
 	CellCacheLevel int
+	// NAMHeadGroup is the leaves a head node lists in the nam-fg and
+	// nam-hybrid workloads (0: no head nodes; docs/indexes.md).
+	NAMHeadGroup int
+	// NAMScanLen bounds the keys a scan of the index workloads covers
+	// (each scan 1 to NAMScanLen; 0: 12).
+	NAMScanLen int
 	// CellSpikes, when Every is above 0, stalls every server's CPU
 	// periodically (a server's handling costs Factor times more for Len ns
 	// every Every ns: a GC pause, an interrupt storm); CellNoDefenses turns
@@ -175,7 +181,7 @@ type Spikes struct {
 func DefaultSimConfig() SimConfig {
 	return SimConfig{Seed: 1, Nodes: 3, Workers: 2, Pages: 64, CachePages: 16, Ops: 2000, ReadRatio: 0.5,
 		Faults: "default", Protocol: protocol.Chaining, CheckTimeout: time.Minute, WatchPage: -1,
-		Workload: "register", Keys: 1000, CellCacheLevel: 1}
+		Workload: "register", Keys: 1000, CellCacheLevel: 1, NAMHeadGroup: defaultHeadGroup}
 }
 
 // SimResult is what one run found.
@@ -222,6 +228,10 @@ type SimResult struct {
 	// handled (requests, eviction batches and data, allocations).
 	DirectoryMessages uint64
 	SELCC             SELCCStats
+	// NAMScans counts the index workloads' scans, NAMScanWaits the
+	// round trips they waited for (a batch of READs is one).
+	NAMScans     int
+	NAMScanWaits uint64
 }
 
 // SELCCStats are the summed counters of a SELCC run's caches.

@@ -79,6 +79,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.cfg.Workers, "workers", d.Workers, "worker coroutines per node")
 	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) btree (the paper's B-tree; history per key), the NAM-tree's designs nam-cg, nam-fg, nam-hybrid, or cell (Cell's meganodes; gets, puts, deletes and scans of --keys keys on --nodes compute nodes and --memory-nodes memory servers; history per key, a scan a read of every key it covers; see docs/indexes.md)")
 	fs.StringVar(&f.cfg.CellSearch, "cell-search", "selector", "--workload cell: how clients search leaf meganodes: selector (the locality selector, per request), server (one call per meganode) or client (one-sided READs)")
+	headNodes := fs.Bool("head-nodes", true, "--workload nam-fg or nam-hybrid: head nodes on the leaf level (a background pass installs them; scans prefetch leaves through them); false: none")
+	fs.IntVar(&f.cfg.NAMScanLen, "scan-len", 12, "index workloads: a scan covers 1 to this many keys")
+	fs.IntVar(&f.cfg.NAMHeadGroup, "head-group", d.NAMHeadGroup, "with --head-nodes: the leaves a head node lists (2..29)")
 	fs.IntVar(&f.cfg.CellCacheLevel, "cell-cache-level", 1, "--workload cell: clients cache the nodes of leaf meganodes at this level and above (0: none; leaves are never cached)")
 	fs.IntVar(&f.cfg.Keys, "keys", d.Keys, "keys of the btree workload")
 	fs.IntVar(&f.cfg.Pages, "pages", d.Pages, "pages of the register workload, spread over all directories")
@@ -120,6 +123,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.cfg.Faults = f.faults
+	if f.cfg.NAMHeadGroup < 2 || f.cfg.NAMHeadGroup > 29 {
+		fmt.Fprintf(stderr, "sim: --head-group %d: want 2..29\n", f.cfg.NAMHeadGroup)
+		return 2
+	}
+	if !*headNodes {
+		f.cfg.NAMHeadGroup = 0
+	}
 	switch f.model {
 	case "default":
 	case "paper":
@@ -195,10 +205,14 @@ type simSummary struct {
 	UnknownOps        int      `json:"unknown_outcome_writes"`
 	SimulatedNanos    int64    `json:"simulated_ns"`
 	Verbs             uint64   `json:"sim_verbs"`
+	Scans             int      `json:"index_scans,omitempty"`
+	ScanRoundTrips    float64  `json:"scan_round_trips,omitempty"` // per scan: the round trips it waited for
 	MemoryHandlers    uint64   `json:"memory_handler_calls"`
 	Linearizable      bool     `json:"linearizable"`
 	UndecidedSeeds    []uint64 `json:"undecided_seeds"`
 	ReplayCommand     string   `json:"replay,omitempty"`
+
+	scanWaits uint64 // the scans' round trips, summed
 }
 
 func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
@@ -284,6 +298,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.SimulatedNanos += res.SimNanos
 		sum.Verbs += res.Verbs
 		sum.MemoryHandlers += res.MemoryHandlerCalls
+		sum.Scans += res.NAMScans
+		sum.scanWaits += res.NAMScanWaits
 		sel.Invalidations += res.SELCC.Invalidations
 		sel.HandOvers += res.SELCC.HandOvers
 		sel.Releases += res.SELCC.Releases
@@ -335,6 +351,9 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.HitRatio = float64(hits) / float64(lookups)
 	}
 	sum.Linearizable = sum.Violations == 0 && len(sum.UndecidedSeeds) == 0
+	if sum.Scans > 0 {
+		sum.ScanRoundTrips = float64(sum.scanWaits) / float64(sum.Scans)
+	}
 	if f.traceHTML != "" {
 		if err := writeSimTraceHTML(f, lastRes, steps); err != nil {
 			fmt.Fprintf(stderr, "sim: --trace-html: %v\n", err)
@@ -369,6 +388,13 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w)
 		if index {
 			fmt.Fprintf(w, "  one-sided verbs %d, memory-server calls %d, simulated time %.1f ms\n", sum.Verbs, sum.MemoryHandlers, float64(sum.SimulatedNanos)/1e6)
+			if sum.Scans > 0 {
+				heads := "no head nodes"
+				if f.cfg.NAMHeadGroup > 0 && (f.cfg.Workload == "nam-fg" || f.cfg.Workload == "nam-hybrid") {
+					heads = fmt.Sprintf("head nodes of %d leaves", f.cfg.NAMHeadGroup)
+				}
+				fmt.Fprintf(w, "  scans %d, round trips waited for per scan %.2f (%s)\n", sum.Scans, sum.ScanRoundTrips, heads)
+			}
 		} else {
 			fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
 				sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)

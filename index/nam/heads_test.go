@@ -71,9 +71,9 @@ func evens(n uint64) []uint64 {
 	return ks
 }
 
-// TestHeadNodeFormat: a head node and a full leaf with a head pointer
+// TestNAMHeadNodeFormat: a head node and a full leaf with a head pointer
 // survive Encode and Decode; an unknown flag does not decode.
-func TestHeadNodeFormat(t *testing.T) {
+func TestNAMHeadNodeFormat(t *testing.T) {
 	b := make([]byte, NodeSize)
 	leaf := Node{Head: MakePtr(2, 77), HasHigh: true, High: 1 << 40, Low: 3, Sibling: MakePtr(1, 5)}
 	for i := range MaxFanout {
@@ -96,10 +96,10 @@ func TestHeadNodeFormat(t *testing.T) {
 	}
 }
 
-// TestHeadNodeScans: for FG and hybrid, scans that prefetch through fresh
+// TestNAMHeadNodeScans: for FG and hybrid, scans that prefetch through fresh
 // head nodes read exactly the keys scans without them read, and wait for
 // far fewer round trips; a second pass changes nothing.
-func TestHeadNodeScans(t *testing.T) {
+func TestNAMHeadNodeScans(t *testing.T) {
 	for _, d := range []Design{FineGrained, Hybrid} {
 		t.Run(string(d), func(t *testing.T) {
 			keys := evens(6000)
@@ -144,11 +144,11 @@ func TestHeadNodeScans(t *testing.T) {
 	}
 }
 
-// TestStaleHeadNodes: splits after the pass leave head nodes that miss the
+// TestNAMStaleHeadNodes: splits after the pass leave head nodes that miss the
 // new leaves; scans still read every key (the extra READ), and find no
 // stale head node once the pass ran again. A scan that trusts the head
 // node over the sibling pointer (the mutant) loses keys.
-func TestStaleHeadNodes(t *testing.T) {
+func TestNAMStaleHeadNodes(t *testing.T) {
 	for _, d := range []Design{FineGrained, Hybrid} {
 		t.Run(string(d), func(t *testing.T) {
 			keys := evens(4000)
@@ -201,9 +201,9 @@ func TestStaleHeadNodes(t *testing.T) {
 	}
 }
 
-// TestGarbledHeadNodes: head nodes whose lists name the wrong leaves
+// TestNAMGarbledHeadNodes: head nodes whose lists name the wrong leaves
 // (each head node given the next one's leaves) cost READs, never keys.
-func TestGarbledHeadNodes(t *testing.T) {
+func TestNAMGarbledHeadNodes(t *testing.T) {
 	keys := evens(3000)
 	l, f := loadTree(t, FineGrained, keys)
 	pass := &Client{L: l, F: f, Alloc: 1}
@@ -249,10 +249,10 @@ func TestGarbledHeadNodes(t *testing.T) {
 	}
 }
 
-// TestHeadPassConcurrent: the pass runs again and again beside writers and
+// TestNAMHeadPassConcurrent: the pass runs again and again beside writers and
 // scanners (goroutines, each verb atomic): every scan reads every key loaded
 // before it started, in order, and the tree at rest checks.
-func TestHeadPassConcurrent(t *testing.T) {
+func TestNAMHeadPassConcurrent(t *testing.T) {
 	for _, d := range []Design{FineGrained, Hybrid} {
 		t.Run(string(d), func(t *testing.T) {
 			keys := evens(3000)
