@@ -44,6 +44,11 @@ type IndexBench struct {
 	// selector's outlier rejection and history expiry (Cell).
 	Spikes     Spikes
 	NoDefenses bool
+	// HeadGroup, above 0, installs head nodes of that many leaves (FG,
+	// hybrid) after the load, once (the bench's puts change no leaf
+	// groups the pass would: they overwrite loaded keys), and scans
+	// prefetch through them.
+	HeadGroup int
 }
 
 // IndexBenchResult is what one point measured, per completed operation
@@ -61,6 +66,9 @@ type IndexBenchResult struct {
 	ServerCPU    float64 `json:"server_cpu_us_per_op"`
 	ServerLoad   float64 `json:"server_utilization"` // the busiest server's CPU busy share
 	ErrorMessage string  `json:"error,omitempty"`
+	// Waits are the round trips the client waited for: RoundTrips, less
+	// the READs that went in a batch with others (head nodes' prefetch).
+	Waits float64 `json:"waits_per_op"`
 }
 
 // RunIndexBench runs one point.
@@ -76,6 +84,7 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 	cfg.Workload, cfg.Nodes, cfg.Keys, cfg.Seed = b.Workload, b.Clients, int(b.Keys), b.Seed
 	cfg.HandleCost, cfg.CellSearch, cfg.CellCacheLevel, cfg.Ops = b.HandleCost, b.Search, b.CacheLevel, 0
 	cfg.CellSpikes, cfg.CellNoDefenses = b.Spikes, b.NoDefenses
+	cfg.NAMHeadGroup = b.HeadGroup
 	r, err := newNAMRun(cfg, b.Servers, sim.FaultPlan{}, b.Fanout, 0, b.Skewed)
 	if err != nil {
 		return res, err
@@ -95,14 +104,20 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 			return res, fmt.Errorf("index bench: loading key %d: %w", k, err)
 		}
 	}
+	if r.headGroup > 0 {
+		pass := &nam.Client{L: r.layout, F: directFabric{r}, Alloc: b.Clients + 1}
+		if _, err := pass.RefreshHeads(r.headGroup); err != nil {
+			return res, fmt.Errorf("index bench: head pass: %w", err)
+		}
+	}
 	r.cellClients = nil
 	warm := b.Duration / 5
 	end := warm + b.Duration
 	var lat []int64
-	var calls0, msgs0, verbs0, bytes0 uint64
+	var calls0, msgs0, verbs0, bytes0, waits0 uint64
 	var cpu0 []int64
 	snap := func() {
-		calls0, msgs0 = r.calls(), w.Messages
+		calls0, msgs0, waits0 = r.calls(), w.Messages, r.waits
 		verbs0, bytes0 = w.VerbStats()
 		bytes0 += w.PageBytes
 		cpu0 = w.BusyTimes(b.Clients, b.Servers)
@@ -157,6 +172,7 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 	res.VerbsPerOp = float64(verbs-verbs0) / ops
 	res.RoundTrips = float64(w.Messages-msgs0)/2/ops + res.VerbsPerOp
 	res.BytesPerOp = float64(bytes+w.PageBytes-bytes0) / ops
+	res.Waits = float64(r.waits-waits0) / ops
 	res.ServerCPU = res.CallsPerOp * float64(b.HandleCost) / 1e3
 	for i, busy := range w.BusyTimes(b.Clients, b.Servers) {
 		res.ServerLoad = max(res.ServerLoad, float64(busy-cpu0[i])/float64(b.Duration))

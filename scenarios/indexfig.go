@@ -145,6 +145,9 @@ type NAMModel struct {
 	NetBytes   float64 `json:"net_bytes"`
 	MemBytes   float64 `json:"mem_bytes"`
 	Height     float64 `json:"height"`
+	// Waits are the round trips the client waits for one after the
+	// other: RoundTrips, less the READs a head node let it batch.
+	Waits float64 `json:"waits"`
 }
 
 // NAMModelParams are the model's symbols (the paper's Table 1).
@@ -153,6 +156,9 @@ type NAMModelParams struct {
 	Keys    uint64 `json:"keys"`    // D
 	Fanout  int    `json:"fanout"`  // M: the most entries of a node
 	Scan    int    `json:"scan"`    // keys a range query returns
+	// HeadGroup, above 0: FG and hybrid leaves have head nodes of that
+	// many leaves (the paper's n), fresh, and range queries prefetch.
+	HeadGroup int `json:"head_group"`
 }
 
 // fill is the expected share of a B-tree node's entries in use after
@@ -176,6 +182,19 @@ func ModelNAM(p NAMModelParams) []NAMModel {
 	hCG := height(float64(p.Keys) / float64(p.Servers))
 	leaves := 1 + float64(p.Scan-1)/m // leaves a scan of Scan keys touches
 	scanCalls := math.Ceil(float64(p.Scan) / float64(nam.MaxScanEntries))
+	// With head nodes a range query's leaf walk waits for the first leaf,
+	// then for its sibling and its head node in one batch, then once per
+	// group for the group's leaves and the next head node (the first
+	// group's rest counts as one); heads are the head nodes it reads.
+	walkWaits, heads := leaves, 0.0
+	if n := float64(p.HeadGroup); n > 0 {
+		switch {
+		case leaves <= 2:
+			walkWaits, heads = leaves, leaves-1
+		default:
+			walkWaits, heads = 3+(leaves-3)/n, 1+(leaves-3)/n
+		}
+	}
 	var out []NAMModel
 	for _, d := range []string{"cg", "fg", "hybrid"} {
 		for _, q := range []string{"point", "range"} {
@@ -191,14 +210,19 @@ func ModelNAM(p NAMModelParams) []NAMModel {
 				r.Height, r.RoundTrips = hFG, hFG
 				r.NetBytes, r.MemBytes = hFG*P, hFG*P
 			case d == "fg":
-				r.Height, r.RoundTrips = hFG, hFG-1+leaves
+				r.Height, r.RoundTrips = hFG, hFG-1+leaves+heads
 				r.NetBytes, r.MemBytes = r.RoundTrips*P, r.RoundTrips*P
+				r.Waits = hFG - 1 + walkWaits
 			case q == "point": // hybrid: a locate call, then the leaf
 				r.Height, r.Calls, r.RoundTrips = hFG, 1, 2
 				r.NetBytes, r.MemBytes = call(0)+P, hFG*P
 			default:
-				r.Height, r.Calls, r.RoundTrips = hFG, 1, 1+leaves
-				r.NetBytes, r.MemBytes = call(0)+leaves*P, (hFG-1)*P+leaves*P
+				r.Height, r.Calls, r.RoundTrips = hFG, 1, 1+leaves+heads
+				r.NetBytes, r.MemBytes = call(0)+(leaves+heads)*P, (hFG-1)*P+(leaves+heads)*P
+				r.Waits = 1 + walkWaits
+			}
+			if r.Waits == 0 {
+				r.Waits = r.RoundTrips
 			}
 			out = append(out, r)
 		}

@@ -30,6 +30,7 @@ type modelRow struct {
 	SimRoundTrips float64 `json:"sim_round_trips"`
 	SimCalls      float64 `json:"sim_calls"`
 	SimNetBytes   float64 `json:"sim_net_bytes"`
+	SimWaits      float64 `json:"sim_waits"`
 	// Error is |model - simulated| / simulated, of the round trips.
 	Error float64 `json:"round_trip_error"`
 }
@@ -43,6 +44,8 @@ func runModel(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&p.Keys, "keys", 100_000, "keys in the tree (D)")
 	fs.IntVar(&p.Fanout, "fanout", 16, "most entries of a node (M; at most 29)")
 	fs.IntVar(&p.Scan, "scan", 100, "keys a range query returns")
+	headNodes := fs.Bool("head-nodes", true, "fg and hybrid leaves have head nodes (installed once after the load) and range queries prefetch through them; false: none")
+	fs.IntVar(&p.HeadGroup, "head-group", 8, "with --head-nodes: the leaves a head node lists (the paper's n, 2..29)")
 	asJSON := fs.Bool("json", false, "print one JSON object: the parameters and a row per design and query")
 	if len(args) == 0 || args[0] != "nam" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
@@ -59,14 +62,17 @@ func runModel(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if p.Servers < 1 || p.Keys < 100 || p.Fanout < 3 || p.Fanout > 29 || p.Scan < 1 {
-		fmt.Fprintln(stderr, "model: want --servers >= 1, --keys >= 100, --fanout 3..29, --scan >= 1")
+	if p.Servers < 1 || p.Keys < 100 || p.Fanout < 3 || p.Fanout > 29 || p.Scan < 1 || p.HeadGroup < 2 || p.HeadGroup > 29 {
+		fmt.Fprintln(stderr, "model: want --servers >= 1, --keys >= 100, --fanout 3..29, --scan >= 1, --head-group 2..29")
 		return 2
+	}
+	if !*headNodes {
+		p.HeadGroup = 0
 	}
 	var rows []modelRow
 	for _, m := range scenarios.ModelNAM(p) {
 		b := scenarios.IndexBench{Workload: m.Design, Servers: p.Servers, Clients: 1, Keys: p.Keys, Fanout: p.Fanout,
-			Duration: 2_000_000, Seed: 1}
+			Duration: 2_000_000, Seed: 1, HeadGroup: p.HeadGroup}
 		if m.Query == "range" {
 			b.ScanLen = p.Scan
 		}
@@ -75,7 +81,7 @@ func runModel(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "model: simulating %s %s: %v\n", m.Design, m.Query, err)
 			return 1
 		}
-		rows = append(rows, modelRow{NAMModel: m, SimRoundTrips: res.RoundTrips, SimCalls: res.CallsPerOp, SimNetBytes: res.BytesPerOp,
+		rows = append(rows, modelRow{NAMModel: m, SimRoundTrips: res.RoundTrips, SimCalls: res.CallsPerOp, SimNetBytes: res.BytesPerOp, SimWaits: res.Waits,
 			Error: math.Abs(m.RoundTrips-res.RoundTrips) / res.RoundTrips})
 	}
 	if *asJSON {
@@ -88,12 +94,16 @@ func runModel(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stdout, "NAM-tree model: %d servers, %d keys, fanout %d, range queries of %d keys\n\n", p.Servers, p.Keys, p.Fanout, p.Scan)
-	fmt.Fprintln(stdout, "| design | query | height | round trips (model / sim) | error | calls (model / sim) | net bytes (model / sim) | paper's bandwidth/query |")
-	fmt.Fprintln(stdout, "|---|---|---:|---:|---:|---:|---:|---:|")
+	heads := "no head nodes"
+	if p.HeadGroup > 0 {
+		heads = fmt.Sprintf("fg and hybrid leaves with head nodes of %d leaves", p.HeadGroup)
+	}
+	fmt.Fprintf(stdout, "NAM-tree model: %d servers, %d keys, fanout %d, range queries of %d keys, %s\n\n", p.Servers, p.Keys, p.Fanout, p.Scan, heads)
+	fmt.Fprintln(stdout, "| design | query | height | round trips (model / sim) | error | waited for (model / sim) | calls (model / sim) | net bytes (model / sim) | paper's bandwidth/query |")
+	fmt.Fprintln(stdout, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "| %s | %s | %.0f | %.2f / %.2f | %.0f%% | %.2f / %.2f | %.0f / %.0f | %.0f |\n", r.Design, r.Query, r.Height,
-			r.RoundTrips, r.SimRoundTrips, 100*r.Error, r.Calls, r.SimCalls, r.NetBytes, r.SimNetBytes, r.MemBytes)
+		fmt.Fprintf(stdout, "| %s | %s | %.0f | %.2f / %.2f | %.0f%% | %.2f / %.2f | %.2f / %.2f | %.0f / %.0f | %.0f |\n", r.Design, r.Query, r.Height,
+			r.RoundTrips, r.SimRoundTrips, 100*r.Error, r.Waits, r.SimWaits, r.Calls, r.SimCalls, r.NetBytes, r.SimNetBytes, r.MemBytes)
 	}
 	return 0
 }

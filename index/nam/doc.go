@@ -15,6 +15,11 @@
 //   - Hybrid (§5): the inner levels as in CG (each server an ordered map of
 //     its range's leaf separators, reached by RPC), the leaves as in FG.
 //
+// Head nodes (§4.3, heads.go) list groups of FG and hybrid leaves, so
+// scans prefetch them in batches; a background pass (RefreshHeads)
+// installs and refreshes them, and scans never trust them further than a
+// sibling pointer confirms.
+//
 // The node format and its pure functions are node.go; the servers' state
 // machine is Server (Handle: a request in, a reply out); the compute side
 // is Client, which runs an operation as a sequence of verbs and calls on a
