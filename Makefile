@@ -89,6 +89,7 @@ swarm: build
 		--read-ratio 0.5 --zipf 0.99 --faults heavy --json
 	@for w in nam-cg nam-fg nam-hybrid cell; do \
 		$(BIN) sim --workload $$w --seed $(SEED) --seeds 300 --keys 200 --ops 2000 --faults heavy --json || exit 1; done
+	$(BIN) sim --workload cell --seed $(SEED) --seeds 300 --keys 200 --ops 2000 --faults heavy --cell-mega-nodes 12 --json
 
 # Writers killed with SIGKILL at random moments: every reopen must find all
 # acknowledged writes or refuse the store (about a minute for 300 rounds;
@@ -154,9 +155,10 @@ mutants: build
 	done
 	@for mw in nam-unlocked-write:nam-fg nam-unlocked-write:nam-hybrid nam-no-move-right:nam-fg nam-no-move-right:nam-hybrid \
 		nam-reply-before-apply:nam-cg nam-scan-skips-next:nam-cg nam-locate-next-leaf:nam-hybrid nam-trust-head:nam-fg nam-trust-head:nam-hybrid \
-		cell-no-move-right:cell cell-cache-leaves:cell cell-stale-hint:cell; \
-		do m=$${mw%%:*}; w=$${mw#*:}; \
-		$(BIN) sim --seeds 200 --workload $$w --keys 200 --ops 2000 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
+		cell-no-move-right:cell cell-cache-leaves:cell cell-stale-hint:cell cell-split-writes-right:cell cell-split-early-unlock:cell \
+		cell-split-no-invalidate:cell cell-no-low-check:cell; \
+		do m=$${mw%%:*}; w=$${mw#*:}; mega=0; [ $$w = cell ] && mega=12; \
+		$(BIN) sim --seeds 200 --workload $$w --keys 200 --ops 2000 --faults heavy --cell-mega-nodes $$mega --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$w)" || { echo "MISSED $$m ($$w)"; exit 1; }; \
 	done
 

@@ -30,8 +30,11 @@ func (r *namRun) setupCell(m int) error {
 		mem := alignedBytes(int(slots) * cell.NodeSize)
 		r.mem = append(r.mem, mem)
 		layout.Regions = append(layout.Regions, w.Register(id, mem))
-		servers[i] = &cell.Server{Mutations: cell.ServerMutations{
-			StaleHint: mutation.Point(mutation.CellStaleHint, func() bool { return true }),
+		servers[i] = &cell.Server{MegaNodes: cfg.CellMegaNodes, Mutations: cell.ServerMutations{
+			StaleHint:         mutation.Point(mutation.CellStaleHint, func() bool { return true }),
+			SplitWritesRight:  mutation.Point(mutation.CellSplitWritesRight, func() bool { return true }),
+			SplitEarlyUnlock:  mutation.Point(mutation.CellSplitEarlyUnlock, func() bool { return true }),
+			SplitNoInvalidate: mutation.Point(mutation.CellSplitNoInvalidate, func() bool { return true }),
 		}}
 	}
 	if err := cell.Format(layout, r.mem, servers, cell.Lows(CellMeganodesPerServer*m, keys), r.fanout); err != nil {
@@ -40,7 +43,7 @@ func (r *namRun) setupCell(m int) error {
 	for i, s := range servers {
 		id := protocol.NodeID(cfg.Nodes + i)
 		r.servers = append(r.servers, s)
-		w.Attach(id, namServerReceiver{r, s, id})
+		w.Attach(id, &cellServerReceiver{namServerReceiver: namServerReceiver{r, s, id}, s: s, servers: m})
 		if cfg.HandleCost > 0 {
 			w.SetHandleCost(id, cfg.HandleCost)
 		}
@@ -64,6 +67,11 @@ func (r *namRun) setupCell(m int) error {
 	}
 	r.cellLayout, r.cellServers = layout, servers
 	r.atRest = func() error {
+		for _, s := range servers {
+			if err := s.CheckFree(); err != nil {
+				return err
+			}
+		}
 		_, _, err := cell.CheckTree(layout, r.mem)
 		return err
 	}
@@ -78,9 +86,74 @@ func (r *namRun) setupCell(m int) error {
 			Mut: cell.Mutations{
 				NoMoveRight: mutation.Point(mutation.CellNoMoveRight, func() bool { return true }),
 				CacheLeaves: mutation.Point(mutation.CellCacheLeaves, func() bool { return true }),
+				NoLowCheck:  mutation.Point(mutation.CellNoLowCheck, func() bool { return true }),
 			}}
 		r.cellClients = append(r.cellClients, c)
 		return c
 	}
 	return nil
+}
+
+// cellServerReceiver is a Cell server in the world: it answers calls, and
+// between them runs the meganode split under way one step at a time (each
+// a server event, so that clients' READs and other calls interleave with
+// the split's copies, relink and invalidations), sending the finished
+// splits' links to the root meganode's server.
+type cellServerReceiver struct {
+	namServerReceiver
+	s        *cell.Server
+	servers  int
+	stepping bool
+}
+
+// cellStepNanos is the CPU time of one step of a meganode split when the
+// servers' handling is free (HandleCost 0).
+const cellStepNanos = 500
+
+func (c *cellServerReceiver) Deliver(m *protocol.Message, payload []byte) {
+	if m.Type == protocol.TIndexReply {
+		// A link's reply, from the root meganode's server.
+		if int(m.From) < c.r.cfg.Nodes {
+			c.r.fail("memory server %d received %v from a compute node", c.id, m)
+			return
+		}
+		if err := cell.CheckLinkReply(payload); err != nil {
+			c.r.fail("memory server %d: %v", c.id, err)
+		}
+		return
+	}
+	c.namServerReceiver.Deliver(m, payload)
+	c.kick()
+}
+
+// kick schedules the next step of a meganode split if one is under way.
+func (c *cellServerReceiver) kick() {
+	if c.stepping || !c.s.Pending() {
+		return
+	}
+	c.stepping = true
+	cost := c.r.cfg.HandleCost
+	if cost <= 0 {
+		cost = cellStepNanos
+	}
+	c.r.w.After(c.id, cost, func() {
+		c.stepping = false
+		if _, err := c.s.Step(); err != nil {
+			c.r.fail("memory server %d: %v", c.id, err)
+			return
+		}
+		for _, l := range c.s.TakeLinks() {
+			req := cell.LinkRequest(l, nil)
+			root := protocol.NodeID(c.r.cfg.Nodes + c.r.cellLayout.Root.Server())
+			if root == c.id {
+				if err := cell.CheckLinkReply(c.s.Handle(req, nil)); err != nil {
+					c.r.fail("memory server %d: %v", c.id, err)
+				}
+				continue
+			}
+			msg := protocol.Message{Type: protocol.TIndexCall, From: c.id, To: root, Count: uint16(len(req))}
+			c.r.w.Send(&msg, req)
+		}
+		c.kick()
+	})
 }

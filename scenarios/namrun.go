@@ -297,6 +297,12 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.Violations, res.ViolationCount = r.viol, r.violCount
 	res.History = r.hist
 	res.NAMScans, res.NAMScanWaits = r.scans, r.scanWaits
+	for _, s := range r.cellServers {
+		res.CellMegaSplits += s.MegaSplits
+	}
+	for _, c := range r.cellClients {
+		res.CellRestarts += c.Stats.Restarts
+	}
 	cfg.checkHistory(&res, r.hist.Ops())
 	return res, nil
 }

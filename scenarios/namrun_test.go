@@ -10,6 +10,9 @@ import (
 func namConfig(workload string, seed uint64) SimConfig {
 	cfg := DefaultSimConfig()
 	cfg.Workload, cfg.Seed, cfg.Keys, cfg.Ops, cfg.Faults = workload, seed, 200, 2000, "heavy"
+	if workload == "cell" {
+		cfg.CellMegaNodes = 12 // meganodes split under every run
+	}
 	return cfg
 }
 
@@ -19,6 +22,7 @@ func namConfig(workload string, seed uint64) SimConfig {
 func TestNAMWorkloads(t *testing.T) {
 	for _, wl := range []string{"nam-cg", "nam-fg", "nam-hybrid", "cell", "cell/server", "cell/client"} {
 		wl, search, _ := strings.Cut(wl, "/")
+		var megaSplits, restarts uint64
 		for seed := uint64(1); seed <= 10; seed++ {
 			cfg := namConfig(wl, seed)
 			cfg.CellSearch = search
@@ -29,12 +33,16 @@ func TestNAMWorkloads(t *testing.T) {
 			if res.ViolationCount > 0 || !res.Linearizable || res.Ops != 2000 {
 				t.Fatalf("%s seed %d: %d ops, violations %v, linearizable %v", wl, seed, res.Ops, res.Violations, res.Linearizable)
 			}
+			megaSplits, restarts = megaSplits+res.CellMegaSplits, restarts+res.CellRestarts
 			if seed == 1 {
 				again, _ := RunSim(cfg)
 				if again.TraceHash != res.TraceHash {
 					t.Fatalf("%s seed 1 ran twice with trace hashes %x and %x", wl, res.TraceHash, again.TraceHash)
 				}
 			}
+		}
+		if wl == "cell" && (megaSplits < 20 || restarts == 0) {
+			t.Fatalf("cell/%s: %d meganode splits and %d restarts in 10 seeds: the runs do not reach the split's paths", search, megaSplits, restarts)
 		}
 	}
 }

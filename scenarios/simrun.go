@@ -92,6 +92,9 @@ type SimConfig struct {
 	// the cell-selector-spikes figure.
 	CellSpikes     Spikes
 	CellNoDefenses bool
+	// CellMegaNodes: a leaf meganode of more nodes splits in two (Cell
+	// §2.2); 0: meganodes never split.
+	CellMegaNodes int
 	// SingleWriter makes node 0's workers only write and every other
 	// node's only read (SELCC Fig. 15: a writer among readers); otherwise
 	// ReadRatio decides.
@@ -232,6 +235,10 @@ type SimResult struct {
 	// round trips they waited for (a batch of READs is one).
 	NAMScans     int
 	NAMScanWaits uint64
+	// CellMegaSplits counts the cell workload's finished meganode splits,
+	// CellRestarts the operations its clients started again because of
+	// one (a write that waited, a node left behind).
+	CellMegaSplits, CellRestarts uint64
 }
 
 // SELCCStats are the summed counters of a SELCC run's caches.

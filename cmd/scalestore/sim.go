@@ -79,6 +79,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.cfg.Workers, "workers", d.Workers, "worker coroutines per node")
 	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) btree (the paper's B-tree; history per key), the NAM-tree's designs nam-cg, nam-fg, nam-hybrid, or cell (Cell's meganodes; gets, puts, deletes and scans of --keys keys on --nodes compute nodes and --memory-nodes memory servers; history per key, a scan a read of every key it covers; see docs/indexes.md)")
 	fs.StringVar(&f.cfg.CellSearch, "cell-search", "selector", "--workload cell: how clients search leaf meganodes: selector (the locality selector, per request), server (one call per meganode) or client (one-sided READs)")
+	fs.IntVar(&f.cfg.CellMegaNodes, "cell-mega-nodes", 0, "--workload cell: a leaf meganode of more nodes than this splits in two, with Cell's protocol (copy the right half, relink, invalidate) while clients read it; 0: meganodes never split")
 	headNodes := fs.Bool("head-nodes", true, "--workload nam-fg or nam-hybrid: head nodes on the leaf level (a background pass installs them; scans prefetch leaves through them); false: none")
 	fs.IntVar(&f.cfg.NAMScanLen, "scan-len", 12, "index workloads: a scan covers 1 to this many keys")
 	fs.IntVar(&f.cfg.NAMHeadGroup, "head-group", d.NAMHeadGroup, "with --head-nodes: the leaves a head node lists (2..29)")
@@ -206,6 +207,8 @@ type simSummary struct {
 	SimulatedNanos    int64    `json:"simulated_ns"`
 	Verbs             uint64   `json:"sim_verbs"`
 	Scans             int      `json:"index_scans,omitempty"`
+	MegaSplits        uint64   `json:"cell_meganode_splits,omitempty"`
+	Restarts          uint64   `json:"cell_restarts,omitempty"`
 	ScanRoundTrips    float64  `json:"scan_round_trips,omitempty"` // per scan: the round trips it waited for
 	MemoryHandlers    uint64   `json:"memory_handler_calls"`
 	Linearizable      bool     `json:"linearizable"`
@@ -299,6 +302,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.Verbs += res.Verbs
 		sum.MemoryHandlers += res.MemoryHandlerCalls
 		sum.Scans += res.NAMScans
+		sum.MegaSplits += res.CellMegaSplits
+		sum.Restarts += res.CellRestarts
 		sum.scanWaits += res.NAMScanWaits
 		sel.Invalidations += res.SELCC.Invalidations
 		sel.HandOvers += res.SELCC.HandOvers
@@ -388,6 +393,9 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w)
 		if index {
 			fmt.Fprintf(w, "  one-sided verbs %d, memory-server calls %d, simulated time %.1f ms\n", sum.Verbs, sum.MemoryHandlers, float64(sum.SimulatedNanos)/1e6)
+			if f.cfg.Workload == "cell" && f.cfg.CellMegaNodes > 0 {
+				fmt.Fprintf(w, "  meganode splits %d, operations restarted by one %d\n", sum.MegaSplits, sum.Restarts)
+			}
 			if sum.Scans > 0 {
 				heads := "no head nodes"
 				if f.cfg.NAMHeadGroup > 0 && (f.cfg.Workload == "nam-fg" || f.cfg.Workload == "nam-hybrid") {
