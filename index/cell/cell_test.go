@@ -250,7 +250,7 @@ func TestBadInput(t *testing.T) {
 	bad := map[string][]byte{
 		"short":          {1, 2, 3},
 		"unknown op":     req(request{op: 9}),
-		"reserved bytes": append([]byte{1, 1}, make([]byte, requestSize-2)...),
+		"reserved bytes": append([]byte{1, 1}, make([]byte, 40-2)...),
 		"empty scan":     req(request{op: opScan, key: 5, a: 5, b: 1}),
 		"huge scan":      req(request{op: opScan, key: 5, a: 9, b: maxScanEntries + 1}),
 		"foreign node":   req(request{op: opSearch, key: 1, a: uint64(nam.MakePtr(1, 1))}),

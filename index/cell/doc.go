@@ -11,14 +11,19 @@
 // has the reasons):
 //
 //   - Two levels of meganodes. The root meganode, on server 0, maps the
-//     low key of every leaf meganode to its root node; it is built at
-//     Format and never changes, so clients cache it whole after one
-//     search. Leaf meganodes are laid out round-robin over the servers;
-//     each has a fixed root node (a root split happens in place) and its
-//     leaves are linked, across meganodes too, into one leaf level.
-//   - Meganodes do not split: a server whose region is full refuses a
-//     write that needs a new node (StatusFull). Within a meganode, nodes
-//     split as in Sagiv's B-link tree, done by the server alone.
+//     low key of every leaf meganode to its root node; clients cache it
+//     whole. Leaf meganodes start laid out round-robin over the servers;
+//     each has a fixed root node (a root split happens in place), and
+//     they are level-linked: leaves to the next meganode's first leaf,
+//     roots to the next root. Within a meganode, nodes split as in
+//     Sagiv's B-link tree, done by the server alone.
+//   - Meganodes split (megasplit.go, the paper's §2.2-2.3) past
+//     Server.MegaNodes nodes: the right half is copied under a new root
+//     on the same server (the paper may place it on another), relinked,
+//     and its old nodes invalidated and their slots reused, while
+//     clients' READs go on; the separator goes to the root meganode. A
+//     server whose region is full refuses a write that needs a new node
+//     (StatusFull).
 //   - Values are 8 bytes, stored in the leaf entry (no extents region), so
 //     a client-side get ends at the leaf READ.
 //   - The selector compares estimated latencies (server-side: the measured
@@ -27,8 +32,9 @@
 //     paper's queue-length form, whose round trips cancel only when a call
 //     and a READ cost the same.
 //
-// The small nodes are the NAM-tree's node format (index/nam: version word
-// with lock bit, CRC-32C, high key, sibling, entries). The server's state
+// The small nodes are the NAM-tree's node format, and the calls its codec
+// (index/nam: version word with lock bit, CRC-32C, low and high keys,
+// sibling, invalid flag, entries; nam.Codec). The server's state
 // machine is Server.Handle (a request in, a reply out); the client is
 // Client over a nam.Fabric, the same in the simulator and on real
 // transports.

@@ -125,23 +125,7 @@ func Lows(n int, keys uint64) []uint64 {
 // reached from the root meganode covering its range. It is the
 // simulator's check after a run.
 func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
-	node := func(p nam.Ptr) (*nam.Node, error) {
-		if !p.Valid() || p.Server() >= len(mem) || p.Slot() == 0 || p.Slot() >= l.Slots {
-			return nil, fmt.Errorf("pointer %v out of range", p)
-		}
-		var n nam.Node
-		b := mem[p.Server()][p.Slot()*nam.NodeSize : (p.Slot()+1)*nam.NodeSize]
-		if err := nam.Decode(b, &n); err != nil {
-			return nil, fmt.Errorf("node %v: %w", p, err)
-		}
-		if n.Locked() {
-			return nil, fmt.Errorf("node %v locked at rest", p)
-		}
-		if n.Invalid {
-			return nil, fmt.Errorf("node %v is reachable but invalid", p)
-		}
-		return &n, nil
-	}
+	node := func(p nam.Ptr) (*nam.Node, error) { return nam.NodeAtRest(mem, l.Slots, p) }
 	// Down the leftmost path: the root meganode, then meganode 0.
 	p := l.Root
 	for inMega := false; ; {
@@ -160,34 +144,8 @@ func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
 		}
 		p = nam.Ptr(n.Vals[0])
 	}
-	low := uint64(0)
-	for steps := uint64(0); ; steps++ {
-		if steps > l.Slots*uint64(len(mem)) {
-			return nil, nil, fmt.Errorf("the leaf level loops")
-		}
-		n, err := node(p)
-		if err != nil {
-			return nil, nil, err
-		}
-		if n.Level != 0 {
-			return nil, nil, fmt.Errorf("node %v on the leaf level has level %d", p, n.Level)
-		}
-		if n.Low != low {
-			return nil, nil, fmt.Errorf("leaf %v's low key %d, but the leaf on its left ends at %d", p, n.Low, low)
-		}
-		for i, k := range n.Keys {
-			if k < low || !n.Covers(k) {
-				return nil, nil, fmt.Errorf("leaf %v holds key %d outside [%d, %d)", p, k, low, n.High)
-			}
-			keys, vals = append(keys, k), append(vals, n.Vals[i])
-		}
-		if !n.HasHigh {
-			break
-		}
-		if n.High < low {
-			return nil, nil, fmt.Errorf("leaf %v's high key %d below its low %d", p, n.High, low)
-		}
-		low, p = n.High, n.Sibling
+	if keys, vals, err = nam.LeafLevel(mem, l.Slots, p); err != nil {
+		return nil, nil, err
 	}
 	// Every key is found by a search from the root, through nodes that
 	// hold it: what a client does, at rest.

@@ -1,8 +1,9 @@
 package cell
 
 import (
-	"encoding/binary"
 	"fmt"
+
+	"github.com/scalestore-go/scalestore/index/nam"
 )
 
 // The calls from clients to servers, carried as the payload of
@@ -24,7 +25,7 @@ import (
 // root meganode, the leaf meganode's root), leaf the leaf it ended at.
 // put/delete: found (delete: whether the key was there). scan: the
 // entries; found when more follow, from key value at leaf next.
-// StatusMoved: the search or write reached a node of another server,
+// codec encodes both. StatusMoved: the search or write reached a node of another server,
 // whose pointer is next; the client goes on there. stale: the search's
 // start node no longer covered the key (a meganode split moved it right):
 // the client drops the cached node that named it.
@@ -59,12 +60,14 @@ const (
 	StatusRetry = 4
 )
 
+// codec is Cell's shape of the index designs' call codec
+// (index/nam/codec.go): three arguments, a leaf word, the stale flag.
+var codec = nam.Codec{Name: "cell", Args: 3, Ops: uint8(opCount), MaxStatus: StatusRetry, Leaf: true, Stale: true}
+
 const (
-	requestSize    = 40
-	replyHdrSize   = 32
-	entrySize      = 16
-	MaxReplySize   = 4096
-	maxScanEntries = (MaxReplySize - replyHdrSize) / entrySize
+	// MaxReplySize bounds a reply.
+	MaxReplySize   = nam.MaxReplySize
+	maxScanEntries = (MaxReplySize - 32) / 16
 )
 
 type request struct {
@@ -74,31 +77,12 @@ type request struct {
 }
 
 func (r *request) encode(b []byte) []byte {
-	b = append(b[:0], byte(r.op), 0, 0, 0, 0, 0, 0, 0)
-	b = binary.LittleEndian.AppendUint64(b, r.key)
-	b = binary.LittleEndian.AppendUint64(b, r.a)
-	b = binary.LittleEndian.AppendUint64(b, r.b)
-	return binary.LittleEndian.AppendUint64(b, r.c)
+	return codec.EncodeRequest(b, nam.Request{Op: uint8(r.op), Key: r.key, A: r.a, B: r.b, C: r.c})
 }
 
 func decodeRequest(b []byte) (request, error) {
-	if len(b) != requestSize {
-		return request{}, fmt.Errorf("cell: request of %d bytes, want %d", len(b), requestSize)
-	}
-	r := request{op: op(b[0]), key: binary.LittleEndian.Uint64(b[8:]), a: binary.LittleEndian.Uint64(b[16:]),
-		b: binary.LittleEndian.Uint64(b[24:]), c: binary.LittleEndian.Uint64(b[32:])}
-	if r.op == 0 || r.op >= opCount {
-		return r, fmt.Errorf("cell: unknown op %d", b[0])
-	}
-	for _, z := range b[1:8] {
-		if z != 0 {
-			return r, fmt.Errorf("cell: %v request with reserved bytes set", r.op)
-		}
-	}
-	if r.op == opScan && (r.a <= r.key || r.b == 0 || r.b > maxScanEntries) {
-		return r, fmt.Errorf("cell: scan of [%d, %d) for %d entries", r.key, r.a, r.b)
-	}
-	return r, nil
+	w, err := codec.DecodeRequest(b, uint8(opScan))
+	return request{op: op(w.Op), key: w.Key, a: w.A, b: w.B, c: w.C}, err
 }
 
 type reply struct {
@@ -109,43 +93,13 @@ type reply struct {
 }
 
 func (r *reply) encode(b []byte) []byte {
-	f := byte(0)
-	if r.found {
-		f = 1
-	}
-	st := byte(0)
-	if r.stale {
-		st = 1
-	}
-	b = append(b[:0], r.status, f, st, 0)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.keys)))
-	b = binary.LittleEndian.AppendUint64(b, r.value)
-	b = binary.LittleEndian.AppendUint64(b, r.leaf)
-	b = binary.LittleEndian.AppendUint64(b, r.next)
-	for i, k := range r.keys {
-		b = binary.LittleEndian.AppendUint64(b, k)
-		b = binary.LittleEndian.AppendUint64(b, r.vals[i])
-	}
-	return b
+	return codec.EncodeReply(b, &nam.Reply{Status: r.status, Found: r.found, Stale: r.stale, Value: r.value,
+		Leaf: r.leaf, Next: r.next, Keys: r.keys, Vals: r.vals})
 }
 
 func decodeReply(b []byte, r *reply) error {
-	if len(b) < replyHdrSize {
-		return fmt.Errorf("cell: reply of %d bytes", len(b))
-	}
-	n := binary.LittleEndian.Uint32(b[4:])
-	if n > maxScanEntries || len(b) != replyHdrSize+int(n)*entrySize || b[1] > 1 || b[2] > 1 || b[3] != 0 || b[0] > StatusRetry {
-		return fmt.Errorf("cell: malformed reply (%d bytes, %d entries)", len(b), n)
-	}
-	r.status, r.found, r.stale = b[0], b[1] == 1, b[2] == 1
-	r.value = binary.LittleEndian.Uint64(b[8:])
-	r.leaf = binary.LittleEndian.Uint64(b[16:])
-	r.next = binary.LittleEndian.Uint64(b[24:])
-	r.keys, r.vals = r.keys[:0], r.vals[:0]
-	for i := range int(n) {
-		e := b[replyHdrSize+i*entrySize:]
-		r.keys = append(r.keys, binary.LittleEndian.Uint64(e))
-		r.vals = append(r.vals, binary.LittleEndian.Uint64(e[8:]))
-	}
-	return nil
+	w := nam.Reply{Keys: r.keys, Vals: r.vals}
+	err := codec.DecodeReply(b, &w)
+	*r = reply{status: w.Status, found: w.Found, stale: w.Stale, value: w.Value, leaf: w.Leaf, next: w.Next, keys: w.Keys, vals: w.Vals}
+	return err
 }

@@ -88,25 +88,11 @@ func Bounds(n int, keys uint64, skewed bool) []uint64 {
 // from the leftmost, keys in order within bounds, no node locked, every
 // checksum right. It is the simulator's check after a run.
 func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
-	node := func(p Ptr) (*Node, error) {
-		if !p.Valid() || p.Server() >= len(mem) || p.Slot() == 0 || p.Slot() >= l.Slots {
-			return nil, fmt.Errorf("pointer %v out of range", p)
-		}
-		var n Node
-		b := mem[p.Server()][p.Slot()*NodeSize : (p.Slot()+1)*NodeSize]
-		if err := Decode(b, &n); err != nil {
-			return nil, fmt.Errorf("node %v: %w", p, err)
-		}
-		if n.Locked() {
-			return nil, fmt.Errorf("node %v locked at rest", p)
-		}
-		return &n, nil
-	}
 	var p Ptr
 	if l.Design == FineGrained {
 		p = Ptr(binary.LittleEndian.Uint64(mem[0][rootWord:]))
 		for {
-			n, err := node(p)
+			n, err := NodeAtRest(mem, l.Slots, p)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -121,20 +107,51 @@ func CheckTree(l *Layout, mem [][]byte) (keys, vals []uint64, err error) {
 	} else {
 		p = MakePtr(0, 1)
 	}
+	return LeafLevel(mem, l.Slots, p)
+}
+
+// NodeAtRest decodes the node at p from the servers' memory (slots per
+// server) at rest: in range, its checksum right, unlocked, valid.
+func NodeAtRest(mem [][]byte, slots uint64, p Ptr) (*Node, error) {
+	if !p.Valid() || p.Server() >= len(mem) || p.Slot() == 0 || p.Slot() >= slots {
+		return nil, fmt.Errorf("pointer %v out of range", p)
+	}
+	var n Node
+	b := mem[p.Server()][p.Slot()*NodeSize : (p.Slot()+1)*NodeSize]
+	if err := Decode(b, &n); err != nil {
+		return nil, fmt.Errorf("node %v: %w", p, err)
+	}
+	if n.Locked() {
+		return nil, fmt.Errorf("node %v locked at rest", p)
+	}
+	if n.Invalid {
+		return nil, fmt.Errorf("node %v is reachable but invalid", p)
+	}
+	return &n, nil
+}
+
+// LeafLevel walks the leaf level at rest from its leftmost leaf p and
+// returns the keys in order: every leaf at rest (NodeAtRest), of level 0,
+// its low key where the leaf on its left ends, its keys within its
+// bounds, its head node (if any) a head node.
+func LeafLevel(mem [][]byte, slots uint64, p Ptr) (keys, vals []uint64, err error) {
 	low := uint64(0)
 	for steps := uint64(0); ; steps++ {
-		if steps > l.Slots*uint64(len(mem)) {
+		if steps > slots*uint64(len(mem)) {
 			return nil, nil, fmt.Errorf("the leaf level loops")
 		}
-		n, err := node(p)
+		n, err := NodeAtRest(mem, slots, p)
 		if err != nil {
 			return nil, nil, err
 		}
 		if n.Level != 0 || n.IsHead {
 			return nil, nil, fmt.Errorf("node %v on the leaf level has level %d (head node %v)", p, n.Level, n.IsHead)
 		}
+		if n.Low != low {
+			return nil, nil, fmt.Errorf("leaf %v's low key %d, but the leaf on its left ends at %d", p, n.Low, low)
+		}
 		if n.Head.Valid() {
-			if h, err := node(n.Head); err != nil || !h.IsHead {
+			if h, err := NodeAtRest(mem, slots, n.Head); err != nil || !h.IsHead {
 				return nil, nil, fmt.Errorf("leaf %v's head node %v is none (%v)", p, n.Head, err)
 			}
 		}
