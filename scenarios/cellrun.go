@@ -43,7 +43,7 @@ func (r *namRun) setupCell(m int) error {
 	for i, s := range servers {
 		id := protocol.NodeID(cfg.Nodes + i)
 		r.servers = append(r.servers, s)
-		w.Attach(id, &cellServerReceiver{namServerReceiver: namServerReceiver{r, s, id}, s: s, servers: m})
+		w.Attach(id, &cellServerReceiver{namServerReceiver: namServerReceiver{r, s, id}, s: s, servers: m, splitAt: -1})
 		if cfg.HandleCost > 0 {
 			w.SetHandleCost(id, cfg.HandleCost)
 		}
@@ -104,6 +104,8 @@ type cellServerReceiver struct {
 	s        *cell.Server
 	servers  int
 	stepping bool
+	// splitAt is when the split under way started (its first step).
+	splitAt int64
 }
 
 // cellStepNanos is the CPU time of one step of a meganode split when the
@@ -138,9 +140,20 @@ func (c *cellServerReceiver) kick() {
 	}
 	c.r.w.After(c.id, cost, func() {
 		c.stepping = false
-		if _, err := c.s.Step(); err != nil {
+		if c.splitAt < 0 {
+			c.splitAt = c.r.w.Now()
+		}
+		more, err := c.s.Step()
+		if err != nil {
 			c.r.fail("memory server %d: %v", c.id, err)
 			return
+		}
+		// A step takes the server's CPU as a call does (its calls wait).
+		c.r.w.Spend(c.id, c.r.cfg.HandleCost)
+		if !more {
+			c.r.cellSplitNanos += c.r.w.Now() - c.splitAt
+			c.r.cellSplitsTimed++
+			c.splitAt = -1
 		}
 		for _, l := range c.s.TakeLinks() {
 			req := cell.LinkRequest(l, nil)

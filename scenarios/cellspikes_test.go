@@ -40,3 +40,36 @@ func TestCellSelectorSpikes(t *testing.T) {
 		}
 	}
 }
+
+// Cell Fig. 8's claim: while writers grow the tree, searches that the
+// selector moves to the client side free the server's CPU, so that the
+// meganode splits finish sooner and the writers put more, and the
+// searches' tail stays lower than server-side searches'.
+func TestCellSplitsFigure(t *testing.T) {
+	f, ok := IndexFigureByName("cell-splits")
+	if !ok {
+		t.Fatal("no figure cell-splits")
+	}
+	rows, err := RunIndexFigure(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]IndexBenchResult{}
+	for _, r := range rows {
+		at[r.Label] = r.IndexBenchResult
+	}
+	server, selector := at["server, 16 writers put"], at["selector, 16 writers put"]
+	if server.MegaSplits == 0 || selector.MegaSplits == 0 {
+		t.Fatalf("meganode splits: %d server-side, %d with the selector: the writers do not grow the tree enough", server.MegaSplits, selector.MegaSplits)
+	}
+	if selector.SplitMicros >= server.SplitMicros || selector.WriterPuts <= server.WriterPuts {
+		t.Errorf("a split takes %.0f us with the selector, %.0f server-side; the writers put %d against %d: want the selector's splits shorter and more puts",
+			selector.SplitMicros, server.SplitMicros, selector.WriterPuts, server.WriterPuts)
+	}
+	if selector.P90us >= server.P90us {
+		t.Errorf("search p90 %.1f us with the selector, %.1f server-side: want the selector's lower", selector.P90us, server.P90us)
+	}
+	if idle := at["server, writers idle"]; idle.MegaSplits != 0 || idle.WriterPuts != 0 {
+		t.Errorf("idle writers: %d puts, %d splits", idle.WriterPuts, idle.MegaSplits)
+	}
+}

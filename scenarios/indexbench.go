@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/scalestore-go/scalestore/index/cell"
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport"
@@ -44,6 +45,12 @@ type IndexBench struct {
 	// selector's outlier rejection and history expiry (Cell).
 	Spikes     Spikes
 	NoDefenses bool
+	// MegaNodes: Cell's leaf meganodes split past this many nodes (0:
+	// never). Writers, above 0, are more clients that put the keys the
+	// load left out (it loads the even keys only), in a random order, for
+	// the whole run: the tree grows under the Clients' searches, whose
+	// latencies alone the result reports (Cell Fig. 8).
+	MegaNodes, Writers int
 	// HeadGroup, above 0, installs head nodes of that many leaves (FG,
 	// hybrid) after the load, once (the bench's puts change no leaf
 	// groups the pass would: they overwrite loaded keys), and scans
@@ -57,6 +64,7 @@ type IndexBenchResult struct {
 	Ops          int     `json:"ops"`
 	OpsPerSec    float64 `json:"ops_per_sim_sec"`
 	P50us        float64 `json:"p50_us"`
+	P90us        float64 `json:"p90_us"`
 	P99us        float64 `json:"p99_us"`
 	CallsPerOp   float64 `json:"calls_per_op"`
 	VerbsPerOp   float64 `json:"verbs_per_op"`
@@ -69,6 +77,11 @@ type IndexBenchResult struct {
 	// Waits are the round trips the client waited for: RoundTrips, less
 	// the READs that went in a batch with others (head nodes' prefetch).
 	Waits float64 `json:"waits_per_op"`
+	// Cell with MegaNodes: the meganode splits finished in the measured
+	// window, their mean time from first step to last, the writers' puts.
+	MegaSplits   int     `json:"meganode_splits,omitempty"`
+	SplitMicros  float64 `json:"meganode_split_us,omitempty"`
+	WriterPuts   int     `json:"writer_puts,omitempty"`
 }
 
 // RunIndexBench runs one point.
@@ -81,7 +94,8 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 		return res, fmt.Errorf("index bench: %d clients, %d servers, %d keys, %d ns: want each at least 1", b.Clients, b.Servers, b.Keys, b.Duration)
 	}
 	cfg := DefaultSimConfig()
-	cfg.Workload, cfg.Nodes, cfg.Keys, cfg.Seed = b.Workload, b.Clients, int(b.Keys), b.Seed
+	cfg.Workload, cfg.Nodes, cfg.Keys, cfg.Seed = b.Workload, b.Clients+b.Writers, int(b.Keys), b.Seed
+	cfg.CellMegaNodes = b.MegaNodes
 	cfg.HandleCost, cfg.CellSearch, cfg.CellCacheLevel, cfg.Ops = b.HandleCost, b.Search, b.CacheLevel, 0
 	cfg.CellSpikes, cfg.CellNoDefenses = b.Spikes, b.NoDefenses
 	cfg.NAMHeadGroup = b.HeadGroup
@@ -90,22 +104,26 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 		return res, err
 	}
 	w := r.w
+	nodes := b.Clients + b.Writers
 	for i := range b.Servers {
 		if b.VerbCost > 0 {
-			w.SetVerbCost(protocol.NodeID(b.Clients+i), b.VerbCost)
+			w.SetVerbCost(protocol.NodeID(nodes+i), b.VerbCost)
 		}
 	}
 	// Load directly through the servers' state machines and memory, in a
 	// random order, outside simulated time.
-	loader := r.newClient(directFabric{r}, b.Clients)
+	loader := r.newClient(directFabric{r}, nodes)
 	rng := rand.New(rand.NewPCG(b.Seed, 0x10AD))
 	for _, k := range rng.Perm(int(b.Keys)) {
+		if b.Writers > 0 && k%2 == 1 {
+			continue
+		}
 		if err := loader.Put(uint64(k), uint64(k)+1); err != nil {
 			return res, fmt.Errorf("index bench: loading key %d: %w", k, err)
 		}
 	}
 	if r.headGroup > 0 {
-		pass := &nam.Client{L: r.layout, F: directFabric{r}, Alloc: b.Clients + 1}
+		pass := &nam.Client{L: r.layout, F: directFabric{r}, Alloc: nodes + 1}
 		if _, err := pass.RefreshHeads(r.headGroup); err != nil {
 			return res, fmt.Errorf("index bench: head pass: %w", err)
 		}
@@ -116,17 +134,53 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 	var lat []int64
 	var calls0, msgs0, verbs0, bytes0, waits0 uint64
 	var cpu0 []int64
+	splits := func() (n uint64) {
+		for _, s := range r.cellServers {
+			n += s.MegaSplits
+		}
+		return n
+	}
+	var splits0 uint64
+	var splitNanos0 int64
+	var timed0, puts, putsEnd int
 	snap := func() {
 		calls0, msgs0, waits0 = r.calls(), w.Messages, r.waits
 		verbs0, bytes0 = w.VerbStats()
 		bytes0 += w.PageBytes
-		cpu0 = w.BusyTimes(b.Clients, b.Servers)
+		cpu0 = w.BusyTimes(nodes, b.Servers)
+		splits0, splitNanos0, timed0 = splits(), r.cellSplitNanos, r.cellSplitsTimed
+		puts = 0
 	}
 	w.At(0, warm, snap)
+	w.At(0, end, func() {
+		putsEnd = puts
+		res.MegaSplits = int(splits() - splits0)
+		if n := r.cellSplitsTimed - timed0; n > 0 {
+			res.SplitMicros = float64(r.cellSplitNanos-splitNanos0) / float64(n) / 1e3
+		}
+	})
 	var cos []*sim.Coroutine
+	var searchers []*cell.Client // the Clients' (not the writers')
+	odd := rng.Perm(int(b.Keys / 2))
+	for k := range b.Writers {
+		cos = append(cos, w.Spawn(protocol.NodeID(b.Clients+k), w.Intn(1000), func(co *sim.Coroutine) {
+			c := r.newClient(&simFabric{r: r, node: protocol.NodeID(b.Clients + k), co: co}, b.Clients+k)
+			for i := k; i < len(odd) && w.Now() < end; i += b.Writers {
+				key := uint64(2*odd[i] + 1)
+				if err := c.Put(key, key+1); err != nil {
+					r.fail("writer %d, key %d: %v", k, key, err)
+					return
+				}
+				puts++
+			}
+		}))
+	}
 	for k := range b.Clients {
 		cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
 			c := r.newClient(&simFabric{r: r, node: protocol.NodeID(k), co: co}, k)
+			if cc, ok := c.(*cell.Client); ok {
+				searchers = append(searchers, cc)
+			}
 			for w.Now() < end {
 				start := w.Now()
 				key := w.Rand() % b.Keys
@@ -165,6 +219,7 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 	res.OpsPerSec = ops / (float64(b.Duration) / 1e9)
 	slices.Sort(lat)
 	res.P50us, res.P99us = float64(lat[len(lat)/2])/1e3, float64(lat[len(lat)*99/100])/1e3
+	res.P90us = float64(lat[len(lat)*9/10]) / 1e3
 	verbs, bytes := w.VerbStats()
 	// Operations that straddle the window's ends make these approximate
 	// by at most Clients operations' worth.
@@ -174,11 +229,12 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 	res.BytesPerOp = float64(bytes+w.PageBytes-bytes0) / ops
 	res.Waits = float64(r.waits-waits0) / ops
 	res.ServerCPU = res.CallsPerOp * float64(b.HandleCost) / 1e3
-	for i, busy := range w.BusyTimes(b.Clients, b.Servers) {
+	res.WriterPuts = putsEnd
+	for i, busy := range w.BusyTimes(nodes, b.Servers) {
 		res.ServerLoad = max(res.ServerLoad, float64(busy-cpu0[i])/float64(b.Duration))
 	}
 	var ss, cs uint64
-	for _, c := range r.cellClients {
+	for _, c := range searchers {
 		ss, cs = ss+c.Stats.ServerSearches, cs+c.Stats.ClientSearches
 	}
 	if ss+cs > 0 {
@@ -219,8 +275,24 @@ func (f directFabric) FetchAndAdd(rg transport.Region, off, delta uint64) (uint6
 	return prev, nil
 }
 
+// Call answers at once; a Cell meganode split the call started is run to
+// its end, its link delivered, before it returns.
 func (f directFabric) Call(server int, req, out []byte) ([]byte, error) {
-	return f.r.servers[server].Handle(req, out), nil
+	out = f.r.servers[server].Handle(req, out)
+	for _, s := range f.r.cellServers {
+		for s.Pending() {
+			if _, err := s.Step(); err != nil {
+				return out, err
+			}
+		}
+		for _, l := range s.TakeLinks() {
+			root := f.r.cellServers[f.r.cellLayout.Root.Server()]
+			if err := cell.CheckLinkReply(root.Handle(cell.LinkRequest(l, nil), nil)); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
 }
 
 var _ nam.Fabric = directFabric{}

@@ -102,6 +102,22 @@ var IndexFigures = []IndexFigure{
 			}
 			return ps
 		}},
+	{Name: "cell-splits", Paper: "Cell Fig. 8", About: "8 clients search while 16 more idle or put new keys that grow the tree (nodes and meganodes split; meganodes past 64 nodes) on one server core: server-side searches against the locality selector; the searches' latency and the meganode splits done",
+		Points: func() []IndexPoint {
+			var ps []IndexPoint
+			for _, bulk := range []bool{false, true} {
+				for _, s := range []string{"server", "selector"} {
+					b := cellFigBase(s, 8)
+					b.Keys, b.MegaNodes, b.Duration = 40_000, 64, 40_000_000
+					phase := "writers idle"
+					if bulk {
+						b.Writers, phase = 16, "16 writers put"
+					}
+					ps = append(ps, IndexPoint{fmt.Sprintf("%s, %s", s, phase), b})
+				}
+			}
+			return ps
+		}},
 }
 
 // IndexFigureByName finds an index figure.

@@ -60,6 +60,10 @@ type namRun struct {
 	cellClients []*cell.Client
 	cellLayout  *cell.Layout
 	cellServers []*cell.Server
+	// cellSplitNanos sums the simulated time of the finished meganode
+	// splits, first step to last (cellSplitsTimed of them).
+	cellSplitNanos  int64
+	cellSplitsTimed int
 	// shape: node fanout, the most entries of a scan call, skewed
 	// partitions (index experiments; the workloads use 4, 3, even).
 	fanout, scanBatch int

@@ -336,6 +336,20 @@ func (w *World) run(e *event) {
 	}
 }
 
+// Spend makes node's CPU busy for ns more from now (work it does outside
+// a message's handling: a background step), as SetHandleCost's handling
+// does: its timers, coroutines and later messages wait meanwhile.
+func (w *World) Spend(node protocol.NodeID, ns int64) {
+	if ns <= 0 || w.stopFault {
+		return
+	}
+	if w.handleCost == nil {
+		w.handleCost, w.busy = make([]int64, w.n), make([]int64, w.n)
+	}
+	w.stalled[node] = max(w.stalled[node], w.now) + ns
+	w.busy[node] += ns
+}
+
 // SetHandleCost makes node spend ns of CPU on every message it handles:
 // its timers, coroutines and later messages wait meanwhile, as on a node
 // with fewer cores for message handling (one-sided verbs to its memory do
