@@ -79,9 +79,9 @@ type IndexBenchResult struct {
 	Waits float64 `json:"waits_per_op"`
 	// Cell with MegaNodes: the meganode splits finished in the measured
 	// window, their mean time from first step to last, the writers' puts.
-	MegaSplits   int     `json:"meganode_splits,omitempty"`
-	SplitMicros  float64 `json:"meganode_split_us,omitempty"`
-	WriterPuts   int     `json:"writer_puts,omitempty"`
+	MegaSplits  int     `json:"meganode_splits,omitempty"`
+	SplitMicros float64 `json:"meganode_split_us,omitempty"`
+	WriterPuts  int     `json:"writer_puts,omitempty"`
 }
 
 // RunIndexBench runs one point.
