@@ -41,8 +41,8 @@ const (
 	// leaves the old owner out of the sharers, though it keeps a copy.
 	ForgetOwnerSharer = "forget-owner-sharer"
 	// ConflictKeepsEpoch: a shared conflict gives the new owner the
-	// epoch the sharers had (the epoch bump that make cover-swarm's
-	// experiments found needed; docs/protocol.md, "Coverage").
+	// epoch the sharers had (the one epoch bump of the directory's
+	// accept; docs/protocol.md, "Epoch bumps").
 	ConflictKeepsEpoch = "conflict-keeps-epoch"
 	// EncodeDropsPred: the codec does not put Pred on the wire.
 	EncodeDropsPred = "encode-drops-pred"

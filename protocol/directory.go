@@ -112,10 +112,15 @@ type Meta struct {
 	Mode    Mode
 	Owner   NodeID  // when ModeExclusive
 	Sharers NodeSet // when ModeShared
-	Epoch   uint32  // conflict epoch
-	Stale   bool    // the SSD copy is older than the latest value
-	Source  NodeID  // ModeShared && (Stale || Sourced): the sharer that serves copies
-	Copies  uint32  // copies forwarded to Source since it obtained the page
+	// Epoch is the conflict epoch. It rises at every shared conflict (an
+	// exclusive request against sharers, upgrades included) and at a
+	// Rebuild, and nowhere else: that is what tells a node's held shared
+	// copy from its outstanding exclusive acquisition (Pred), the only
+	// two epochs a node must tell apart (docs/protocol.md, "Epoch bumps").
+	Epoch  uint32
+	Stale  bool   // the SSD copy is older than the latest value
+	Source NodeID // ModeShared && (Stale || Sourced): the sharer that serves copies
+	Copies uint32 // copies forwarded to Source since it obtained the page
 	// Sourced: the SSD copy is the latest, but a sharer (Source) serves
 	// copies from its memory, which is faster than the SSD (paper §3.4.3:
 	// a shared request is served by a sharer). The first node granted the
@@ -123,7 +128,8 @@ type Meta struct {
 	// When the source leaves, another sharer takes its place.
 	Sourced bool
 	// OwnerEpoch is the conflict epoch at which the exclusive owner (or,
-	// once it served a copy, the source) was accepted.
+	// once it served a copy, the source of a stale page) was accepted:
+	// the Pred of transfers to it.
 	OwnerEpoch uint32
 
 	allocated   bool
@@ -275,9 +281,9 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 			return dec, ErrAlreadyHolder
 		}
 		// Exclusive conflict (Fig. 4): the requester fetches from the owner,
-		// or from whoever is chained last before it.
+		// or from whoever is chained last before it. The conflict epoch
+		// stays (see Meta.Epoch).
 		owner, pred := m.Owner, m.OwnerEpoch
-		m.Epoch++
 		if mode == ModeExclusive {
 			m.Owner, m.OwnerEpoch = from, m.Epoch
 		} else {
@@ -305,7 +311,6 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 				// (see ModeExclusive below): a remote cache is faster than
 				// the SSD, for the directory node too. (Not when the
 				// directory node has a copy of its own to serve.)
-				m.Epoch++
 				m.Copies++
 				d.forwardTo(&dec, m.Source, 0, NodeSet{}, m.Epoch)
 				if m.Stale {
@@ -334,7 +339,7 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 		// copies forwarded to it before it gives the page up.
 		sourced, anyCopy, source, copies, pred := m.Stale || m.Sourced, !m.Stale && m.Sourced, m.Source, m.Copies, m.OwnerEpoch
 		if d.ConflictKeepsEpoch == nil || !d.ConflictKeepsEpoch() {
-			m.Epoch++
+			m.Epoch++ // the one bump of accept (see Meta.Epoch)
 		}
 		m.Mode, m.Owner, m.Stale, m.Sharers, m.Copies, m.OwnerEpoch = ModeExclusive, from, true, NodeSet{}, 0, m.Epoch
 		m.Sourced = false
@@ -382,11 +387,10 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 }
 
 // makeSource makes from, granted the page shared from the SSD, the sharer
-// that serves the next shared requests (Sourced), at a conflict epoch of
-// its own that transfers to it name (Pred).
+// that serves the next shared requests (Sourced). Transfers to it carry
+// FlagAnyCopy, so no Pred names its copy.
 func (d *Directory) makeSource(m *Meta, from NodeID) {
-	m.Epoch++
-	m.Sourced, m.Source, m.Copies, m.OwnerEpoch = true, from, 0, m.Epoch
+	m.Sourced, m.Source, m.Copies = true, from, 0
 }
 
 func (d *Directory) forwardTo(dec *Decision, target NodeID, k uint32, set NodeSet, epoch uint32) {

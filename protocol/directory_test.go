@@ -78,7 +78,7 @@ func TestExclusiveConflictForwardsToOwner(t *testing.T) {
 	for _, mode := range []Mode{ModeShared, ModeExclusive} {
 		d, pid := newDir(t, Chaining)
 		dec := req(t, d, 2, pid, mode)
-		if dec.Action != ActForward || dec.Target != 1 || dec.Epoch != 1 {
+		if dec.Action != ActForward || dec.Target != 1 || dec.Pred != 0 {
 			t.Fatalf("%v: %+v", mode, dec)
 		}
 	}
@@ -98,22 +98,46 @@ func TestChainingForwardsToPredecessor(t *testing.T) {
 		if dec.Target != want {
 			t.Fatalf("request of %d forwarded to %d, want predecessor %d", n, dec.Target, want)
 		}
-		if dec.Epoch != uint32(i+1) {
-			t.Fatalf("conflict epoch %d, want %d", dec.Epoch, i+1)
+	}
+}
+
+// The conflict epoch rises at a shared conflict (upgrades included) and
+// nowhere else in accept: not at an exclusive conflict, a copy or a new
+// copy source (docs/protocol.md, "Epoch bumps").
+func TestEpochRisesOnlyAtSharedConflicts(t *testing.T) {
+	d, pid := newDir(t, Chaining) // 1 owns it at epoch 0
+	steps := []struct {
+		from NodeID
+		mode Mode
+		want uint32
+	}{
+		{2, ModeExclusive, 0}, // exclusive conflict
+		{3, ModeShared, 0},    // exclusive conflict, X to S: 2 is the source
+		{4, ModeShared, 0},    // a copy from the source
+		{3, ModeExclusive, 1}, // upgrade: a shared conflict
+		{2, ModeShared, 1},    // exclusive conflict
+		{4, ModeExclusive, 2}, // shared conflict
+	}
+	for i, s := range steps {
+		if dec := req(t, d, s.from, pid, s.mode); dec.Epoch != s.want || d.Meta(pid).Epoch != s.want {
+			t.Fatalf("step %d (%d asks %v): epoch %d, page's %d, want %d", i, s.from, s.mode, dec.Epoch, d.Meta(pid).Epoch, s.want)
 		}
 	}
 }
 
 // Owner stability: "D can thus detect that the current conflict epoch does
 // not match the epoch from the eviction request ... D declines the eviction".
+// The directory detects it by the holder of record: 1 is no longer the
+// owner once 2 is chained behind it (decision 5 of docs/protocol.md).
 func TestOwnerStability(t *testing.T) {
 	d, pid := newDir(t, Chaining)
-	req(t, d, 2, pid, ModeExclusive) // 2 chained behind 1 at epoch 1
+	req(t, d, 2, pid, ModeExclusive) // 2 chained behind 1
 	if got := evictAll(t, d, 1, pid, 0, 0); got != EvictDeclined {
 		t.Fatalf("eviction of a chained predecessor: %v", got)
 	}
-	// The successor, once it holds the page at epoch 1, may evict.
-	if got := evictAll(t, d, 2, pid, 1, 0); got != EvictPull {
+	// The successor, once it holds the page (at epoch 0: no shared
+	// conflict), may evict.
+	if got := evictAll(t, d, 2, pid, 0, 0); got != EvictPull {
 		t.Fatalf("eviction of the current owner: %v", got)
 	}
 	// While the dirty page is on its way to the SSD, requests park.
