@@ -480,8 +480,8 @@ func (d *Directory) Evict(from NodeID, e EvictEntry) (EvictDecision, error) {
 		}
 		return EvictAccepted, nil
 	}
-	// A successor is chained behind from (its conflict epoch is older than
-	// the page's), or from is being invalidated: it keeps the page until the
+	// A successor is chained behind from (from is no longer the holder of
+	// record), or from is being invalidated: it keeps the page until the
 	// transfer or invalidation arrives.
 	if d.NoOwnerStability != nil && d.NoOwnerStability() {
 		return EvictAccepted, nil // mutation: the rule is broken on purpose
