@@ -42,13 +42,16 @@ type SELCCConfig struct {
 
 // SELCCNode is one SELCC node process.
 type SELCCNode struct {
-	cfg    SELCCConfig
-	tr     transport.Transport
-	mem    []byte // mmap'd: registered memory must not move
-	region transport.Region
-	cache  *linecache.Cache
-	stop   atomic.Bool
-	served chan struct{}
+	cfg SELCCConfig
+	tr  transport.Transport
+	mem []byte // off-heap (the transport's or mmap'd): registered memory must not move
+	// mmapped: mem is our own mapping, unmapped by Close (else the
+	// transport's, released by its Close).
+	mmapped bool
+	region  transport.Region
+	cache   *linecache.Cache
+	stop    atomic.Bool
+	served  chan struct{}
 	// MemoryMessages counts messages that reached a memory node (0 by
 	// design).
 	MemoryMessages atomic.Uint64
@@ -69,17 +72,25 @@ func NewSELCCNode(cfg SELCCConfig) (*SELCCNode, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("cluster: selcc node %d: nothing to register (lines %d, threads %d)", cfg.ID, cfg.Lines, cfg.Threads)
 	}
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: selcc node %d: mapping %d bytes: %w", cfg.ID, size, err)
-	}
-	n.mem = mem
 	tr, err := cfg.NewTransport(n.handle)
 	if err != nil {
-		unix.Munmap(mem)
 		return nil, fmt.Errorf("cluster: selcc node %d: %w", cfg.ID, err)
 	}
 	n.tr = tr
+	// Memory the transport allocates its peers may map (shm: their verbs
+	// on it are then memory accesses of the calling thread).
+	var mem []byte
+	if a, ok := tr.(transport.Allocator); ok {
+		mem, err = a.AllocMemory(size)
+	} else {
+		mem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		n.mmapped = err == nil
+	}
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster: selcc node %d: allocating %d bytes: %w", cfg.ID, size, err)
+	}
+	n.mem = mem
 	if n.region, err = tr.Register(mem); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("cluster: selcc node %d: registering memory: %w", cfg.ID, err)
@@ -220,7 +231,7 @@ func (n *SELCCNode) Close() error {
 	if n.tr != nil {
 		err = n.tr.Close()
 	}
-	if n.mem != nil {
+	if n.mmapped {
 		unix.Munmap(n.mem)
 	}
 	return err

@@ -87,3 +87,12 @@ type Transport interface {
 	// handler is not called after Close returns.
 	Close() error
 }
+
+// Allocator is implemented by a transport that can give memory its peers
+// reach faster once registered: shm maps such memory into every peer, whose
+// one-sided verbs on it are then done by the calling thread itself instead
+// of by the owner's reader. The memory is zeroed and stays valid until the
+// transport is closed (Close releases it).
+type Allocator interface {
+	AllocMemory(size int) ([]byte, error)
+}

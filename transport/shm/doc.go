@@ -22,7 +22,8 @@
 // whatever the peer does; the dialer allocates the memory, so it is charged
 // to the dialer (L5's argument for client-allocated segments).
 //
-// The socket then stays open and silent as the liveness channel: when the
+// The socket then stays open as the liveness channel, carrying only region
+// messages (direct verbs, below): when the
 // peer process exits or closes its transport, the kernel closes its end and
 // we read EOF; the link fails and Send returns an error wrapping
 // transport.ErrPeerDown at once instead of waiting on a ring nobody drains.
@@ -82,6 +83,13 @@
 // back in the response rings, drained by the waiting callers themselves, so
 // a handler may issue verbs to the peer it is handling. Errors wrap
 // transport.ErrAccess and transport.ErrMisaligned.
+//
+// Memory allocated with AllocMemory (a memfd of its own) is passed to every
+// peer once registered (a region message with the memfd on the bootstrap
+// socket), and the peers map it: their verbs on it are then done by the
+// calling thread itself, a copy or a sync/atomic operation on the shared
+// memory, as an RDMA NIC does them, whenever the ring to the owner is empty
+// (so a Write stays ordered after earlier Sends). direct.go has the details.
 //
 // # Limits
 //

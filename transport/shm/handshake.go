@@ -33,7 +33,7 @@ import (
 const (
 	helloSize    = 64
 	helloMagic   = 0x53_48_4d_48_53_47_53_53 // "SSGSHMHS" little endian
-	protoVersion = 1
+	protoVersion = 2                         // 2: region messages on the bootstrap socket (direct.go)
 
 	msgHello   = 1
 	msgWelcome = 2

@@ -50,6 +50,12 @@ type link struct {
 	callMu sync.Mutex
 	calls  map[uint64]*call // verbs waiting for an answer; nil once failed
 	nextID uint64
+
+	// The peer's regions mapped here (direct.go): read by direct verbs
+	// under remoteMu's read lock, replaced under its lock.
+	remoteMu sync.RWMutex
+	remote   atomic.Pointer[map[uint32][]byte]
+	sockMu   sync.Mutex // serializes region messages on conn
 }
 
 func (t *Transport) newLink(p *peer, conn *net.UnixConn, seg *segment, dialer bool) *link {
@@ -135,6 +141,7 @@ func (l *link) destroy() {
 // teardown unmaps the segment once nobody can touch it (see link).
 func (l *link) teardown() {
 	<-l.deadCh
+	l.unmapRemote()
 	<-l.respToken // kept: later verb callers find their call failed
 	l.inMu.Lock() // kept: a poller finds the link dead
 	l.msgOut.mu.Lock()
@@ -212,18 +219,29 @@ func (l *link) drainIn(max int) (int, bool) {
 	return max, true
 }
 
-// watch reads the bootstrap socket, which is silent after the handshake:
-// EOF means the peer process exited or closed its transport.
+// watch reads the bootstrap socket, which after the handshake carries
+// only the peer's region messages (direct.go): EOF means the peer process
+// exited or closed its transport.
 func (l *link) watch() {
 	defer l.t.wg.Done()
-	var b [1]byte
-	_, err := l.conn.Read(b[:])
+	var err error
+	for {
+		key, size, fd, why, rerr := l.readRegionMsg()
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		if why == nil {
+			why = l.mapRemote(key, size, fd)
+		}
+		if why != nil {
+			l.t.log.Warn("shm: ignored a region the peer passed; its verbs take the ring", "peer", l.peer.id, "err", why)
+		}
+	}
 	if l.dead.Load() {
 		return
 	}
 	switch {
-	case err == nil:
-		err = errors.New("unexpected bytes on the bootstrap socket")
 	case errors.Is(err, io.EOF):
 		err = errors.New("bootstrap socket closed (the process exited or closed its transport)")
 	}

@@ -46,6 +46,8 @@ type Transport struct {
 
 	regMu   sync.RWMutex
 	regions map[uint32][]byte // registered memory by key
+	allocs  []*allocation     // AllocMemory's memory, unmapped by Close
+	exports []exported        // registered allocations: passed to every peer
 
 	// Napping readers (nap.go).
 	activity      atomic.Pointer[atomic.Uint64]
@@ -54,7 +56,10 @@ type Transport struct {
 	naps          atomic.Uint64 // naps taken (tests)
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Allocator = (*Transport)(nil)
+)
 
 // peer is the state of one other node.
 type peer struct {
@@ -310,6 +315,13 @@ func (t *Transport) Close() error {
 		}
 	}
 	t.wg.Wait()
+	t.regMu.Lock()
+	for _, a := range t.allocs {
+		unix.Munmap(a.mem)
+		unix.Close(a.fd)
+	}
+	t.allocs, t.exports = nil, nil
+	t.regMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("shm: closing the listener: %w", err)
 	}
@@ -354,6 +366,7 @@ func (t *Transport) install(l *link) bool {
 	go l.readLoop()
 	go l.watch()
 	p.mu.Unlock()
+	t.offerAll(l) // after cur is set: a region registered meanwhile reaches l one way or both
 	if old != nil {
 		old.fail(fmt.Errorf("%w: node %d reconnected", transport.ErrPeerDown, p.id))
 	}

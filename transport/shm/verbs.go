@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport"
@@ -61,15 +60,27 @@ func (t *Transport) Register(mem []byte) (transport.Region, error) {
 		return transport.Region{}, errors.New("shm: register: empty region")
 	}
 	t.regMu.Lock()
-	defer t.regMu.Unlock()
 	for {
 		// Random keys: a peer holding a stale Region of another run, or
 		// guessing, is refused rather than served.
 		key := rand.Uint32()
-		if key != 0 && t.regions[key] == nil {
-			t.regions[key] = mem[:len(mem):len(mem)]
-			return transport.Region{Node: t.self, Key: key, Len: uint64(len(mem))}, nil
+		if key == 0 || t.regions[key] != nil {
+			continue
 		}
+		t.regions[key] = mem[:len(mem):len(mem)]
+		r := transport.Region{Node: t.self, Key: key, Len: uint64(len(mem))}
+		a := t.exportable(mem)
+		var e exported
+		if a != nil {
+			// Memory of AllocMemory: every peer maps it (direct.go).
+			e = exported{key: key, fd: a.fd, len: uint64(len(mem))}
+			t.exports = append(t.exports, e)
+		}
+		t.regMu.Unlock()
+		if a != nil {
+			t.offerLive(e)
+		}
+		return r, nil
 	}
 }
 
@@ -77,6 +88,9 @@ func (t *Transport) Register(mem []byte) (transport.Region, error) {
 func (t *Transport) Read(dst []byte, r transport.Region, off uint64) error {
 	if off+uint64(len(dst)) < off {
 		return t.verbErr(opRead, r, off, uint64(len(dst)), stAccess)
+	}
+	if done, err := t.tryDirect(r, opRead, off, uint64(len(dst)), nil, dst); done {
+		return err
 	}
 	for first := true; first || len(dst) > 0; first = false {
 		k := min(len(dst), verbChunk)
@@ -94,6 +108,9 @@ func (t *Transport) Read(dst []byte, r transport.Region, off uint64) error {
 func (t *Transport) Write(r transport.Region, off uint64, src []byte) error {
 	if off+uint64(len(src)) < off {
 		return t.verbErr(opWrite, r, off, uint64(len(src)), stAccess)
+	}
+	if done, err := t.tryDirect(r, opWrite, off, uint64(len(src)), src, nil); done {
+		return err
 	}
 	for first := true; first || len(src) > 0; first = false {
 		k := min(len(src), verbChunk)
@@ -133,6 +150,14 @@ func (t *Transport) verb(r transport.Region, op byte, off, n, old, arg uint64, s
 	if err != nil {
 		return 0, err
 	}
+	if op == opCAS || op == opFAA {
+		if value, st, ok := l.direct(r.Key, op, off, n, old, arg, src, dst); ok {
+			if st != stOK {
+				return 0, t.verbErr(op, r, off, n, st)
+			}
+			return value, nil
+		}
+	}
 	var req [protocol.FrameSize]byte
 	req[0] = op
 	le.PutUint32(req[4:], r.Key)
@@ -150,6 +175,30 @@ func (t *Transport) verb(r transport.Region, op byte, off, n, old, arg uint64, s
 	return value, nil
 }
 
+// tryDirect does a Read or Write of any length direct (direct.go) when it
+// can; done false: take the ring.
+func (t *Transport) tryDirect(r transport.Region, op byte, off, n uint64, src, dst []byte) (done bool, err error) {
+	if r.Node == t.self || t.closed.Load() {
+		return false, nil
+	}
+	p := t.peers[r.Node]
+	if p == nil {
+		return false, nil
+	}
+	l := p.live.Load()
+	if l == nil || l.dead.Load() {
+		return false, nil
+	}
+	_, st, ok := l.direct(r.Key, op, off, n, 0, 0, src, dst)
+	if !ok {
+		return false, nil
+	}
+	if st != stOK {
+		return true, t.verbErr(op, r, off, n, st)
+	}
+	return true, nil
+}
+
 func (t *Transport) verbErr(op byte, r transport.Region, off, n uint64, st byte) error {
 	what := fmt.Sprintf("shm: %s of %d bytes at offset %d of region %#x on node %d", opName[op], n, off, r.Key, r.Node)
 	switch st {
@@ -161,9 +210,8 @@ func (t *Transport) verbErr(op byte, r transport.Region, off, n uint64, st byte)
 	return fmt.Errorf("%s: malformed request or answer (status %d)", what, st)
 }
 
-// apply performs one verb on this node's registered memory; a read returns
-// the bytes (aliasing the region). Key first, then alignment, then bounds,
-// so a misaligned atomic is ErrMisaligned even near the end.
+// apply performs one verb on this node's registered memory (applyMem); a
+// read returns the bytes (aliasing the region). Key first.
 func (t *Transport) apply(op byte, key uint32, off, n, old, arg uint64, src []byte) (data []byte, value uint64, st byte) {
 	t.regMu.RLock()
 	mem := t.regions[key]
@@ -171,55 +219,10 @@ func (t *Transport) apply(op byte, key uint32, off, n, old, arg uint64, src []by
 	if mem == nil {
 		return nil, 0, stAccess
 	}
-	inBounds := func(n uint64) bool { return off <= uint64(len(mem)) && n <= uint64(len(mem))-off }
-	switch op {
-	case opRead:
-		if n > verbChunk {
-			return nil, 0, stBad
-		}
-		if !inBounds(n) {
-			return nil, 0, stAccess
-		}
-		return mem[off : off+n], 0, stOK
-	case opWrite:
-		if uint64(len(src)) != n {
-			return nil, 0, stBad
-		}
-		if !inBounds(n) {
-			return nil, 0, stAccess
-		}
-		copy(mem[off:], src)
-		return nil, 0, stOK
-	case opCAS, opFAA:
-		if off%8 != 0 {
-			return nil, 0, stMisaligned
-		}
-		if !inBounds(8) {
-			return nil, 0, stAccess
-		}
-		p := unsafe.Pointer(&mem[off])
-		if uintptr(p)%8 != 0 {
-			return nil, 0, stMisaligned // the region itself starts misaligned
-		}
-		// The owner's own sync/atomic accesses of the word are atomic with
-		// these: same instructions on the same memory.
-		w := (*atomic.Uint64)(p)
-		if op == opFAA {
-			return nil, w.Add(arg) - arg, stOK
-		}
-		for {
-			// A failed CAS reports the value it saw; the load is its
-			// linearization point.
-			cur := w.Load()
-			if cur != old {
-				return nil, cur, stOK
-			}
-			if w.CompareAndSwap(old, arg) {
-				return nil, old, stOK
-			}
-		}
+	if op == opRead && n > verbChunk {
+		return nil, 0, stBad
 	}
-	return nil, 0, stBad
+	return applyMem(mem, op, off, n, old, arg, src)
 }
 
 // serve answers one verb request from the peer (on the reader goroutine).
