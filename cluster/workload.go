@@ -45,6 +45,9 @@ type Workload struct {
 	StartAt int64         `json:"start_at,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	Leave   bool          `json:"leave,omitempty"`
+	// ScanLen bounds the keys a scan of the index workloads covers (1 to
+	// ScanLen; 0: 12).
+	ScanLen int `json:"scan_len,omitempty"`
 }
 
 // leaveLimit bounds how long a leaving node may take to hand its pages back.
@@ -74,6 +77,13 @@ type RunResult struct {
 	// change cut); the run goes on. A cut write is in the history with
 	// Return UnknownReturn: it may or may not have happened.
 	Unavailable int64 `json:"unavailable,omitempty"`
+	// The index workloads: the scans completed, their latencies' sum, the
+	// round trips their threads waited for (a batch of READs in flight
+	// together is one) and the READs they issued.
+	Scans     uint64 `json:"scans,omitempty"`
+	ScanNanos uint64 `json:"scan_ns,omitempty"`
+	ScanWaits uint64 `json:"scan_waits,omitempty"`
+	ScanReads uint64 `json:"scan_reads,omitempty"`
 }
 
 // UnknownReturn marks a history's write whose outcome is unknown (a view

@@ -22,6 +22,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/ycsb"
@@ -56,6 +57,8 @@ type clusterFlags struct {
 	memoryNodes             int
 	workload, search        string
 	megaNodes               int
+	headNodes               bool
+	headGroup, scanLen      int
 	cacheBytes              int64
 	elastic                 bool
 	computeNodes            int
@@ -101,6 +104,14 @@ type clusterResult struct {
 	Protocol       string `json:"protocol"`
 	MemoryNodes    int    `json:"memory_nodes,omitempty"`
 	MemoryMessages uint64 `json:"memory_messages"`
+	// The index workloads: head nodes' group (0: none), the scans, their
+	// mean latency and the round trips (a batch of READs in flight
+	// together is one) and READs each waited for on average.
+	HeadGroup      int     `json:"head_group,omitempty"`
+	Scans          uint64  `json:"scans,omitempty"`
+	ScanMeanUs     float64 `json:"scan_mean_us,omitempty"`
+	ScanRoundTrips float64 `json:"scan_round_trips,omitempty"`
+	ScanReads      float64 `json:"scan_reads,omitempty"`
 	// --elastic: the compute nodes, the throughput of each second of the
 	// schedule, and the nodes that left.
 	Elastic      bool       `json:"elastic,omitempty"`
@@ -169,6 +180,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.readRatio, "read-ratio", 0.95, "share of point lookups (the rest are updates)")
 	fs.Float64Var(&f.zipf, "zipf", 0.99, "scrambled zipfian constant (0 = uniform)")
 	fs.IntVar(&f.threads, "threads", 2, "YCSB workers per node")
+	autoShapeFlag := fs.Bool("auto-shape", false, "choose --nodes and --threads for this machine: a core per busy worker, two nodes at least (make run uses it); the run prints the shape and why")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measured run time")
 	fs.BoolVar(&f.partitioned, "partitioned", false, "each node works on its own share of the keys")
 	fs.DurationVar(&f.shiftEvery, "shift-every", 0, "with --partitioned, move every node's share to the next node this often (paper §6.5)")
@@ -188,8 +200,11 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
 	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore (the B-tree under YCSB), or selcc: SELCC's compute nodes cache --records lines of passive memory nodes (the register workload: each operation reads or writes one line)")
 	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler); with an index --workload: memory servers")
-	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of up to 12 keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
+	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of 1 to --scan-len keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
 	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
+	fs.BoolVar(&f.headNodes, "head-nodes", true, "--workload nam-fg or nam-hybrid: head nodes on the leaf level (paper §4.3): compute node 0 runs the background pass that installs and refreshes them (50ms between passes), and scans prefetch the leaves a head node lists in one batch of READs (in flight together over tcp, back to back over shm, where that measured faster); the run prints the round trips and READs per scan; false: none (the other workloads ignore it)")
+	fs.IntVar(&f.headGroup, "head-group", nam.DefaultHeadGroup, fmt.Sprintf("with --head-nodes: the leaves a head node lists (2..%d)", nam.MaxFanout))
+	fs.IntVar(&f.scanLen, "scan-len", 12, "index --workload: a scan covers 1 to this many keys")
 	fs.IntVar(&f.megaNodes, "cell-mega-nodes", 0, "--workload cell: a leaf meganode of more nodes than this splits in two (Cell's copy, relink, invalidate, run by its server while clients read it); 0: never")
 	fs.BoolVar(&f.elastic, "elastic", false, "the decoupled architecture and Fig. 10's schedule (paper §6.6): --nodes storage nodes hold the pages and run no workers, --compute-nodes compute nodes (a cache, no pages) run them; the first works from the start, the others join one by one and leave in reverse order, each leaving node handing back every page it holds; prints the throughput of each second and checks that no directory names a node that left")
 	fs.StringVar(&f.kill, "kill", "", "N@D: kill -9 node N's process D into the run (e.g. 2@3s): the others go on without it, their operations on its pages failing and counted, the rest served; --check covers the whole history (the killed node's reads are lost with it, its acknowledged writes count as writes of unknown time). The nodes keep their membership in an etcd this command runs, and write through (--durability process)")
@@ -200,6 +215,16 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if *autoShapeFlag {
+		set := false
+		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "nodes" || fl.Name == "threads" })
+		if set {
+			fmt.Fprintln(stderr, "cluster: --auto-shape chooses --nodes and --threads: give either, not both")
+			return 2
+		}
+		f.nodes, f.threads = autoShape(runtime.NumCPU())
+		fmt.Fprintln(stderr, describeAutoShape(f.nodes, f.threads, runtime.NumCPU()))
 	}
 	if f.nodes < 1 || f.nodes > 64 || f.threads < 1 || f.records < f.nodes || f.readRatio < 0 || f.readRatio > 1 || f.zipf < 0 || f.zipf >= 1 {
 		fmt.Fprintln(stderr, "cluster: want --nodes 1..64, --threads >= 1, --records >= --nodes, --read-ratio in 0..1, --zipf in [0, 1)")
@@ -255,6 +280,14 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		if !f.memoryNodeFlags(fs, 10_000, stderr) { // a history per key porcupine checks in seconds
 			return 2
 		}
+		if f.headGroup < 2 || f.headGroup > nam.MaxFanout {
+			fmt.Fprintf(stderr, "cluster: --head-group %d: want 2..%d leaves per head node\n", f.headGroup, nam.MaxFanout)
+			return 2
+		}
+		if f.scanLen < 1 {
+			fmt.Fprintf(stderr, "cluster: --scan-len %d: want at least 1 key\n", f.scanLen)
+			return 2
+		}
 		f.protocol = "index"
 		run = clusterRunIndex
 	default:
@@ -301,6 +334,14 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if f.protocol == "index" {
 		fmt.Fprintf(stdout, "%s: %d memory servers; %d compute nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  %s\n",
 			f.workload, res.MemoryNodes, res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, check)
+		if res.Scans > 0 && f.workload != "cell" {
+			heads := "no head nodes"
+			if res.HeadGroup > 0 {
+				heads = fmt.Sprintf("head nodes of %d leaves", res.HeadGroup)
+			}
+			fmt.Fprintf(stdout, "  scans %d of 1..%d keys: mean %.1fus, round trips waited for per scan %.2f, READs %.2f (%s)\n",
+				res.Scans, f.scanLen, res.ScanMeanUs, res.ScanRoundTrips, res.ScanReads, heads)
+		}
 	} else {
 		printClusterFigures(stdout, res, check)
 	}

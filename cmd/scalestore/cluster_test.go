@@ -172,29 +172,42 @@ func TestClusterSELCC(t *testing.T) {
 	}
 }
 
-// TestClusterIndexes: the NAM-tree's hybrid and Cell on processes (two
-// compute nodes, two memory servers) over shm and tcp: a checked mix of
-// gets, scans, puts and deletes with no violation and no refused message;
-// Cell's meganodes split under it (at most 8 nodes each).
+// TestClusterIndexes: the NAM-tree's hybrid and FG and Cell on processes
+// (two compute nodes, two memory servers) over shm and tcp: a checked mix
+// of gets, scans, puts and deletes with no violation and no refused
+// message; Cell's meganodes split under it (at most 8 nodes each); FG and
+// hybrid run head nodes (the default): compute node 0's background pass
+// ran, and over tcp FG's scans kept READs in flight together (fewer round
+// trips than READs).
 func TestClusterIndexes(t *testing.T) {
 	bin := scalestoreBinary(t)
-	for _, wl := range []string{"nam-hybrid", "cell"} {
+	for _, wl := range []string{"nam-hybrid", "nam-fg", "cell"} {
 		for _, kind := range []string{"shm", "tcp"} {
 			t.Run(wl+"/"+kind, func(t *testing.T) {
 				logFile := filepath.Join(t.TempDir(), "nodes.log")
 				out, err := exec.Command(bin, "cluster", "--workload", wl, "--nodes", "2", "--memory-nodes", "2", "--transport", kind,
 					"--records", "2000", "--threads", "2", "--read-ratio", "0.7", "--duration", "700ms", "--check", "--json", "--quiet",
-					"--cell-mega-nodes", "8", "--log", logFile).CombinedOutput()
+					"--cell-mega-nodes", "8", "--scan-len", "40", "--log", logFile).CombinedOutput()
 				if err != nil {
 					t.Fatalf("%v\n%s", err, out)
 				}
-				if logs, _ := os.ReadFile(logFile); wl == "cell" && !bytes.Contains(logs, []byte("index: meganode splits")) {
+				logs, _ := os.ReadFile(logFile)
+				if wl == "cell" && !bytes.Contains(logs, []byte("index: meganode splits")) {
 					t.Fatalf("no meganode split in the run:\n%s", logs)
 				}
 				var res clusterResult
 				lastJSON(t, out, &res)
 				if res.Violations != 0 || !res.Checked || res.Ops == 0 || res.HistoryOps == 0 || res.Protocol != wl || res.MemoryNodes != 2 {
 					t.Fatalf("violations %d checked %v ops %d history %d protocol %q\n%s", res.Violations, res.Checked, res.Ops, res.HistoryOps, res.Protocol, out)
+				}
+				if wl == "cell" {
+					return
+				}
+				if res.HeadGroup != 8 || res.Scans == 0 || !bytes.Contains(logs, []byte("index: head passes")) || bytes.Contains(logs, []byte("passes=0 ")) {
+					t.Fatalf("head group %d, %d scans, or no head pass in the log:\n%s\n%s", res.HeadGroup, res.Scans, out, logs)
+				}
+				if kind == "tcp" && wl == "nam-fg" && res.ScanRoundTrips >= res.ScanReads { // (hybrid's scans make calls too)
+					t.Fatalf("scans waited for %.2f round trips and issued %.2f READs: no READs in flight together\n%s", res.ScanRoundTrips, res.ScanReads, out)
 				}
 			})
 		}

@@ -15,9 +15,13 @@ func clusterRunIndex(f clusterFlags, stderr io.Writer) (clusterResult, error) {
 	c, m := f.nodes, f.memoryNodes
 	res, _, err := runMemoryNodes(f, memoryNodeDesign{protocol: "index", name: f.workload,
 		args: []string{"--index-workload", f.workload, "--keys", fmt.Sprint(f.records), "--computes", fmt.Sprint(c),
-			"--servers", fmt.Sprint(m), "--search", f.search, "--cell-mega-nodes", fmt.Sprint(f.megaNodes)},
+			"--servers", fmt.Sprint(m), "--search", f.search, "--cell-mega-nodes", fmt.Sprint(f.megaNodes),
+			"--head-nodes=" + fmt.Sprint(f.headNodes), "--head-group", fmt.Sprint(f.headGroup)},
 		running: fmt.Sprintf("%s: %d compute nodes of %d threads and %d memory servers over %s, %d keys; running for %v\n",
 			f.workload, c, f.threads, m, f.kind, f.records, f.duration),
 		dropped: "the nodes refused %d messages (see the log)"}, stderr)
+	if f.headNodes && (f.workload == "nam-fg" || f.workload == "nam-hybrid") {
+		res.HeadGroup = f.headGroup
+	}
 	return res, err
 }

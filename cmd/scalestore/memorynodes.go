@@ -71,7 +71,7 @@ func runMemoryNodes(f clusterFlags, d memoryNodeDesign, stderr io.Writer) (res c
 	err = each(children[:c], func(i int, ch *child) error {
 		// The index designs draw their keys uniformly: they ignore Zipf.
 		wl := cluster.Workload{Records: f.records, ReadRatio: f.readRatio, Zipf: f.zipf, Threads: f.threads,
-			Duration: f.duration, Seed: 42, Nodes: c, Index: i}
+			Duration: f.duration, Seed: 42, Nodes: c, Index: i, ScanLen: f.scanLen}
 		rep, err := ch.regionCall(cluster.RegionCommand{Command: cluster.Command{Op: "run", Workload: &wl, HistoryFile: history("run", i)}})
 		if err == nil && rep.Result != nil {
 			results[i] = *rep.Result
@@ -86,6 +86,13 @@ func runMemoryNodes(f clusterFlags, d memoryNodeDesign, stderr io.Writer) (res c
 	}
 	res = aggregate(f, results, 0)
 	res.Protocol, res.MemoryNodes = d.name, m
+	var ns, waits, reads uint64
+	for _, r := range results {
+		res.Scans, ns, waits, reads = res.Scans+r.Scans, ns+r.ScanNanos, waits+r.ScanWaits, reads+r.ScanReads
+	}
+	if s := float64(res.Scans); s > 0 {
+		res.ScanMeanUs, res.ScanRoundTrips, res.ScanReads = float64(ns)/s/1e3, float64(waits)/s, float64(reads)/s
+	}
 	for _, ch := range children {
 		rep, err := ch.regionCall(cluster.RegionCommand{Command: cluster.Command{Op: "stats"}})
 		if err != nil {

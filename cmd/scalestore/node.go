@@ -23,6 +23,7 @@ import (
 
 	"github.com/scalestore-go/scalestore"
 	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
@@ -82,6 +83,8 @@ type nodeFlags struct {
 	trace                  bool
 	indexWorkload, search  string
 	megaNodes              int
+	headNodes              bool
+	headGroup              int
 	keys                   uint64
 	computes, servers      int
 	resp, respPassword     string
@@ -129,6 +132,8 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.servers, "servers", 1, "--protocol index: memory servers")
 	fs.StringVar(&f.search, "search", "selector", "--protocol index, cell: selector, server or client")
 	fs.IntVar(&f.megaNodes, "cell-mega-nodes", 0, "--protocol index, cell, a memory server: a leaf meganode of more nodes than this splits (0: never)")
+	fs.BoolVar(&f.headNodes, "head-nodes", true, "--protocol index, nam-fg or nam-hybrid: head nodes on the leaf level (compute node 0 runs the background pass; scans prefetch leaves through them); false: none")
+	fs.IntVar(&f.headGroup, "head-group", nam.DefaultHeadGroup, fmt.Sprintf("--protocol index, with --head-nodes: the leaves a head node lists (2..%d)", nam.MaxFanout))
 	fs.StringVar(&f.role, "role", "compute", "selcc: memory (registers --lines lines, runs no handler) or compute (caches lines in --frames frames, runs --threads workers)")
 	fs.IntVar(&f.lines, "lines", 1024, "selcc memory node: the lines it holds")
 	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
@@ -495,8 +500,16 @@ func serveIndex(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin
 	if f.role != "memory" && f.role != "compute" {
 		return fmt.Errorf("--role %q: want memory or compute", f.role)
 	}
+	if f.headGroup < 2 || f.headGroup > nam.MaxFanout {
+		return fmt.Errorf("--head-group %d: want 2..%d leaves per head node", f.headGroup, nam.MaxFanout)
+	}
+	headGroup := f.headGroup
+	if !f.headNodes {
+		headGroup = 0
+	}
 	n, err := cluster.NewIndexNode(cluster.IndexConfig{ID: tc.Self, Workload: f.indexWorkload, Memory: f.role == "memory",
-		Computes: f.computes, Servers: f.servers, Keys: f.keys, Threads: f.threads, Search: f.search, MegaNodes: f.megaNodes, NewTransport: tc.New, Logger: log})
+		Computes: f.computes, Servers: f.servers, Keys: f.keys, Threads: f.threads, Search: f.search, MegaNodes: f.megaNodes,
+		HeadGroup: headGroup, NewTransport: tc.New, Logger: log})
 	if err != nil {
 		return err
 	}
