@@ -14,8 +14,8 @@ build:
 # shared memory (three node processes), YCSB 95/5 zipf 0.99 for 10 s with a
 # progress line, then porcupine's check of the whole history.
 run: build
-	$(BIN) cluster --nodes 3 --transport shm --records 100000 --read-ratio 0.95 --zipf 0.99 \
-		--threads 2 --duration 10s --check
+	$(BIN) cluster --auto-shape --transport shm --records 100000 --read-ratio 0.95 --zipf 0.99 \
+		--duration 10s --check
 
 # All tests: unit tests, scenario golden files, the simulator swarm and the
 # mutation checks (bounded so the suite stays well under 15 minutes on 2 cores).
