@@ -188,7 +188,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.checkTimeout, "check-timeout", time.Minute, "porcupine's time budget")
 	fs.StringVar(&f.historyOut, "history-out", "", "write the history as JSON lines (implies --check)")
 	fs.StringVar(&f.logFile, "log", "", "collect the nodes' logs in this file (default: a file in a temporary directory, named on failure)")
-	fs.StringVar(&f.cache, "cache", "256MiB", "buffer pool per node")
+	fs.StringVar(&f.cache, "cache", "256MiB", "buffer pool per node; with --protocol selcc each compute node's cache: --cache / 4 KiB frames of one line each, at most --records (the default holds every line of up to 65536 records: after its first miss of each line, a single compute node only hits)")
 	fs.StringVar(&f.data, "data", "", "directory for the nodes' page stores (default in memory)")
 	fs.StringVar(&f.durability, "durability", "none", "none (the paper's: pages live in the caches) or process (every update's pages written through to their directory's store before it returns; see 'scalestore node --help')")
 	fs.BoolVar(&f.reformat, "reformat", false, "with --data: format the nodes' stores even where a node was killed (their pages are discarded)")
