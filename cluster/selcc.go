@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/scalestore-go/scalestore/checker"
@@ -47,11 +48,12 @@ type SELCCNode struct {
 	mem []byte // off-heap (the transport's or mmap'd): registered memory must not move
 	// mmapped: mem is our own mapping, unmapped by Close (else the
 	// transport's, released by its Close).
-	mmapped bool
-	region  transport.Region
-	cache   *linecache.Cache
-	stop    atomic.Bool
-	served  chan struct{}
+	mmapped  bool
+	frameMem []byte // the cache's frames (mmap'd), unmapped by Close
+	region   transport.Region
+	cache    *linecache.Cache
+	stop     atomic.Bool
+	served   chan struct{}
 	// MemoryMessages counts messages that reached a memory node (0 by
 	// design).
 	MemoryMessages atomic.Uint64
@@ -139,9 +141,18 @@ func (n *SELCCNode) Peers(computes []protocol.NodeID, replies []transport.Region
 	for _, r := range memory {
 		mem[r.Node] = r
 	}
+	// The frames' memory, populated now: a miss's READ lands in a page
+	// that is there (RDMA registers a cache's buffers, pinning them), not
+	// in one the kernel allocates and zeroes on the way.
+	frameMem, err := unix.Mmap(-1, 0, max(n.cfg.Frames, 1)*linecache.LineSize, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("cluster: selcc node %d: mapping %d frames: %w", n.cfg.ID, n.cfg.Frames, err)
+	}
+	n.frameMem = frameMem
 	c, err := linecache.New(linecache.Config{
 		Self: selcc.Node(self), ID: n.cfg.ID, Computes: computes, Replies: replies, ReplyMem: n.mem,
-		Memory: mem, Frames: n.cfg.Frames, Threads: n.cfg.Threads, Gamma: n.cfg.Gamma, Priority: true,
+		Memory: mem, Frames: n.cfg.Frames, FrameMem: frameMem, Threads: n.cfg.Threads, Gamma: n.cfg.Gamma, Priority: true,
 		RTT: 20_000, PollEvery: 1_000, Inbox: len(computes) * n.cfg.Threads * 2,
 		Post: linecache.Sequential{V: n.tr},
 		Send: func(m *protocol.Message) error {
@@ -180,11 +191,15 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 		res.Errors = append(res.Errors, "run before peers")
 		return res, nil
 	}
+	fetchHists := make([]*hdrhistogram.Histogram, wl.Threads) // each thread's misses
 	res, ops := runThreads(wl, n.cfg.ID, func(w *workloadThread) func() (int64, error) {
 		r := w.r
 		pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
 		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
 		th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: w.t}
+		var misses uint64
+		fetches := hdrhistogram.New(1, int64(10*time.Second), 3)
+		fetchHists[w.t] = fetches
 		return func() (int64, error) {
 			i := int(choose(pick))
 			line := lineOf(memory, i)
@@ -211,9 +226,23 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 			if err == nil && wl.History {
 				w.ops = append(w.ops, op)
 			}
+			if th.Misses != misses {
+				// An operation that missed: its acquire is a remote fetch
+				// (its verbs, FAA or CAS and READ, and what the cache did
+				// between them).
+				misses = th.Misses
+				fetches.RecordValue(max(th.MissNanos, 1))
+			}
 			return op.Return - op.Call, err
 		}
 	})
+	fetches := hdrhistogram.New(1, int64(10*time.Second), 3)
+	for _, h := range fetchHists {
+		if h != nil {
+			fetches.Merge(h)
+		}
+	}
+	res.Fetches = fetches.Export()
 	s := &n.cache.Stats
 	res.Stats = Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
 		RemoteFetches: atomic.LoadUint64(&s.Misses), Invalidations: atomic.LoadUint64(&s.Invalidations), Evictions: atomic.LoadUint64(&s.Evictions)}
@@ -233,6 +262,9 @@ func (n *SELCCNode) Close() error {
 	}
 	if n.mmapped {
 		unix.Munmap(n.mem)
+	}
+	if n.frameMem != nil {
+		unix.Munmap(n.frameMem) // the handler and the workers stopped
 	}
 	return err
 }

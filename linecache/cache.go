@@ -43,6 +43,12 @@ type Thread struct {
 	// only: the handler sends no invalidations).
 	Slot int
 
+	// Misses counts this thread's accesses that needed a remote acquire,
+	// MissNanos is how long the last one took (Config.Now): its verbs and
+	// the cache's work between them, invalidations and retries included.
+	Misses    uint64
+	MissNanos int64
+
 	pending int   // verbs posted and not completed
 	parked  bool  // waiting for pending to reach 0
 	err     error // the first verb error since the last wait
@@ -84,9 +90,13 @@ type Config struct {
 	// 8-byte aligned.
 	ReplyMem []byte
 	// Memory maps a memory node (a line's PID.Dir()) to its region.
-	Memory  map[protocol.NodeID]transport.Region
-	Frames  int // cache frames; more than the node's threads
-	Threads int // application threads (P of the lease, §5.3.1)
+	Memory map[protocol.NodeID]transport.Region
+	Frames int // cache frames; more than the node's threads
+	// FrameMem, when set, holds the frames' data (at least Frames *
+	// LineSize bytes; a runtime passes memory it populated, as RDMA
+	// registers a cache's buffers); nil: the Go heap.
+	FrameMem []byte
+	Threads  int // application threads (P of the lease, §5.3.1)
 	// Gamma is the local-handover threshold (§5.3.1); 0 turns it off.
 	Gamma float64
 	// Priority turns on the reader hold-off for starved writers (§5.3.2).
@@ -213,7 +223,12 @@ func New(cfg Config) (*Cache, error) {
 	c := &Cache{cfg: cfg, frames: make([]frame, cfg.Frames), table: make(map[protocol.PID]*frame, cfg.Frames),
 		inbox: make([]protocol.Message, cfg.Inbox), polling: make([]*Thread, len(cfg.ReplyMem)/SlotSize),
 		rounds: make([]uint32, len(cfg.ReplyMem)/SlotSize), slotInUse: make([]bool, len(cfg.ReplyMem)/SlotSize)}
-	data := make([]byte, cfg.Frames*LineSize)
+	data := cfg.FrameMem
+	if data == nil {
+		data = make([]byte, cfg.Frames*LineSize)
+	} else if len(data) < cfg.Frames*LineSize {
+		return nil, fmt.Errorf("linecache: %d bytes of frame memory for %d frames", len(data), cfg.Frames)
+	}
 	for i := range c.frames {
 		c.frames[i].data = data[i*LineSize : (i+1)*LineSize : (i+1)*LineSize]
 	}
@@ -344,9 +359,12 @@ func (c *Cache) Access(t *Thread, line protocol.PID, a selcc.Access, fn func(dat
 			return err
 		}
 		atomic.AddUint64(&c.Stats.Misses, 1)
+		t.Misses++
 		f.remote = true
 		c.mu.Unlock()
+		began := c.cfg.Now()
 		err := c.acquire(t, f, step)
+		t.MissNanos = c.cfg.Now() - began
 		c.mu.Lock()
 		f.remote = false
 		c.wakeAll(&f.waiters)

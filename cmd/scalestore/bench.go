@@ -23,6 +23,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport/shm"
+	"github.com/scalestore-go/scalestore/transport/tcp"
 )
 
 const benchUsage = `Usage: scalestore bench transport [--duration D] [--json]
@@ -37,6 +38,18 @@ transport (transport/shm, L5-style rings), runs for --duration each:
   page fetch  a 64-byte request answered with 64 bytes and a 4 KiB page
               (a remote page fetch): latency p50/p99
 
+and then the one-sided verbs, --verbs-duration each, one at a time, on the
+peer's registered memory over tcp and shm:
+
+  READ        4 KiB (a SELCC line)
+  CAS, FAA    on one 8-byte word
+  FAA+READ    the two verbs of a SELCC miss (a shared acquire)
+
+(latency p50/p99). shm is measured both ways: on memory the peer allocated
+from the transport, which this process maps so the calling thread does the
+access ("shm"), and on memory it did not, each verb served by the peer's
+reader through the rings ("shm-ring").
+
 after a short warm-up of each. TCP and the Unix socket use one blocking
 connection; shared memory is driven from the transport's handlers, as the
 engine uses it. The peer process exits when this one does (its stdin closes;
@@ -46,7 +59,8 @@ it is killed if this process dies first).
 tcp.rtt_p50_us, tcp.rtt_p99_us, tcp.page_fetch_p50_us, tcp.page_fetch_p99_us,
 tcp.page_fetch_vs_rtt (fetch p50 / rtt p50), the same for unix and shm,
 shm_vs_tcp and unix_vs_tcp (ratios of round trips per second) and
-duration_sec.
+duration_sec, and for tcp, shm and shm-ring the keys NAME.VERB_p50_us and
+NAME.VERB_p99_us with VERB one of read, cas, faa and faa_read.
 
 Flags:
 `
@@ -87,6 +101,7 @@ func runBenchTransport(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 2*time.Second, "measured time of each test (ping-pong and page fetch, per transport)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	spin := fs.Duration("shm-spin", 0, "how long a waiting shm reader polls before it parks (0: the transport's default)")
+	verbs := fs.Duration("verbs-duration", 300*time.Millisecond, "measured time of each one-sided verb, per transport")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -97,11 +112,11 @@ func runBenchTransport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench transport: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if *duration <= 0 {
-		fmt.Fprintln(stderr, "bench transport: --duration must be positive")
+	if *duration <= 0 || *verbs <= 0 {
+		fmt.Fprintln(stderr, "bench transport: --duration and --verbs-duration must be positive")
 		return 2
 	}
-	res, err := benchTransports(*duration, *spin, stderr)
+	res, err := benchTransports(*duration, *verbs, *spin, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench transport: %v\n", err)
 		return 1
@@ -116,6 +131,8 @@ func runBenchTransport(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	printBenchTable(stdout, res)
+	fmt.Fprintln(stdout)
+	printBenchVerbs(stdout, res)
 	return 0
 }
 
@@ -129,14 +146,21 @@ const (
 )
 
 // benchTransports runs every measurement against a fresh peer process.
-func benchTransports(d, spin time.Duration, stderr io.Writer) (map[string]float64, error) {
+func benchTransports(d, verbs, spin time.Duration, stderr io.Writer) (map[string]float64, error) {
 	dir, err := os.MkdirTemp("", "scalestore-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	cluster := rand.Uint64()
-	peer, err := startBenchPeer(dir, cluster, spin, stderr)
+	// Node 0 of the verbs over tcp; the peer is node 1.
+	nop := func(protocol.NodeID, []byte, []byte) {}
+	vt, err := tcp.New(tcp.Config{Self: 0, Listen: "127.0.0.1:0", ClusterID: cluster, Handler: nop})
+	if err != nil {
+		return nil, err
+	}
+	defer vt.Close()
+	peer, err := startBenchPeer(dir, cluster, spin, vt.Addr().String(), stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -162,9 +186,15 @@ func benchTransports(d, spin time.Duration, stderr io.Writer) (map[string]float6
 		}
 		record(s.name, ping, fetch)
 	}
-	ping, fetch, err := benchShm(dir, cluster, spin, d, warm)
+	verbWarm := min(max(verbs/10, 10*time.Millisecond), 100*time.Millisecond)
+	ping, fetch, err := benchShm(dir, cluster, spin, d, warm, func(tr *shm.Transport) error {
+		return benchVerbsShm(tr, peer.regions, verbs, verbWarm, res)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("shm: %w%s", err, peer.hint())
+	}
+	if err := benchVerbsTCP(vt, peer.verbsAddr, peer.regions.tcp, verbs, verbWarm, res); err != nil {
+		return nil, fmt.Errorf("tcp verbs: %w%s", err, peer.hint())
 	}
 	record("shm", ping, fetch)
 	res["shm_vs_tcp"] = res["shm.round_trips_per_sec"] / res["tcp.round_trips_per_sec"]
@@ -311,7 +341,8 @@ func (r *shmRun) finish(now time.Time, err error) {
 
 // benchShm measures over the shared-memory transport: this process is node
 // 0 and dials the peer's node 1.
-func benchShm(dir string, cluster uint64, spin, d, warm time.Duration) (ping, fetch runResult, err error) {
+// Then it calls verbs (the one-sided verbs) before it closes the transport.
+func benchShm(dir string, cluster uint64, spin, d, warm time.Duration, verbs func(*shm.Transport) error) (ping, fetch runResult, err error) {
 	var cur atomic.Pointer[shmRun]
 	handler := func(_ protocol.NodeID, frame, payload []byte) {
 		if r := cur.Load(); r != nil {
@@ -352,7 +383,7 @@ func benchShm(dir string, cluster uint64, spin, d, warm time.Duration) (ping, fe
 			fetch = r
 		}
 	}
-	return ping, fetch, nil
+	return ping, fetch, verbs(tr)
 }
 
 func shmPaths(dir string) map[protocol.NodeID]string {
@@ -361,20 +392,22 @@ func shmPaths(dir string) map[protocol.NodeID]string {
 
 // benchPeer is the running peer process.
 type benchPeer struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	tcpAddr string
-	exited  chan struct{}
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	tcpAddr   string
+	verbsAddr string      // its tcp transport (node 1), for the verbs
+	regions   verbRegions // its registered regions
+	exited    chan struct{}
 }
 
 // startBenchPeer re-executes this binary as 'scalestore bench-peer' and
 // waits for it to report its TCP address.
-func startBenchPeer(dir string, cluster uint64, spin time.Duration, stderr io.Writer) (*benchPeer, error) {
+func startBenchPeer(dir string, cluster uint64, spin time.Duration, verbsPeer string, stderr io.Writer) (*benchPeer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this executable to start the peer: %w", err)
 	}
-	cmd := exec.Command(exe, "bench-peer", "--dir", dir, "--cluster", strconv.FormatUint(cluster, 10), "--spin", spin.String())
+	cmd := exec.Command(exe, "bench-peer", "--dir", dir, "--cluster", strconv.FormatUint(cluster, 10), "--spin", spin.String(), "--verbs-peer", verbsPeer)
 	// The peer dies with us: it exits by itself when its stdin closes (we
 	// exit or call stop), and the kernel kills it if we die first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -410,12 +443,19 @@ func startBenchPeer(dir string, cluster uint64, spin time.Duration, stderr io.Wr
 	}()
 	select {
 	case line := <-lines:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ready tcp=")
-		if !ok {
-			p.stop()
-			return nil, fmt.Errorf("the peer process (%s bench-peer) did not start: it said %q%s", exe, line, p.hint())
+		// "ready tcp=ADDR verbs=ADDR regions=K,K,K"
+		f := strings.Fields(line)
+		var err error
+		if len(f) == 4 && f[0] == "ready" && strings.HasPrefix(f[1], "tcp=") && strings.HasPrefix(f[2], "verbs=") && strings.HasPrefix(f[3], "regions=") {
+			p.tcpAddr, p.verbsAddr = f[1][len("tcp="):], f[2][len("verbs="):]
+			p.regions, err = parseVerbRegions(f[3][len("regions="):])
+		} else {
+			err = errors.New("not a ready line")
 		}
-		p.tcpAddr = addr
+		if err != nil {
+			p.stop()
+			return nil, fmt.Errorf("the peer process (%s bench-peer) did not start: it said %q (%v)%s", exe, line, err, p.hint())
+		}
 	case <-time.After(10 * time.Second):
 		p.stop()
 		return nil, fmt.Errorf("the peer process (%s bench-peer) did not report ready within 10s", exe)
@@ -454,6 +494,7 @@ func runBenchPeer(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	dir := fs.String("dir", "", "directory of the sockets")
 	cluster := fs.Uint64("cluster", 0, "shared-memory cluster id")
 	spin := fs.Duration("spin", 0, "shm poll time before parking (0: default)")
+	verbsPeer := fs.String("verbs-peer", "", "the tcp transport address of node 0 (the verbs' caller)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -501,7 +542,22 @@ func runBenchPeer(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	tr.Store(t)
 	defer t.Close()
-	fmt.Fprintf(stdout, "ready tcp=%s\n", tcpLn.Addr())
+	nop := func(protocol.NodeID, []byte, []byte) {}
+	peers := map[protocol.NodeID]string{}
+	if *verbsPeer != "" {
+		peers[0] = *verbsPeer
+	}
+	vt, err := tcp.New(tcp.Config{Self: 1, Listen: "127.0.0.1:0", Peers: peers, ClusterID: *cluster, Handler: nop})
+	if err != nil {
+		return fail(err)
+	}
+	defer vt.Close()
+	regions, free, err := benchPeerRegions(t, vt)
+	if err != nil {
+		return fail(err)
+	}
+	defer free()
+	fmt.Fprintf(stdout, "ready tcp=%s verbs=%s regions=%s\n", tcpLn.Addr(), vt.Addr(), regions)
 	io.Copy(io.Discard, stdin) // until the parent closes it or dies
 	return 0
 }

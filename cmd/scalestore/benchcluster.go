@@ -7,14 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-const benchClusterUsage = `Usage: scalestore bench cluster [--nodes 1,2,3] [--transports shm,tcp]
-       [--mixes 1,0.95,0.5] [--modes shared,partitioned] [--duration 3s] [--json]
+const benchClusterUsage = `Usage: scalestore bench cluster [--protocols scalestore,selcc] [--nodes 1,2,3]
+       [--transports shm,tcp] [--mixes 1,0.95,0.5] [--modes shared,partitioned]
+       [--duration 3s] [--json]
 
 Runs 'scalestore cluster' (node processes on this host, YCSB inside them)
 for every combination of node count, transport, read ratio and mode, and
@@ -27,6 +29,15 @@ its transport. "shared" is every node working on all the keys; "partitioned"
 is each node on its own share (the paper's Fig. 7 pair); a single node is
 the same either way and runs once per transport and mix.
 
+--protocols puts the protocols side by side on the same shapes: scalestore
+(the B-tree under YCSB) and selcc ('cluster --protocol selcc': --nodes
+compute nodes caching --records lines of one memory node, each operation
+reading or writing one line). A SELCC row's remote fetches are its misses
+(an acquire: FAA or CAS and the READ of the line), read against the
+transport's own FAA+READ p50 (over shm the cold one: lines no CPU cache
+holds, as a miss's are). SELCC runs the shared mode and durability none
+only.
+
 It prints a progress line per run on stderr and takes about (--duration +
 2 s) a run.
 
@@ -35,6 +46,7 @@ Flags:
 
 // benchClusterRow is one run of the table.
 type benchClusterRow struct {
+	Protocol         string  `json:"protocol"`
 	Durability       string  `json:"durability"`
 	Nodes            int     `json:"nodes"`
 	Transport        string  `json:"transport"`
@@ -53,7 +65,8 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, benchClusterUsage); fs.PrintDefaults() }
-	nodesFlag := fs.String("nodes", "1,2,3", "node counts")
+	protocols := fs.String("protocols", "scalestore", "protocols, separated by commas: scalestore and/or selcc")
+	nodesFlag := fs.String("nodes", "1,2,3", "node counts (compute nodes for selcc)")
 	transports := fs.String("transports", "shm,tcp", "transports")
 	mixes := fs.String("mixes", "1,0.95,0.5", "read ratios")
 	modes := fs.String("modes", "shared,partitioned", "shared, partitioned or both")
@@ -81,6 +94,13 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench cluster: --mixes: %v\n", err)
 		return 2
 	}
+	protocolList := strings.Split(*protocols, ",")
+	for _, p := range protocolList {
+		if p != "scalestore" && p != "selcc" {
+			fmt.Fprintf(stderr, "bench cluster: --protocols: %q is neither scalestore nor selcc\n", p)
+			return 2
+		}
+	}
 	modeList := strings.Split(*modes, ",")
 	for _, m := range modeList {
 		if m != "shared" && m != "partitioned" {
@@ -89,10 +109,12 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	floor := map[string]float64{}
+	// floor: the page fetch p50 by transport; missFloor: FAA+READ's
+	// (SELCC's miss), over shm the cold one.
+	floor, missFloor := map[string]float64{}, map[string]float64{}
 	for i := range 3 {
 		fmt.Fprintf(stderr, "bench cluster: transports' page fetch, run %d of 3\n", i+1)
-		res, err := benchTransports(*tdur, 0, stderr)
+		res, err := benchTransports(*tdur, min(*tdur/5, 100*time.Millisecond), 0, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench cluster: bench transport: %v\n", err)
 			return 1
@@ -101,6 +123,13 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 			v := res[tr+".page_fetch_p50_us"]
 			if f, ok := floor[tr]; !ok || v < f {
 				floor[tr] = v
+			}
+			m := res[tr+".faa_read_p50_us"]
+			if tr == "shm" {
+				m = res["shm.faa_read_cold_p50_us"]
+			}
+			if f, ok := missFloor[tr]; !ok || m < f {
+				missFloor[tr] = m
 			}
 		}
 	}
@@ -111,66 +140,91 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bench cluster: --durability: %q is neither none nor process\n", dur)
 			return 2
 		}
-		for _, tr := range strings.Split(*transports, ",") {
-			for _, ratio := range ratios {
-				for _, n := range nodeCounts {
-					for _, mode := range modeList {
-						if n == 1 && mode == "partitioned" && len(modeList) > 1 {
-							continue // a single node is the same either way
+	}
+	for _, proto := range protocolList {
+		for _, dur := range strings.Split(*durabilities, ",") {
+			if proto == "selcc" && dur != "none" {
+				continue
+			}
+			for _, tr := range strings.Split(*transports, ",") {
+				for _, ratio := range ratios {
+					for _, n := range nodeCounts {
+						for _, mode := range modeList {
+							if n == 1 && mode == "partitioned" && len(modeList) > 1 || proto == "selcc" && mode == "partitioned" {
+								continue // a single node is the same either way; SELCC runs shared
+							}
+							row, err := benchClusterRun(proto, dur, tr, ratio, n, mode, *zipf, *records, *threads, *duration, *keyOrder, stderr)
+							if err != nil {
+								fmt.Fprintf(stderr, "bench cluster: %v\n", err)
+								return 1
+							}
+							row.TransportFetchUs = floor[tr]
+							if proto == "selcc" {
+								row.TransportFetchUs = missFloor[tr]
+							}
+							rows = append(rows, row)
 						}
-						a := []string{"--nodes", strconv.Itoa(n), "--transport", tr, "--read-ratio", strconv.FormatFloat(ratio, 'g', -1, 64),
-							"--zipf", strconv.FormatFloat(*zipf, 'g', -1, 64), "--records", strconv.Itoa(*records),
-							"--threads", strconv.Itoa(*threads), "--duration", duration.String(), "--key-order", *keyOrder, "--json", "--quiet",
-							"--durability", dur}
-						if mode == "partitioned" {
-							a = append(a, "--partitioned")
-						}
-						fmt.Fprintf(stderr, "bench cluster: %d node(s), %s, read ratio %g, %s\n", n, tr, ratio, mode)
-						var out, errOut bytes.Buffer
-						if code := runCluster(a, &out, &errOut); code != 0 {
-							fmt.Fprintf(stderr, "bench cluster: cluster %s: exit %d\n%s", strings.Join(a, " "), code, errOut.String())
-							return 1
-						}
-						lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-						var res clusterResult
-						if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-							fmt.Fprintf(stderr, "bench cluster: reading cluster's result: %v\n%s", err, out.String())
-							return 1
-						}
-						row := benchClusterRow{Durability: dur, Nodes: n, Transport: tr, ReadRatio: ratio, Mode: mode, OpsPerSec: res.OpsPerSec,
-							HitRatio: res.HitRatio, FetchP50us: res.FetchP50us, FetchP99us: res.FetchP99us, TransportFetchUs: floor[tr]}
-						if n == 1 {
-							row.Mode = "-"
-						}
-						if res.Ops > 0 {
-							row.FetchesPerOp = float64(res.RemotePageFetches) / float64(res.Ops)
-							row.InvalidationsOp = float64(res.Invalidations) / float64(res.Ops)
-						}
-						rows = append(rows, row)
 					}
 				}
 			}
 		}
 	}
 	if *asJSON {
-		b, _ := json.Marshal(map[string]any{"transport_page_fetch_p50_us": floor, "rows": rows,
+		b, _ := json.Marshal(map[string]any{"transport_page_fetch_p50_us": floor, "transport_faa_read_p50_us": missFloor, "rows": rows,
 			"records": *records, "threads": *threads, "zipf": *zipf, "key_order": *keyOrder, "duration_sec": duration.Seconds()})
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
 	fmt.Fprintf(stdout, "transports' own page fetch p50 (least of three): shm %.2fus, tcp %.1fus\n", floor["shm"], floor["tcp"])
+	if slices.Contains(protocolList, "selcc") {
+		fmt.Fprintf(stdout, "transports' own FAA+READ p50 (a SELCC miss's verbs; least of three): shm %.2fus (cold lines), tcp %.1fus\n", missFloor["shm"], missFloor["tcp"])
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "durability\tnodes\ttransport\treads\tmode\tops/s\thit ratio\tfetches/op\tinval/op\tfetch p50 us\tfetch p99 us\tp50 / transport\t")
+	fmt.Fprintln(tw, "protocol\tdurability\tnodes\ttransport\treads\tmode\tops/s\thit ratio\tfetches/op\tinval/op\tfetch p50 us\tfetch p99 us\tp50 / transport\t")
 	for _, r := range rows {
 		ratio := "-"
 		if r.FetchP50us > 0 && r.TransportFetchUs > 0 {
 			ratio = fmt.Sprintf("%.1fx", r.FetchP50us/r.TransportFetchUs)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f%%\t%s\t%.0f\t%.3f\t%.4f\t%.4f\t%.1f\t%.1f\t%s\t\n", r.Durability, r.Nodes, r.Transport, 100*r.ReadRatio, r.Mode,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f%%\t%s\t%.0f\t%.3f\t%.4f\t%.4f\t%.1f\t%.1f\t%s\t\n", r.Protocol, r.Durability, r.Nodes, r.Transport, 100*r.ReadRatio, r.Mode,
 			r.OpsPerSec, r.HitRatio, r.FetchesPerOp, r.InvalidationsOp, r.FetchP50us, r.FetchP99us, ratio)
 	}
 	tw.Flush()
 	return 0
+}
+
+// benchClusterRun runs one 'cluster' of the table and reads its result.
+func benchClusterRun(proto, dur, tr string, ratio float64, n int, mode string, zipf float64, records, threads int,
+	duration time.Duration, keyOrder string, stderr io.Writer) (benchClusterRow, error) {
+	a := []string{"--protocol", proto, "--nodes", strconv.Itoa(n), "--transport", tr, "--read-ratio", strconv.FormatFloat(ratio, 'g', -1, 64),
+		"--zipf", strconv.FormatFloat(zipf, 'g', -1, 64), "--records", strconv.Itoa(records),
+		"--threads", strconv.Itoa(threads), "--duration", duration.String(), "--json", "--quiet"}
+	if proto == "scalestore" {
+		a = append(a, "--key-order", keyOrder, "--durability", dur)
+	}
+	if mode == "partitioned" {
+		a = append(a, "--partitioned")
+	}
+	fmt.Fprintf(stderr, "bench cluster: %s, %d node(s), %s, read ratio %g, %s\n", proto, n, tr, ratio, mode)
+	var out, errOut bytes.Buffer
+	if code := runCluster(a, &out, &errOut); code != 0 {
+		return benchClusterRow{}, fmt.Errorf("cluster %s: exit %d\n%s", strings.Join(a, " "), code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res clusterResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		return benchClusterRow{}, fmt.Errorf("reading cluster's result: %v\n%s", err, out.String())
+	}
+	row := benchClusterRow{Protocol: proto, Durability: dur, Nodes: n, Transport: tr, ReadRatio: ratio, Mode: mode, OpsPerSec: res.OpsPerSec,
+		HitRatio: res.HitRatio, FetchP50us: res.FetchP50us, FetchP99us: res.FetchP99us}
+	if n == 1 {
+		row.Mode = "-"
+	}
+	if res.Ops > 0 {
+		row.FetchesPerOp = float64(res.RemotePageFetches) / float64(res.Ops)
+		row.InvalidationsOp = float64(res.Invalidations) / float64(res.Ops)
+	}
+	return row, nil
 }
 
 func parseInts(s string) ([]int, error) {

@@ -68,7 +68,8 @@ type allocation struct {
 }
 
 // AllocMemory returns size bytes of zeroed memory in a memfd of this
-// transport, valid until Close (which unmaps it). Registered, it is mapped
+// transport, its pages allocated at once (as an RDMA registration pins
+// them), valid until Close (which unmaps it). Registered, it is mapped
 // by every peer, whose verbs on it then skip the ring (see direct.go).
 func (t *Transport) AllocMemory(size int) ([]byte, error) {
 	if size <= 0 {
@@ -91,7 +92,9 @@ func (t *Transport) AllocMemory(size int) ([]byte, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
 		return fail(fmt.Errorf("shm: sealing memory: %w", err))
 	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// Populated, as RDMA registration pins its pages: a verb never waits
+	// for the owner's first touch of a page.
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return fail(fmt.Errorf("shm: mapping %d bytes: %w", size, err))
 	}
@@ -221,7 +224,8 @@ func (l *link) mapRemote(key uint32, size uint64, fd int) error {
 	if size == 0 || size > 1<<46 || st.Size < 0 || uint64(st.Size) < size {
 		return fmt.Errorf("region of %d bytes in a memfd of %d", size, st.Size)
 	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// Populated: the page tables are filled now, not by the verbs.
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return fmt.Errorf("mapping %d bytes: %w", size, err)
 	}
@@ -335,4 +339,19 @@ func applyMem(mem []byte, op byte, off, n, old, arg uint64, src []byte) (data []
 		}
 	}
 	return nil, 0, stBad
+}
+
+// Direct reports whether this node has mapped region r of its peer, so
+// that verbs on it are done by the calling thread (while the ring to the
+// peer is empty).
+func (t *Transport) Direct(r transport.Region) bool {
+	if r.Node == t.self || t.peers[r.Node] == nil {
+		return false
+	}
+	l := t.peers[r.Node].live.Load()
+	if l == nil || l.dead.Load() {
+		return false
+	}
+	m := l.remote.Load()
+	return m != nil && (*m)[r.Key] != nil
 }
