@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ type benchClusterRow struct {
 	Transport        string  `json:"transport"`
 	ReadRatio        float64 `json:"read_ratio"`
 	Mode             string  `json:"mode"`
+	Threads          int     `json:"threads"`
 	OpsPerSec        float64 `json:"ops_per_sec"`
 	HitRatio         float64 `json:"cache_hit_ratio"`
 	FetchesPerOp     float64 `json:"remote_fetches_per_op"`
@@ -67,6 +69,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, benchClusterUsage); fs.PrintDefaults() }
 	protocols := fs.String("protocols", "scalestore", "protocols, separated by commas: scalestore and/or selcc")
 	nodesFlag := fs.String("nodes", "1,2,3", "node counts (compute nodes for selcc)")
+	over := fs.String("oversubscribed", "3x2", "NxT: for scalestore, every transport and mix, also the shared and the partitioned run of N nodes of T workers, more busy workers than this machine's cores (make run's old shape; the warning's figure); empty: none")
 	transports := fs.String("transports", "shm,tcp", "transports")
 	mixes := fs.String("mixes", "1,0.95,0.5", "read ratios")
 	modes := fs.String("modes", "shared,partitioned", "shared, partitioned or both")
@@ -134,6 +137,13 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	overNodes, overThreads := 0, 0
+	if *over != "" {
+		if _, err := fmt.Sscanf(*over, "%dx%d", &overNodes, &overThreads); err != nil || overNodes < 2 || overThreads < 1 {
+			fmt.Fprintf(stderr, "bench cluster: --oversubscribed %q: want NxT, N >= 2 nodes of T >= 1 workers (e.g. 3x2)\n", *over)
+			return 2
+		}
+	}
 	var rows []benchClusterRow
 	for _, dur := range strings.Split(*durabilities, ",") {
 		if dur != "none" && dur != "process" {
@@ -165,6 +175,18 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 							rows = append(rows, row)
 						}
 					}
+					if proto != "scalestore" || overNodes == 0 {
+						continue
+					}
+					for _, mode := range []string{"shared", "partitioned"} {
+						row, err := benchClusterRun(proto, dur, tr, ratio, overNodes, mode, *zipf, *records, overThreads, *duration, *keyOrder, stderr)
+						if err != nil {
+							fmt.Fprintf(stderr, "bench cluster: %v\n", err)
+							return 1
+						}
+						row.TransportFetchUs = floor[tr]
+						rows = append(rows, row)
+					}
 				}
 			}
 		}
@@ -180,13 +202,15 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "transports' own FAA+READ p50 (a SELCC miss's verbs; least of three): shm %.2fus (cold lines), tcp %.1fus\n", missFloor["shm"], missFloor["tcp"])
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "protocol\tdurability\tnodes\ttransport\treads\tmode\tops/s\thit ratio\tfetches/op\tinval/op\tfetch p50 us\tfetch p99 us\tp50 / transport\t")
+	fmt.Fprintf(stdout, "busy: the workers of all nodes against this machine's %d cores (more than the cores: a fetch waits for the OS to schedule its peer)\n", runtime.NumCPU())
+	fmt.Fprintln(tw, "protocol\tdurability\tnodes\tthreads\tbusy\ttransport\treads\tmode\tops/s\thit ratio\tfetches/op\tinval/op\tfetch p50 us\tfetch p99 us\tp50 / transport\t")
 	for _, r := range rows {
 		ratio := "-"
 		if r.FetchP50us > 0 && r.TransportFetchUs > 0 {
 			ratio = fmt.Sprintf("%.1fx", r.FetchP50us/r.TransportFetchUs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f%%\t%s\t%.0f\t%.3f\t%.4f\t%.4f\t%.1f\t%.1f\t%s\t\n", r.Protocol, r.Durability, r.Nodes, r.Transport, 100*r.ReadRatio, r.Mode,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%s\t%.0f%%\t%s\t%.0f\t%.3f\t%.4f\t%.4f\t%.1f\t%.1f\t%s\t\n", r.Protocol, r.Durability, r.Nodes, r.Threads,
+			r.Nodes*r.Threads, runtime.NumCPU(), r.Transport, 100*r.ReadRatio, r.Mode,
 			r.OpsPerSec, r.HitRatio, r.FetchesPerOp, r.InvalidationsOp, r.FetchP50us, r.FetchP99us, ratio)
 	}
 	tw.Flush()
@@ -215,7 +239,7 @@ func benchClusterRun(proto, dur, tr string, ratio float64, n int, mode string, z
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		return benchClusterRow{}, fmt.Errorf("reading cluster's result: %v\n%s", err, out.String())
 	}
-	row := benchClusterRow{Protocol: proto, Durability: dur, Nodes: n, Transport: tr, ReadRatio: ratio, Mode: mode, OpsPerSec: res.OpsPerSec,
+	row := benchClusterRow{Protocol: proto, Durability: dur, Nodes: n, Threads: threads, Transport: tr, ReadRatio: ratio, Mode: mode, OpsPerSec: res.OpsPerSec,
 		HitRatio: res.HitRatio, FetchP50us: res.FetchP50us, FetchP99us: res.FetchP99us}
 	if n == 1 {
 		row.Mode = "-"

@@ -304,6 +304,9 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	switch f.protocol {
 	case "index":
 	case "scalestore":
+		if f.workload == "ycsb" && !f.partitioned && !f.elastic {
+			warnOversubscribed(stderr, f.nodes, f.threads, runtime.NumCPU())
+		}
 	case "selcc":
 		if !f.memoryNodeFlags(fs, 4096, stderr) { // lines of 4 KiB: the default 100,000 would map 400 MiB
 			return 2

@@ -80,6 +80,7 @@ type nodeFlags struct {
 	reformat               bool
 	compute                bool
 	pollSpin               time.Duration
+	readerNaps             bool
 	trace                  bool
 	indexWorkload, search  string
 	megaNodes              int
@@ -139,6 +140,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
 	fs.IntVar(&f.threads, "threads", 2, "selcc compute node: workload threads")
 	fs.Float64Var(&f.gamma, "gamma", 4, "selcc compute node: the lease threshold (0: off)")
+	fs.BoolVar(&f.readerNaps, "reader-naps", true, "shm: the transport's readers nap while the node's workers poll (no wake-up per message while every worker has a core); false: they park at once and every message wakes them, which serves a peer sooner when busy threads outnumber the cores (cluster passes false then)")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "shm and plain tcp: the longest a worker waiting for a peer polls the transport itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything; negative: 50us over shm, 150us over tcp, a few of each transport's round trips)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
 	fs.BoolVar(&f.compute, "compute", false, "a compute node of the decoupled architecture (paper §6.6): a cache and no pages of its own (its store has no slots, so nothing is allocated on it; --data is ignored)")
@@ -263,7 +265,7 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--durability %q: a node under 'scalestore cluster' (--control) takes none or process", f.durability)
 	}
 	nc := cluster.NodeConfig{ID: self, CachePages: int(cacheBytes / protocol.PageSize), Store: store,
-		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, PollSpin: f.pollSpin, Trace: f.trace,
+		Logger: log, Timeout: f.timeout, NewTransport: tc.New, ActorDelivery: f.actorDelivery, NoReaderNaps: !f.readerNaps, PollSpin: f.pollSpin, Trace: f.trace,
 		WriteThrough: f.durability == "process"}
 	if f.etcd != "" {
 		// scalestore cluster --kill: the others go on without a dead node.
