@@ -33,6 +33,7 @@ const (
 type event struct {
 	at      int64
 	seq     uint64
+	id      uint32 // its number in the agenda (eventQueue.all), 0 before its first push
 	kind    eventKind
 	node    protocol.NodeID
 	from    protocol.NodeID          // evMsg: the sending end of the link
