@@ -58,6 +58,7 @@ type World struct {
 	hash      uint64
 	nodes     []Receiver
 	hints     []Prefetcher // per node (SetPrefetcher), or nil
+	hinted    bool         // some node has a Prefetcher: Step peeks at the next event
 	n         int
 	latency   Latency
 	faults    FaultPlan
@@ -131,7 +132,10 @@ func New(seed uint64, n int, lat Latency, faults FaultPlan) *World {
 func (w *World) Attach(id protocol.NodeID, r Receiver) { w.nodes[id] = r }
 
 // SetPrefetcher makes p the hint for the messages to node id (nil: none).
-func (w *World) SetPrefetcher(id protocol.NodeID, p Prefetcher) { w.hints[id] = p }
+func (w *World) SetPrefetcher(id protocol.NodeID, p Prefetcher) {
+	w.hints[id] = p
+	w.hinted = w.hinted || p != nil
+}
 
 // SetTrace installs a message trace.
 func (w *World) SetTrace(t TraceFunc) { w.trace = t }
@@ -243,7 +247,7 @@ func (w *World) Step() bool {
 	}
 	e := w.events.pop()
 	w.now = e.at
-	if w.events.n > 0 {
+	if w.hinted && w.events.n > 0 {
 		if next := w.events.peek(); next.kind == evMsg && w.hints[next.node] != nil {
 			w.hints[next.node].PrefetchFrame(next.frame[:])
 		}
