@@ -31,6 +31,7 @@ type cluster struct {
 	// hints: each node's bufmgr.TransferHint, side by side, which the world
 	// reads to hint the next message's frame (sim.Prefetcher)
 	hints []bufmgr.TransferHint
+	cross crossState // crossCheck's index of the pages
 }
 
 // hintArena is the size of the frames' arena from which the world hints

@@ -1,8 +1,21 @@
 package scenarios
 
 import (
+	"slices"
+
 	"github.com/scalestore-go/scalestore/protocol"
 )
+
+// copies counts the valid copies of a page that crossCheck finds.
+type copies struct{ x, s int }
+
+// crossState is what crossCheck keeps between its runs: the pages it
+// checks and, for each, its counts (cleared at every run).
+type crossState struct {
+	pids   []protocol.PID
+	index  map[protocol.PID]*copies
+	counts []copies
+}
 
 // crossCheck recomputes, from the frames themselves, the valid copies of
 // every page and compares them with the ghost state the invariant checker
@@ -27,12 +40,18 @@ func crossCheckInterval(frames int) uint64 {
 }
 
 func (c *cluster) crossCheck(pids []protocol.PID) {
-	type copies struct{ x, s int }
-	held := make(map[protocol.PID]*copies, len(pids))
-	counts := make([]copies, len(pids))
-	for i, pid := range pids {
-		held[pid] = &counts[i]
+	x := &c.cross
+	if !slices.Equal(x.pids, pids) {
+		// The pages of a run do not change: their index is made once.
+		x.pids = slices.Clone(pids)
+		x.index = make(map[protocol.PID]*copies, len(pids))
+		x.counts = make([]copies, len(pids))
+		for i, pid := range pids {
+			x.index[pid] = &x.counts[i]
+		}
 	}
+	clear(x.counts)
+	held := x.index
 	for _, n := range c.nodes {
 		if n.Dead() {
 			continue // its copies went with it (Crash told the checker)
