@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -218,7 +219,17 @@ type simSummary struct {
 	scanWaits uint64 // the scans' round trips, summed
 }
 
+// simGCPercent is the GOGC of a run of many seeds, unless the environment
+// sets one.
+const simGCPercent = 400
+
 func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
+	if f.seeds > 1 && os.Getenv("GOGC") == "" {
+		// A seed's heap is small and dies with it: at the default 100 a
+		// swarm of short seeds collects every few seeds and spends about a
+		// fifth of its CPU on it (docs/bench.md, "The simulator").
+		defer debug.SetGCPercent(debug.SetGCPercent(simGCPercent))
+	}
 	first, last := f.seed, f.seed
 	if f.seeds > 0 {
 		if f.seed > math.MaxUint64-uint64(f.seeds)+1 {
