@@ -39,7 +39,7 @@ func warnOversubscribed(w io.Writer, nodes, threads, cores int) {
 	}
 	fmt.Fprintf(w, "cluster: warning: %d nodes x %d workers is %d busy threads on %d cores. A worker that needs another node's page waits "+
 		"until the OS schedules that node's process (a remote fetch then takes hundreds of microseconds instead of a few), "+
-		"so this measures the scheduler: on a 2-core VM, 3 x 2 ran at 0.07x of its --partitioned figure, "+
-		"with a remote fetch p50 of 270 us against 3 us at 2 x 1 (docs/bench.md). --auto-shape fits the machine.\n",
+		"so this measures the scheduler: on a 2-core VM, 3 x 2 ran at 0.09x of its --partitioned figure, "+
+		"with a remote fetch p50 of about 150 us against 3 to 5 us at 2 x 1 (docs/bench.md). --auto-shape fits the machine.\n",
 		nodes, threads, nodes*threads, cores)
 }
