@@ -59,14 +59,15 @@ const indexFanout = 16
 
 // IndexNode is one index node process.
 type IndexNode struct {
-	cfg        IndexConfig
-	tr         transport.Transport
-	mem        []byte
-	region     transport.Region
-	server     interface{ Handle(req, out []byte) []byte }
-	cellServer *cell.Server // the server, on a Cell memory server
-	nl         *nam.Layout
-	cl         *cell.Layout
+	cfg          IndexConfig
+	tr           transport.Transport
+	mem          []byte
+	region       transport.Region
+	server       interface{ Handle(req, out []byte) []byte }
+	cellServer   *cell.Server  // the server, on a Cell memory server
+	splitsLogged atomic.Uint64 // the meganode splits last logged
+	nl           *nam.Layout
+	cl           *cell.Layout
 	// calls waiting for their replies, by call id
 	mu      sync.Mutex
 	waiting map[uint64]chan []byte
@@ -173,7 +174,10 @@ func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
 			err = n.splitMeganodes()
 		}
 	case n.cellServer != nil && m.Type == protocol.TIndexReply && int(from) >= n.cfg.Computes:
-		err = cell.CheckLinkReply(payload) // a link's, from the root meganode's server
+		// A server's reply to this server's call (a split's or a link).
+		if err = n.cellServer.HandleReply(payload); err == nil {
+			err = n.splitMeganodes()
+		}
 	case n.server == nil && m.Type == protocol.TIndexReply:
 		n.mu.Lock()
 		ch := n.waiting[uint64(m.PID)]
@@ -193,35 +197,42 @@ func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
 	}
 }
 
-// splitMeganodes runs a Cell meganode split under way to its end, on the
-// thread that answered the call that started it (the paper's servers
-// split on their polling thread too: other calls wait, one-sided READs
-// do not), and sends its link to the root meganode's server.
+// splitMeganodes runs a Cell meganode split under way as far as it can go
+// without a reply, on the thread that answered the call that started it
+// or the reply it waited for (the paper's servers split on their polling
+// thread too: other calls wait, one-sided READs do not), and sends the
+// calls the server makes to servers (a split's reserve, adopts and unlock
+// to the new meganode's server, its link to the root meganode's).
 func (n *IndexNode) splitMeganodes() error {
 	s := n.cellServer
-	for s.Pending() {
-		if _, err := s.Step(); err != nil {
-			return err
-		}
-	}
-	for _, l := range s.TakeLinks() {
-		if d := s.Done(); d&(d-1) == 0 {
-			n.cfg.Logger.Info("index: meganode splits", "done", d, "latest at key", l.Low)
-		}
-		req := cell.LinkRequest(l, nil)
-		root := protocol.NodeID(n.cfg.Computes + n.cl.Root.Server())
-		if root == n.cfg.ID {
-			if err := cell.CheckLinkReply(s.Handle(req, nil)); err != nil {
+	for {
+		for s.Ready() {
+			if _, err := s.Step(); err != nil {
 				return err
 			}
-			continue
 		}
-		m := protocol.Message{Type: protocol.TIndexCall, From: n.cfg.ID, To: root, Count: uint16(len(req))}
-		var f [protocol.FrameSize]byte
-		protocol.Encode(f[:], &m)
-		if err := n.tr.Send(root, f[:], req); err != nil {
-			return fmt.Errorf("sending a meganode link to server %d: %w", root, err)
+		out := s.TakeOutgoing()
+		if len(out) == 0 {
+			break
 		}
+		for _, o := range out {
+			to := protocol.NodeID(n.cfg.Computes + o.To)
+			if to == n.cfg.ID {
+				if err := s.HandleReply(s.Handle(o.Req, nil)); err != nil {
+					return err
+				}
+				continue
+			}
+			m := protocol.Message{Type: protocol.TIndexCall, From: n.cfg.ID, To: to, Count: uint16(len(o.Req))}
+			var f [protocol.FrameSize]byte
+			protocol.Encode(f[:], &m)
+			if err := n.tr.Send(to, f[:], o.Req); err != nil {
+				return fmt.Errorf("a meganode split's call to server %d: %w", to, err)
+			}
+		}
+	}
+	if d, adopted := s.SplitCounts(); d&(d-1) == 0 && n.splitsLogged.Swap(d) < d {
+		n.cfg.Logger.Info("index: meganode splits", "done", d, "meganodes moved here", adopted)
 	}
 	return nil
 }

@@ -97,15 +97,18 @@ func (r *namRun) setupCell(m int) error {
 // cellServerReceiver is a Cell server in the world: it answers calls, and
 // between them runs the meganode split under way one step at a time (each
 // a server event, so that clients' READs and other calls interleave with
-// the split's copies, relink and invalidations), sending the finished
-// splits' links to the root meganode's server.
+// the split's copies, relink and invalidations), and sends the calls its
+// server makes to servers (a split's reserve, adopts and unlock, its link
+// to the root meganode's server), whose replies come back here.
 type cellServerReceiver struct {
 	namServerReceiver
 	s        *cell.Server
 	servers  int
 	stepping bool
-	// splitAt is when the split under way started (its first step).
+	// splitAt is when the split under way started (-1: none), done the
+	// splits finished so far: for the splits' mean time.
 	splitAt int64
+	done    uint64
 }
 
 // cellStepNanos is the CPU time of one step of a meganode split when the
@@ -114,23 +117,54 @@ const cellStepNanos = 500
 
 func (c *cellServerReceiver) Deliver(m *protocol.Message, payload []byte) {
 	if m.Type == protocol.TIndexReply {
-		// A link's reply, from the root meganode's server.
+		// A server's reply to this server's call.
 		if int(m.From) < c.r.cfg.Nodes {
 			c.r.fail("memory server %d received %v from a compute node", c.id, m)
 			return
 		}
-		if err := cell.CheckLinkReply(payload); err != nil {
+		if err := c.s.HandleReply(payload); err != nil {
 			c.r.fail("memory server %d: %v", c.id, err)
+			return
 		}
-		return
+	} else {
+		c.namServerReceiver.Deliver(m, payload)
 	}
-	c.namServerReceiver.Deliver(m, payload)
+	c.flush()
 	c.kick()
 }
 
-// kick schedules the next step of a meganode split if one is under way.
+// flush sends the calls the server made to servers; a call to itself is
+// answered at once. It also times the splits.
+func (c *cellServerReceiver) flush() {
+	for out := c.s.TakeOutgoing(); len(out) > 0; out = c.s.TakeOutgoing() {
+		for _, o := range out {
+			to := protocol.NodeID(c.r.cfg.Nodes + o.To)
+			if to == c.id {
+				if err := c.s.HandleReply(c.s.Handle(o.Req, nil)); err != nil {
+					c.r.fail("memory server %d: %v", c.id, err)
+				}
+				continue
+			}
+			msg := protocol.Message{Type: protocol.TIndexCall, From: c.id, To: to, Count: uint16(len(o.Req))}
+			c.r.w.Send(&msg, o.Req)
+		}
+	}
+	if d := c.s.Done(); d > c.done {
+		c.done = d
+		if c.splitAt >= 0 {
+			c.r.cellSplitNanos += c.r.w.Now() - c.splitAt
+			c.r.cellSplitsTimed++
+		}
+		c.splitAt = -1
+	}
+	if c.splitAt < 0 && c.s.Splitting() {
+		c.splitAt = c.r.w.Now()
+	}
+}
+
+// kick schedules the next step of a meganode split if it can step.
 func (c *cellServerReceiver) kick() {
-	if c.stepping || !c.s.Pending() {
+	if c.stepping || !c.s.Ready() {
 		return
 	}
 	c.stepping = true
@@ -140,33 +174,13 @@ func (c *cellServerReceiver) kick() {
 	}
 	c.r.w.After(c.id, cost, func() {
 		c.stepping = false
-		if c.splitAt < 0 {
-			c.splitAt = c.r.w.Now()
-		}
-		more, err := c.s.Step()
-		if err != nil {
+		if _, err := c.s.Step(); err != nil {
 			c.r.fail("memory server %d: %v", c.id, err)
 			return
 		}
 		// A step takes the server's CPU as a call does (its calls wait).
 		c.r.w.Spend(c.id, c.r.cfg.HandleCost)
-		if !more {
-			c.r.cellSplitNanos += c.r.w.Now() - c.splitAt
-			c.r.cellSplitsTimed++
-			c.splitAt = -1
-		}
-		for _, l := range c.s.TakeLinks() {
-			req := cell.LinkRequest(l, nil)
-			root := protocol.NodeID(c.r.cfg.Nodes + c.r.cellLayout.Root.Server())
-			if root == c.id {
-				if err := cell.CheckLinkReply(c.s.Handle(req, nil)); err != nil {
-					c.r.fail("memory server %d: %v", c.id, err)
-				}
-				continue
-			}
-			msg := protocol.Message{Type: protocol.TIndexCall, From: c.id, To: root, Count: uint16(len(req))}
-			c.r.w.Send(&msg, req)
-		}
+		c.flush()
 		c.kick()
 	})
 }

@@ -78,7 +78,7 @@ type IndexBenchResult struct {
 	// the READs that went in a batch with others (head nodes' prefetch).
 	Waits float64 `json:"waits_per_op"`
 	// Cell with MegaNodes: the meganode splits finished in the measured
-	// window, their mean time from first step to last, the writers' puts.
+	// window, their mean time from start to end, the writers' puts.
 	MegaSplits  int     `json:"meganode_splits,omitempty"`
 	SplitMicros float64 `json:"meganode_split_us,omitempty"`
 	WriterPuts  int     `json:"writer_puts,omitempty"`
@@ -276,19 +276,23 @@ func (f directFabric) FetchAndAdd(rg transport.Region, off, delta uint64) (uint6
 }
 
 // Call answers at once; a Cell meganode split the call started is run to
-// its end, its link delivered, before it returns.
+// its end, with the calls between servers it makes, before it returns.
 func (f directFabric) Call(server int, req, out []byte) ([]byte, error) {
 	out = f.r.servers[server].Handle(req, out)
-	for _, s := range f.r.cellServers {
-		for s.Pending() {
-			if _, err := s.Step(); err != nil {
-				return out, err
+	for busy := true; busy; {
+		busy = false
+		for _, s := range f.r.cellServers {
+			if s.Ready() {
+				if _, err := s.Step(); err != nil {
+					return out, err
+				}
+				busy = true
 			}
-		}
-		for _, l := range s.TakeLinks() {
-			root := f.r.cellServers[f.r.cellLayout.Root.Server()]
-			if err := cell.CheckLinkReply(root.Handle(cell.LinkRequest(l, nil), nil)); err != nil {
-				return out, err
+			for _, o := range s.TakeOutgoing() {
+				if err := s.HandleReply(f.r.cellServers[o.To].Handle(o.Req, nil)); err != nil {
+					return out, err
+				}
+				busy = true
 			}
 		}
 	}

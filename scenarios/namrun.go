@@ -61,7 +61,7 @@ type namRun struct {
 	cellLayout  *cell.Layout
 	cellServers []*cell.Server
 	// cellSplitNanos sums the simulated time of the finished meganode
-	// splits, first step to last (cellSplitsTimed of them).
+	// splits, start to end (cellSplitsTimed of them).
 	cellSplitNanos  int64
 	cellSplitsTimed int
 	// shape: node fanout, the most entries of a scan call, skewed
@@ -303,6 +303,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.NAMScans, res.NAMScanWaits = r.scans, r.scanWaits
 	for _, s := range r.cellServers {
 		res.CellMegaSplits += s.MegaSplits
+		res.CellMoved += s.Adopted
 	}
 	for _, c := range r.cellClients {
 		res.CellRestarts += c.Stats.Restarts

@@ -239,6 +239,9 @@ type SimResult struct {
 	// CellRestarts the operations its clients started again because of
 	// one (a write that waited, a node left behind).
 	CellMegaSplits, CellRestarts uint64
+	// CellMoved counts the splits whose new meganode went to another
+	// server than the split one's.
+	CellMoved uint64
 }
 
 // SELCCStats are the summed counters of a SELCC run's caches.

@@ -209,6 +209,7 @@ type simSummary struct {
 	Verbs             uint64   `json:"sim_verbs"`
 	Scans             int      `json:"index_scans,omitempty"`
 	MegaSplits        uint64   `json:"cell_meganode_splits,omitempty"`
+	MegaMoved         uint64   `json:"cell_meganodes_moved,omitempty"`
 	Restarts          uint64   `json:"cell_restarts,omitempty"`
 	ScanRoundTrips    float64  `json:"scan_round_trips,omitempty"` // per scan: the round trips it waited for
 	MemoryHandlers    uint64   `json:"memory_handler_calls"`
@@ -314,6 +315,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.MemoryHandlers += res.MemoryHandlerCalls
 		sum.Scans += res.NAMScans
 		sum.MegaSplits += res.CellMegaSplits
+		sum.MegaMoved += res.CellMoved
 		sum.Restarts += res.CellRestarts
 		sum.scanWaits += res.NAMScanWaits
 		sel.Invalidations += res.SELCC.Invalidations
@@ -405,7 +407,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		if index {
 			fmt.Fprintf(w, "  one-sided verbs %d, memory-server calls %d, simulated time %.1f ms\n", sum.Verbs, sum.MemoryHandlers, float64(sum.SimulatedNanos)/1e6)
 			if f.cfg.Workload == "cell" && f.cfg.CellMegaNodes > 0 {
-				fmt.Fprintf(w, "  meganode splits %d, operations restarted by one %d\n", sum.MegaSplits, sum.Restarts)
+				fmt.Fprintf(w, "  meganode splits %d (%d moved to another server), operations restarted by one %d\n", sum.MegaSplits, sum.MegaMoved, sum.Restarts)
 			}
 			if sum.Scans > 0 {
 				heads := "no head nodes"

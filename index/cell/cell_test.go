@@ -47,20 +47,22 @@ func (f localFabric) Call(server int, req, out []byte) ([]byte, error) {
 	return out, nil
 }
 
-// pump does one step of every meganode split under way and delivers the
-// links they made to the root meganode's server (server 0): between
-// calls, as a server's loop does between requests.
+// pump does one step of every meganode split that can step, and
+// delivers the calls the servers made to servers (links, a split's
+// reserve, adopts and unlock) with their replies: between calls, as a
+// server's loop does between requests.
 func (f localFabric) pump() {
 	for _, s := range f.servers {
-		if !s.Pending() {
-			continue
-		}
-		if _, err := s.Step(); err != nil {
-			*f.errs = append(*f.errs, err)
-		}
-		for _, l := range s.TakeLinks() {
-			if err := CheckLinkReply(f.servers[0].Handle(LinkRequest(l, nil), nil)); err != nil {
+		if s.Ready() {
+			if _, err := s.Step(); err != nil {
 				*f.errs = append(*f.errs, err)
+			}
+		}
+		for out := s.TakeOutgoing(); len(out) > 0; out = s.TakeOutgoing() {
+			for _, o := range out {
+				if err := s.HandleReply(f.servers[o.To].Handle(o.Req, nil)); err != nil {
+					*f.errs = append(*f.errs, err)
+				}
 			}
 		}
 	}
@@ -126,7 +128,10 @@ func testAgainstAMap(t *testing.T, how Search, cache, mega int) {
 		{
 			{
 				const keys = 3000
-				l, f := newLocal(t, 3, 7, keys, 4096, mega)
+				// Meganode splits: regions small enough that half of them
+				// fill, so that halves move to other servers too.
+				slots := map[bool]uint64{false: 4096, true: 1024}[mega > 0]
+				l, f := newLocal(t, 3, 7, keys, slots, mega)
 				l.CacheLevel = cache
 				rng := rand.New(rand.NewPCG(1, uint64(how)))
 				clock := int64(0)
@@ -193,12 +198,13 @@ func testAgainstAMap(t *testing.T, how Search, cache, mega int) {
 				if how == Selector && (c.Stats.ServerSearches == 0 || c.Stats.ClientSearches == 0) {
 					t.Fatalf("the selector used one method only: %+v", c.Stats)
 				}
-				var megaSplits uint64
+				var megaSplits, adopted uint64
 				for _, s := range f.servers {
-					megaSplits += s.MegaSplits
+					megaSplits, adopted = megaSplits+s.MegaSplits, adopted+s.Adopted
 				}
-				if mega > 0 && (megaSplits < 20 || c.Stats.Restarts == 0) {
-					t.Fatalf("%d meganode splits, %d restarts: the test does not reach the meganode split's paths", megaSplits, c.Stats.Restarts)
+				if mega > 0 && (megaSplits < 20 || adopted == 0 || adopted == megaSplits || c.Stats.Restarts == 0) {
+					t.Fatalf("%d meganode splits (%d to another server), %d restarts: the test does not reach the meganode split's paths",
+						megaSplits, adopted, c.Stats.Restarts)
 				}
 				if mega == 0 && megaSplits > 0 {
 					t.Fatalf("%d meganode splits with MegaNodes 0", megaSplits)
@@ -292,5 +298,45 @@ func TestBadInput(t *testing.T) {
 	c2 := &Client{L: l, F: f, Search: ClientSide}
 	if _, _, err := c2.Get(0); !errors.Is(err, errRetries) {
 		t.Fatalf("a get through a corrupt node: %v", err)
+	}
+}
+
+// TestSplitsSpreadAFullServer: every key goes to one meganode of server
+// 0, whose region holds a fraction of them. Without meganode splits the
+// server fills and refuses; with them, halves of the growing meganode
+// move to the other servers, and every key goes in.
+func TestSplitsSpreadAFullServer(t *testing.T) {
+	const keys = 3000
+	for _, mega := range []int{0, 16} {
+		l, f := newLocal(t, 3, 3, 3*keys, 1000, mega)
+		c := &Client{L: l, F: f, Search: ServerSide}
+		var err error
+		n := 0
+		for order := rand.New(rand.NewPCG(3, 3)).Perm(keys); n < keys && err == nil; n++ {
+			k := uint64(order[n])
+			err = c.Put(k, k+1) // all below keys: meganode 0, on server 0
+		}
+		f.settle(t)
+		if mega == 0 {
+			if !errors.Is(err, errFull) {
+				t.Fatalf("without splits, %d puts into one meganode of a 1,000-slot region: %v, want errFull", n, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("with splits, put number %d: %v", n, err)
+		}
+		ks, _, err := CheckTree(l, f.mem)
+		if err != nil || len(ks) != keys {
+			t.Fatalf("%d keys after the puts, %v", len(ks), err)
+		}
+		if f.servers[1].Adopted == 0 || f.servers[2].Adopted == 0 {
+			t.Fatalf("meganodes moved to servers 1 and 2: %d and %d, want some to each", f.servers[1].Adopted, f.servers[2].Adopted)
+		}
+		for k := range uint64(keys) {
+			if v, ok, err := c.Get(k); err != nil || !ok || v != k+1 {
+				t.Fatalf("get %d: %d %v %v", k, v, ok, err)
+			}
+		}
 	}
 }

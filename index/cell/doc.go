@@ -18,11 +18,12 @@
 //     roots to the next root. Within a meganode, nodes split as in
 //     Sagiv's B-link tree, done by the server alone.
 //   - Meganodes split (megasplit.go, the paper's §2.2-2.3) past
-//     Server.MegaNodes nodes: the right half is copied under a new root
-//     on the same server (the paper may place it on another), relinked,
-//     and its old nodes invalidated and their slots reused, while
-//     clients' READs go on; the separator goes to the root meganode. A
-//     server whose region is full refuses a write that needs a new node
+//     Server.MegaNodes nodes: the right half is copied under a new root,
+//     on the servers in turn (reserve, adopt and unlock calls between
+//     servers when it is another), relinked, and its old nodes
+//     invalidated and their slots reused, while clients' READs go on; the
+//     separator goes to the root meganode. A full server's write waits
+//     for a split that moves a half away; only a full cluster refuses
 //     (StatusFull).
 //   - Values are 8 bytes, stored in the leaf entry (no extents region), so
 //     a client-side get ends at the leaf READ.

@@ -33,7 +33,7 @@ func Format(l *Layout, mem [][]byte, servers []*Server, lows []uint64, fanout in
 			return fmt.Errorf("cell: server %d has %d bytes for %d slots", i, len(m), l.Slots)
 		}
 		binary.LittleEndian.PutUint64(m, 1)
-		*servers[i] = Server{ID: i, Mem: m, Slots: l.Slots, Fanout: fanout, MegaNodes: servers[i].MegaNodes,
+		*servers[i] = Server{ID: i, Mem: m, Slots: l.Slots, Fanout: fanout, MegaNodes: servers[i].MegaNodes, Servers: len(mem),
 			Mutations: servers[i].Mutations, count: map[nam.Ptr]int{}}
 	}
 	put := func(p nam.Ptr, n *nam.Node) {

@@ -25,21 +25,29 @@ type Server struct {
 	// MegaNodes: a leaf meganode that grows past this many nodes splits
 	// in two (0: meganodes never split).
 	MegaNodes int
+	// Servers is how many servers there are (Format sets it): a split's
+	// new meganode goes to them in turn.
+	Servers int
 	// Mutations break it on purpose (package mutation).
 	Mutations ServerMutations
 
-	mu       sync.Mutex
-	megas    btree.Map[uint64, nam.Ptr] // low key -> root, of this server's leaf meganodes
-	count    map[nam.Ptr]int            // leaf meganode root -> its nodes
-	rootMega nam.Ptr                    // the root meganode's root, on the server that holds it
-	free     []uint64                   // slots of invalidated nodes, reused first
-	msplit   *megaSplit                 // the meganode split under way, if any
-	links    []Link                     // separators the root meganode has yet to get
-	bumpOnly bool                       // alloc takes no freed slot (a root meganode split)
-	node     nam.Node
+	mu          sync.Mutex
+	megas       btree.Map[uint64, nam.Ptr] // low key -> root, of this server's leaf meganodes
+	count       map[nam.Ptr]int            // leaf meganode root -> its nodes
+	rootMega    nam.Ptr                    // the root meganode's root, on the server that holds it
+	free        []uint64                   // slots of invalidated nodes, reused first
+	msplit      *megaSplit                 // the meganode split under way, if any
+	out         []Outgoing                 // calls to servers not yet taken (TakeOutgoing)
+	adopting    []adoption                 // meganodes moving here from other servers
+	rootServer  int                        // the root meganode's server
+	bumpOnly    bool                       // alloc takes no freed slot (a root meganode split)
+	noRoomUntil uint64                     // Calls before which a full server tries no meganode split
+	node        nam.Node
 	// Calls counts the requests handled (the server's CPU work); Splits
-	// the node splits it did; MegaSplits the meganode splits it finished.
-	Calls, Splits, MegaSplits uint64
+	// the node splits it did; MegaSplits the meganode splits it finished;
+	// Adopted the meganodes other servers' splits moved here;
+	// LinksRefused the links a full root meganode's server refused.
+	Calls, Splits, MegaSplits, Adopted, LinksRefused uint64
 }
 
 // ServerMutations are the deliberate bugs of the servers.
@@ -107,6 +115,11 @@ func (s *Server) alloc() (nam.Ptr, error) {
 		s.free = s.free[:n-1]
 		return nam.MakePtr(s.ID, slot), nil
 	}
+	return s.bump()
+}
+
+// bump takes the next slot never used.
+func (s *Server) bump() (nam.Ptr, error) {
 	next := s.alloced()
 	if next >= s.Slots {
 		return 0, errFull
@@ -144,8 +157,12 @@ func (s *Server) SetRootMeganode(root nam.Ptr) {
 // gets StatusBad, never a panic.
 func (s *Server) Handle(req []byte, out []byte) []byte {
 	var rep reply
+	var tail []byte
+	if len(req) == requestSize+nam.NodeSize && req[0] == byte(opAdopt) {
+		req, tail = req[:requestSize], req[requestSize:]
+	}
 	r, err := decodeRequest(req)
-	if err != nil {
+	if err != nil || (r.op == opAdopt) != (tail != nil) {
 		rep.status = StatusBad
 		return rep.encode(out)
 	}
@@ -161,6 +178,18 @@ func (s *Server) Handle(req []byte, out []byte) []byte {
 		s.scan(r, &rep)
 	case opLink:
 		s.link(r, &rep)
+	case opReserve:
+		s.reserve(r, &rep)
+	case opAdopt:
+		s.adopt(r, tail, &rep)
+	case opUnlock:
+		s.unlock(r, &rep)
+	}
+	if r.op >= opLink {
+		rep.leaf, rep.stale = uint64(r.op), false // a server's call: the reply names it
+		if r.op == opLink {
+			rep.value = r.key
+		}
 	}
 	return rep.encode(out)
 }
@@ -276,6 +305,13 @@ func (s *Server) write(r request, rep *reply) {
 		return
 	}
 	if s.available() < uint64(top.Level)+2 {
+		// Full: a meganode split moving a half elsewhere frees room, so
+		// the write waits for one rather than fail.
+		s.startMegaSplit(root, true)
+		if s.msplit != nil {
+			rep.status = StatusRetry
+			return
+		}
 		rep.status = StatusFull
 		return
 	}
@@ -289,7 +325,7 @@ func (s *Server) write(r request, rep *reply) {
 		rep.status = StatusBad
 		return
 	}
-	s.startMegaSplit(root)
+	s.startMegaSplit(root, false)
 }
 
 // available is how many nodes the server can still allocate.

@@ -18,7 +18,14 @@ import (
 //	scan    a = end key (exclusive), b = most entries, c = the leaf hint
 //	link    a = the root of the meganode whose keys start at key (from the
 //	        server that split it to the root meganode's)
+//	reserve a = slots for a meganode from key on moving to this server,
+//	        b = its high key if c is 1 (server to server)
+//	adopt   key = a reserved slot, a = the meganode's first key; the node
+//	        (NodeSize bytes) follows the request
+//	unlock  the meganode from key on is here: writes into it go on
 //
+// A reply to a server's call names its op in leaf, and echoes its key in
+// value (reserve: the first slot in next).
 // A reply is a 32-byte header, status (1), found (1), stale (1), a zero byte,
 // count (4), value (8), leaf (8), next (8), then count entries of (key,
 // value). search: found and value (a leaf meganode's value, or, in the
@@ -37,11 +44,14 @@ const (
 	opDelete
 	opScan
 	opLink
+	opReserve
+	opAdopt
+	opUnlock
 	opCount
 )
 
 func (o op) String() string {
-	names := [...]string{"invalid", "search", "put", "delete", "scan", "link"}
+	names := [...]string{"invalid", "search", "put", "delete", "scan", "link", "reserve", "adopt", "unlock"}
 	if o < opCount {
 		return names[o]
 	}
@@ -65,6 +75,7 @@ const (
 var codec = nam.Codec{Name: "cell", Args: 3, Ops: uint8(opCount), MaxStatus: StatusRetry, Leaf: true, Stale: true}
 
 const (
+	requestSize = 40
 	// MaxReplySize bounds a reply.
 	MaxReplySize   = nam.MaxReplySize
 	maxScanEntries = (MaxReplySize - 32) / 16
