@@ -13,18 +13,7 @@ func TestCellSelectorSpikes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a figure's worth of runs (make test runs it in its plain pass)")
 	}
-	f, ok := IndexFigureByName("cell-selector-spikes")
-	if !ok {
-		t.Fatal("no figure cell-selector-spikes")
-	}
-	rows, err := RunIndexFigure(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := map[string]IndexBenchResult{}
-	for _, r := range rows {
-		at[r.Label] = r.IndexBenchResult
-	}
+	rows, at := runIndexFigure(t, "cell-selector-spikes")
 	with, without := at["selector spikes=50x-200us-every-5000us"], at["selector-without-defenses spikes=50x-200us-every-5000us"]
 	if with.P99us >= without.P99us || with.OpsPerSec < without.OpsPerSec {
 		t.Errorf("rare stalls: defended %.0f ops/s p99 %.1f us, undefended %.0f ops/s p99 %.1f us: want the defended tail lower and no less throughput",
@@ -46,18 +35,7 @@ func TestCellSelectorSpikes(t *testing.T) {
 // meganode splits finish sooner and the writers put more, and the
 // searches' tail stays lower than server-side searches'.
 func TestCellSplitsFigure(t *testing.T) {
-	f, ok := IndexFigureByName("cell-splits")
-	if !ok {
-		t.Fatal("no figure cell-splits")
-	}
-	rows, err := RunIndexFigure(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := map[string]IndexBenchResult{}
-	for _, r := range rows {
-		at[r.Label] = r.IndexBenchResult
-	}
+	_, at := runIndexFigure(t, "cell-splits")
 	server, selector := at["server, 16 writers put"], at["selector, 16 writers put"]
 	if server.MegaSplits == 0 || selector.MegaSplits == 0 {
 		t.Fatalf("meganode splits: %d server-side, %d with the selector: the writers do not grow the tree enough", server.MegaSplits, selector.MegaSplits)
@@ -72,4 +50,23 @@ func TestCellSplitsFigure(t *testing.T) {
 	if idle := at["server, writers idle"]; idle.MegaSplits != 0 || idle.WriterPuts != 0 {
 		t.Errorf("idle writers: %d puts, %d splits", idle.WriterPuts, idle.MegaSplits)
 	}
+}
+
+// runIndexFigure runs the index figure name and returns its rows, and
+// their results by label.
+func runIndexFigure(t *testing.T, name string) ([]IndexRow, map[string]IndexBenchResult) {
+	t.Helper()
+	f, ok := IndexFigureByName(name)
+	if !ok {
+		t.Fatalf("no figure %s", name)
+	}
+	rows, err := RunIndexFigure(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]IndexBenchResult{}
+	for _, r := range rows {
+		at[r.Label] = r.IndexBenchResult
+	}
+	return rows, at
 }
