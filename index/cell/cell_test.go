@@ -263,11 +263,29 @@ func TestBadInput(t *testing.T) {
 		"header slot":    req(request{op: opSearch, key: 1, a: uint64(nam.MakePtr(0, 0))}),
 		"unused slot":    req(request{op: opPut, key: 1, b: uint64(nam.MakePtr(0, 15))}),
 		"nil pointer":    req(request{op: opDelete, key: 1}),
+		// A server's calls to servers (a meganode split's), from a peer
+		// that is wrong or lies.
+		"adopt without its node":    req(request{op: opAdopt, key: 5, a: 1}),
+		"adopt into no reservation": append(req(request{op: opAdopt, key: 5, a: 1}), make([]byte, nam.NodeSize)...),
+		"a node after a non-adopt":  append(req(request{op: opUnlock, key: 5}), make([]byte, nam.NodeSize)...),
+		"unlock of nothing":         req(request{op: opUnlock, key: 5}),
+		"reserve of no slot":        req(request{op: opReserve, key: 5}),
+		"reserve with a bad flag":   req(request{op: opReserve, key: 5, a: 1, c: 2}),
+		"link to a nil root":        req(request{op: opLink, key: 5}),
 	}
 	for name, b := range bad {
 		if err := decodeReply(s.Handle(b, nil), &rep); err != nil || rep.status != StatusBad {
 			t.Errorf("%s: status %d, %v; want StatusBad", name, rep.status, err)
 		}
+	}
+	// Replies to calls the server did not make are errors, not panics.
+	for _, r := range []reply{{leaf: uint64(opReserve), value: 5}, {leaf: uint64(opAdopt)}, {leaf: uint64(opUnlock)}, {leaf: uint64(opSearch)}, {leaf: uint64(opLink), status: StatusBad}} {
+		if err := s.HandleReply(r.encode(nil)); err == nil {
+			t.Errorf("an unexpected reply %+v was taken", r)
+		}
+	}
+	if err := s.HandleReply([]byte{1, 2}); err == nil {
+		t.Error("a malformed reply was taken")
 	}
 	c := &Client{L: l, F: f, Search: ClientSide}
 	if _, err := c.region(nam.MakePtr(7, 1)); err == nil {
@@ -339,4 +357,32 @@ func TestSplitsSpreadAFullServer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzServerHandle: whatever bytes a peer sends, a server answers with a
+// well-formed reply and never panics; its memory stays a tree at rest.
+func FuzzServerHandle(f *testing.F) {
+	enc := func(r request) []byte { return r.encode(nil) }
+	f.Add(enc(request{op: opSearch, key: 3, a: uint64(nam.MakePtr(0, 1))}))
+	f.Add(enc(request{op: opPut, key: 3, a: 9, b: uint64(nam.MakePtr(0, 2))}))
+	f.Add(enc(request{op: opReserve, key: 50, a: 3}))
+	f.Add(append(enc(request{op: opAdopt, key: 12, a: 50}), make([]byte, nam.NodeSize)...))
+	f.Add(enc(request{op: opUnlock, key: 50}))
+	f.Add(enc(request{op: opLink, key: 40, a: uint64(nam.MakePtr(1, 3))}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l := &Layout{Slots: 64}
+		mem := [][]byte{make([]byte, 64*nam.NodeSize), make([]byte, 64*nam.NodeSize)}
+		servers := []*Server{{MegaNodes: 8}, {MegaNodes: 8}}
+		l.Regions = []transport.Region{{Node: 0, Len: 64 * nam.NodeSize}, {Node: 1, Len: 64 * nam.NodeSize}}
+		if err := Format(l, mem, servers, Lows(2, 100), 4); err != nil {
+			t.Fatal(err)
+		}
+		var r reply
+		if err := decodeReply(servers[0].Handle(b, nil), &r); err != nil {
+			t.Fatalf("reply to %x: %v", b, err)
+		}
+		if _, _, err := CheckTree(l, mem); err != nil {
+			t.Fatalf("after %x: %v", b, err)
+		}
+	})
 }

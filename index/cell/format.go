@@ -86,12 +86,14 @@ func Format(l *Layout, mem [][]byte, servers []*Server, lows []uint64, fanout in
 			nodes = append(nodes, nam.Node{Level: level, Low: keys[i], Keys: keys[i:e], Vals: vals[i:e]})
 		}
 		ptrs := make([]nam.Ptr, len(nodes))
+		servers[0].bumpOnly = true // the root meganode's slots are known as such
 		for i := range nodes {
 			var err error
 			if ptrs[i], err = alloc(0); err != nil {
 				return err
 			}
 		}
+		servers[0].bumpOnly = false
 		for i := range nodes {
 			if i+1 < len(nodes) {
 				nodes[i].HasHigh, nodes[i].High, nodes[i].Sibling = true, nodes[i+1].Keys[0], ptrs[i+1]

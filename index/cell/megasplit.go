@@ -540,7 +540,8 @@ func (s *Server) relink(m *megaSplit) error {
 // link inserts a meganode split's separator into the root meganode
 // (r.key from r.a on), on the server that holds it.
 func (s *Server) link(r request, rep *reply) {
-	if !s.rootMega.Valid() || !nam.Ptr(r.a).Valid() {
+	root := nam.Ptr(r.a)
+	if !s.rootMega.Valid() || !root.Valid() || root.Server() >= max(1, s.Servers) || root.Slot() == 0 || root.Slot() >= s.Slots {
 		rep.status = StatusBad
 		return
 	}
@@ -557,6 +558,14 @@ func (s *Server) link(r request, rep *reply) {
 		p = s.node.Child(r.key)
 	}
 	rep.stale = false
+	if i, found := s.node.Find(r.key); found {
+		// A link sent twice is answered twice; one that would repoint
+		// a meganode's entry is a lie.
+		if s.node.Vals[i] != r.a {
+			rep.status = StatusBad
+		}
+		return
+	}
 	s.node.Insert(r.key, r.a)
 	if len(s.node.Keys) <= s.Fanout {
 		s.store(p, &s.node)

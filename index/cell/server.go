@@ -41,6 +41,7 @@ type Server struct {
 	adopting    []adoption                 // meganodes moving here from other servers
 	rootServer  int                        // the root meganode's server
 	bumpOnly    bool                       // alloc takes no freed slot (a root meganode split)
+	rootNodes   map[uint64]bool            // the root meganode's slots (on its server): no write goes there
 	noRoomUntil uint64                     // Calls before which a full server tries no meganode split
 	node        nam.Node
 	// Calls counts the requests handled (the server's CPU work); Splits
@@ -115,7 +116,14 @@ func (s *Server) alloc() (nam.Ptr, error) {
 		s.free = s.free[:n-1]
 		return nam.MakePtr(s.ID, slot), nil
 	}
-	return s.bump()
+	p, err := s.bump()
+	if err == nil && s.bumpOnly {
+		if s.rootNodes == nil {
+			s.rootNodes = map[uint64]bool{}
+		}
+		s.rootNodes[p.Slot()] = true
+	}
+	return p, err
 }
 
 // bump takes the next slot never used.
@@ -236,6 +244,10 @@ func (s *Server) moveTo(key uint64, p nam.Ptr, rep *reply) (nam.Ptr, bool) {
 // stale when the start node no longer covered the key (a meganode split
 // moved it right), so that the client drops the cached entry that sent it.
 func (s *Server) search(r request, rep *reply) {
+	if a := nam.Ptr(r.a); s.rootNodes[a.Slot()] && a.Server() == s.ID {
+		rep.status = StatusBad // the root meganode: clients walk it themselves
+		return
+	}
 	p, ok := s.moveTo(r.key, nam.Ptr(r.a), rep)
 	stale := rep.stale
 	defer func() { rep.stale = stale }()
@@ -265,6 +277,10 @@ func (s *Server) write(r request, rep *reply) {
 		return
 	}
 	hint := nam.Ptr(r.b)
+	if s.rootNodes[hint.Slot()] && hint.Server() == s.ID {
+		rep.status = StatusBad // a hint into the root meganode
+		return
+	}
 	var p nam.Ptr
 	if fire(s.Mutations.StaleHint) && s.local(hint) {
 		p = hint
@@ -443,6 +459,10 @@ func (s *Server) splitRoot(p nam.Ptr, n *nam.Node) error {
 // scan collects the entries of [r.key, r.a) from the leaf at the hint r.c
 // on, along local leaves, at most r.b of them.
 func (s *Server) scan(r request, rep *reply) {
+	if h := nam.Ptr(r.c); s.rootNodes[h.Slot()] && h.Server() == s.ID {
+		rep.status = StatusBad // a hint into the root meganode
+		return
+	}
 	p, ok := s.moveTo(r.key, nam.Ptr(r.c), rep)
 	if !ok {
 		return
