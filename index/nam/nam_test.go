@@ -188,3 +188,28 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("a short reply decoded")
 	}
 }
+
+// FuzzServerHandle: whatever bytes a compute node sends, a memory server
+// of each design answers with a well-formed reply and never panics, and
+// its tree stays whole.
+func FuzzServerHandle(f *testing.F) {
+	enc := func(r request) []byte { return r.encode(nil) }
+	f.Add(uint8(0), enc(request{op: opGet, key: 3}))
+	f.Add(uint8(1), enc(request{op: opPut, key: 3, a: 9}))
+	f.Add(uint8(2), enc(request{op: opScan, key: 3, a: 90, b: 5}))
+	f.Add(uint8(2), enc(request{op: opLocate, key: 70}))
+	f.Add(uint8(2), enc(request{op: opRegister, key: 60, a: uint64(MakePtr(1, 1))}))
+	f.Fuzz(func(t *testing.T, design uint8, b []byte) {
+		d := []Design{CoarseGrained, FineGrained, Hybrid}[design%3]
+		l, lf := newLocal(t, d, 2, 100)
+		var r reply
+		if err := decodeReply(lf.servers[0].Handle(b, nil), &r); err != nil {
+			t.Fatalf("%s: reply to %x: %v", d, b, err)
+		}
+		if d != CoarseGrained {
+			if _, _, err := CheckTree(l, lf.mem); err != nil {
+				t.Fatalf("%s: after %x: %v", d, b, err)
+			}
+		}
+	})
+}
