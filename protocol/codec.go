@@ -75,7 +75,88 @@ func Decode(b []byte) (Message, error) {
 
 // Validate checks that the fields of m are consistent with its type. Encode
 // does not call it (our own messages are built right); Decode always does.
+// The common messages pass a table's few comparisons (plain); anything
+// else, and anything wrong, goes through explain, which says what is wrong.
 func (m *Message) Validate() error {
+	if m.plain() {
+		return nil
+	}
+	return m.explain()
+}
+
+// typeRule is what a message of one type may carry, for plain.
+type typeRule struct {
+	mode   bool  // a mode is required (and none allowed without)
+	fields uint8 // fieldTarget | fieldSet | fieldK | fieldPred allowed
+	flags  Flags // flags allowed (FlagUnreadable never: explain checks it)
+}
+
+const (
+	fieldTarget = 1 << iota
+	fieldSet
+	fieldK
+	fieldPred
+)
+
+// typeRules holds a rule for each type that carries no count; a zero rule
+// (mode false, nothing allowed) for the others sends them to explain.
+var typeRules = [typeCount]typeRule{
+	TRequest:        {mode: true},
+	TGrant:          {mode: true, fields: fieldTarget | fieldSet | fieldK, flags: FlagNoData | FlagDirty},
+	TForward:        {mode: true, fields: fieldTarget | fieldSet | fieldK | fieldPred, flags: FlagAnyCopy},
+	TBusy:           {},
+	TTransfer:       {mode: true, fields: fieldK | fieldPred, flags: FlagAnyCopy},
+	TTransferReply:  {mode: true, flags: FlagDirty},
+	TInvalidate:     {fields: fieldK},
+	TInvalidateAck:  {},
+	TDone:           {mode: true},
+	TEvictData:      {},
+	TAlloc:          {},
+	TLineInvalidate: {mode: true, fields: fieldK | fieldPred},
+	TPersist:        {},
+	TPersistAck:     {},
+}
+
+// plain reports whether m is one of the common well-formed messages: no
+// count, no unreadable flag, not an allocation reply. It never accepts a
+// message explain refuses (TestValidatePlainIsSound); a false only means
+// that explain decides.
+func (m *Message) plain() bool {
+	if m.Type >= typeCount || m.Count != 0 || m.Mode > ModeExclusive || m.From == m.To {
+		return false
+	}
+	switch m.Type {
+	case typeInvalid, TEvict, TEvictReply, THoldings, TRebuilt, TIndexCall, TIndexReply, TAllocReply:
+		return false
+	}
+	r := &typeRules[m.Type]
+	if r.mode != (m.Mode != ModeNone) || m.Flags&^r.flags != 0 {
+		return false
+	}
+	var fields uint8
+	if m.Target != 0 {
+		fields |= fieldTarget
+	}
+	if !m.Set.Empty() {
+		fields |= fieldSet
+	}
+	if m.K != 0 {
+		fields |= fieldK
+	}
+	if m.Pred != 0 {
+		fields |= fieldPred
+	}
+	if fields&^r.fields != 0 {
+		return false
+	}
+	if m.Type == TForward && m.Target == m.To {
+		return false
+	}
+	return fields&fieldSet == 0 || !m.Set.Has(m.To)
+}
+
+// explain is Validate's full check, with the reason for a refusal.
+func (m *Message) explain() error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: %v: %s", ErrMalformed, m.Type, why)
 	}

@@ -702,6 +702,11 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 	r.lastOp = r.c.w.Now()
 	w := r.c.w
 	checkEvery := crossCheckInterval(len(r.c.nodes) * r.cfg.CachePages)
+	// The cross-check runs each time the step count reaches a multiple of
+	// checkEvery (a step adds at most one): a comparison a step, not a
+	// division.
+	nextCheck := (w.Steps/checkEvery + 1) * checkEvery
+	workload := phase == "workload"
 	for {
 		done := true
 		for _, co := range cos {
@@ -730,8 +735,11 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 				r.stopAll(cos)
 				return false
 			}
-			if w.Steps%checkEvery == 0 && phase == "workload" {
-				r.c.crossCheck(r.pids)
+			if w.Steps >= nextCheck {
+				nextCheck += checkEvery
+				if workload {
+					r.c.crossCheck(r.pids)
+				}
 			}
 		}
 		if _, bad := r.c.inv.Violations(); bad > 0 || w.Now()-r.lastOp > watchdog {
