@@ -196,11 +196,21 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 		r := w.r
 		pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
 		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
-		th := &linecache.Thread{P: linecache.NewGoroutineWaiter(), Slot: w.t}
+		serve := n.inlineServer()
+		waiter := linecache.NewGoroutineWaiter()
+		waiter.Idle = serve.run
+		th := &linecache.Thread{P: waiter, Slot: w.t}
 		var misses uint64
+		var done uint
 		fetches := hdrhistogram.New(1, int64(10*time.Second), 3)
 		fetchHists[w.t] = fetches
 		return func() (int64, error) {
+			if done++; done%inlineEvery == 0 {
+				serve.run()
+			}
+			if serve.err != nil {
+				return 0, serve.err
+			}
 			i := int(choose(pick))
 			line := lineOf(memory, i)
 			op := checker.Op{Client: w.client, Page: uint64(i), Call: time.Now().UnixNano()}
@@ -247,6 +257,40 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 	res.Stats = Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
 		RemoteFetches: atomic.LoadUint64(&s.Misses), Invalidations: atomic.LoadUint64(&s.Invalidations), Evictions: atomic.LoadUint64(&s.Evictions)}
 	return res, ops
+}
+
+// inlineEvery is how many operations a worker runs between two looks at
+// its node's messages (and the looks it takes whenever it waits).
+const inlineEvery = 8
+
+// inlineServer is a worker's share of the node's message handling: it
+// takes what the peers sent (the transport's Poll, where it has one) and
+// answers the invalidations itself (linecache's run to completion).
+type inlineServer struct {
+	n    *SELCCNode
+	poll func() int
+	t    *linecache.Thread // the handler thread for the answers' verbs
+	err  error             // the first failed answer: the worker stops with it
+}
+
+func (n *SELCCNode) inlineServer() *inlineServer {
+	s := &inlineServer{n: n, t: &linecache.Thread{P: linecache.NewGoroutineWaiter()}}
+	if p, ok := n.tr.(interface{ Poll() int }); ok {
+		s.poll = p.Poll
+	}
+	return s
+}
+
+func (s *inlineServer) run() {
+	c := s.n.cache
+	c.BeginInline()
+	if s.poll != nil {
+		s.poll()
+	}
+	if _, err := c.ServeWaiting(s.t); err != nil && s.err == nil {
+		s.err = fmt.Errorf("cluster: selcc node %d: answering an invalidation: %w", s.n.cfg.ID, err)
+	}
+	c.EndInline()
 }
 
 // Close stops the node.

@@ -185,6 +185,13 @@ type Cache struct {
 	head, n int
 	handler *Thread // parked in Serve while the inbox is empty
 	idle    bool
+	// serving is held while one invalidation is handled, by Serve or by
+	// a worker in ServeWaiting: the node answers one at a time, in
+	// arrival order, whichever goroutine runs the answer.
+	serving sync.Mutex
+	// inline counts workers between BeginInline and EndInline: Deliver
+	// does not wake the handler for them, EndInline does if one is left.
+	inline  int
 	polling []*Thread // by reply slot: a sender waiting for Landed
 	// rounds is the last invalidation round of each reply slot. It belongs
 	// to the slot, not to the thread using it: the status words of older

@@ -25,7 +25,7 @@ func (c *Cache) Deliver(m *protocol.Message) error {
 	c.inbox[(c.head+c.n)%len(c.inbox)] = *m
 	c.n++
 	atomic.AddUint64(&c.Stats.InvalidationsRecv, 1)
-	if c.idle {
+	if c.idle && c.inline == 0 {
 		c.idle = false
 		c.handler.P.Wake()
 	}
@@ -50,14 +50,80 @@ func (c *Cache) Serve(t *Thread, stop func() bool) {
 			c.mu.Lock()
 			continue
 		}
-		m := c.inbox[c.head]
-		c.head = (c.head + 1) % len(c.inbox)
-		c.n--
 		c.mu.Unlock()
-		if err := c.handle(t, &m); err != nil {
-			panic(err) // a broken invariant of this node: the runtime reports it as the node's fault
+		c.serving.Lock()
+		m, ok := c.next()
+		if ok {
+			if err := c.handle(t, &m); err != nil {
+				panic(err) // a broken invariant of this node: the runtime reports it as the node's fault
+			}
 		}
+		c.serving.Unlock()
 		c.mu.Lock()
+	}
+}
+
+// next takes the oldest invalidation from the inbox.
+func (c *Cache) next() (protocol.Message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		return protocol.Message{}, false
+	}
+	m := c.inbox[c.head]
+	c.head = (c.head + 1) % len(c.inbox)
+	c.n--
+	return m, true
+}
+
+// Run to completion on real processes: a worker that waits (for a reply,
+// a retry's back-off) or is between operations consumes what its peers
+// sent and answers the invalidations itself, so that an invalidation is
+// not left to a handler goroutine the OS has yet to give a CPU (on a small
+// machine most of a round trip, or milliseconds). The protocol is the
+// same: answers stay one at a time, in arrival order (Cache.serving), and
+// the handler still serves whatever no worker took.
+
+// BeginInline starts a worker's turn at serving: until EndInline, Deliver
+// queues without waking the handler.
+func (c *Cache) BeginInline() {
+	c.mu.Lock()
+	c.inline++
+	c.mu.Unlock()
+}
+
+// ServeWaiting answers the invalidations in the inbox on the caller's
+// goroutine, t being the handler thread for their verbs (not a thread
+// that is in the middle of its own verbs). It never waits: while another
+// goroutine answers one, it returns at once. The caller must hold nothing
+// of the cache's (between operations, or while waiting in one).
+func (c *Cache) ServeWaiting(t *Thread) (int, error) {
+	if !c.serving.TryLock() {
+		return 0, nil
+	}
+	defer c.serving.Unlock()
+	n := 0
+	for {
+		m, ok := c.next()
+		if !ok {
+			return n, nil
+		}
+		if err := c.handle(t, &m); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// EndInline ends BeginInline; an invalidation that arrived meanwhile and
+// is still waiting gets the handler woken.
+func (c *Cache) EndInline() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inline--
+	if c.inline == 0 && c.n > 0 && c.idle && c.handler != nil {
+		c.idle = false
+		c.handler.P.Wake()
 	}
 }
 
