@@ -53,8 +53,11 @@ type clusterConfig struct {
 	observer actors.Observer
 	// viewChanges: nodes may crash (actors.Config.ViewChanges)
 	viewChanges bool
-	// poisonEnds: bufmgr.Cache.PoisonEnds of every node (0: whole pages)
-	poisonEnds int
+	// observedEnds: the bytes at each end of a page that the run's checks
+	// read (0: whole pages). Dropped frames are poisoned there only
+	// (bufmgr.Cache.PoisonEnds), and a page sent carries only those
+	// (sim.World.PayloadEnds).
+	observedEnds int
 	// provider overrides (0: defaults)
 	freeTarget       int
 	providerInterval int64
@@ -88,6 +91,7 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 	// the kernel offers them: each frame is poisoned when its cache is made,
 	// and at 256 nodes faulting those pages in 4 KiB at a time cost more
 	// than the whole workload.
+	w.PayloadEnds = cc.observedEnds
 	frameBytes := cc.cachePages * protocol.PageSize
 	c.cc, c.fire = cc, fire
 	c.arena = make([]byte, cc.nodes*frameBytes)
@@ -106,6 +110,7 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 // start, and again when a crashed node restarts).
 func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Node {
 	cc, w, fire := c.cc, c.w, c.fire
+	w.PayloadEnds = cc.observedEnds
 	frameBytes := cc.cachePages * protocol.PageSize
 	i := int(id)
 	env := &sim.NodeEnv{W: w, ID: id, Store: store}
@@ -135,7 +140,7 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 		pages = make([]byte, frameBytes)
 	}
 	n := actors.New(cfg, env, obs, pages)
-	n.Cache().PoisonEnds = cc.poisonEnds
+	n.Cache().PoisonEnds = cc.observedEnds
 	c.hints[i] = n.Cache().TransferHint()
 	if len(c.arena) >= hintArena {
 		w.SetPrefetcher(id, &c.hints[i])

@@ -466,7 +466,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
 		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs,
-		viewChanges: cfg.Crashes > 0, poisonEnds: registerPoison(btreeMode)})
+		viewChanges: cfg.Crashes > 0, observedEnds: registerEnds(btreeMode)})
 	if err != nil {
 		return res, err
 	}
@@ -585,12 +585,12 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	return res, nil
 }
 
-// registerPoison is the poison of a dropped frame (bufmgr.Cache.PoisonEnds)
-// for a run's workload: a page register is read at its two ends only
-// (checker.PageValue), so poisoning those catches every read of a dropped
-// frame, at 128 bytes of stores instead of 4 KiB; the B-tree reads whole
-// pages and gets them poisoned whole.
-func registerPoison(btree bool) int {
+// registerEnds is how much of each end of a page a run's checks read: a
+// page register is read at its two ends only (checker.PageValue), so
+// poisoning those catches every read of a dropped frame, at 128 bytes of
+// stores instead of 4 KiB, and a page sent needs to carry only those; the
+// B-tree reads whole pages (and digests them) and gets them whole.
+func registerEnds(btree bool) int {
 	if btree {
 		return 0
 	}

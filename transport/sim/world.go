@@ -97,6 +97,13 @@ type World struct {
 	// MutateFrame, when set, may change every frame after it was encoded at
 	// the sender (the codec mutants: a field the encoder drops).
 	MutateFrame func(frame []byte)
+	// PayloadEnds, when above 0, is how many bytes at each end of a page
+	// the run's checks read (a page register: its value at both ends,
+	// checker.PageValue): a page sent carries those bytes, and its middle
+	// is whatever the world's buffer held. Nothing that is checked can
+	// tell, and a send no longer reads the sender's whole page, most of it
+	// cold at 256 nodes. 0: pages travel whole (the B-tree's digests).
+	PayloadEnds int
 
 	// OrderedIO makes the storage operations on one slot complete in the
 	// order they were issued (the crash runs set it; see ioAt).
@@ -224,7 +231,12 @@ func (w *World) Send(m *protocol.Message, payload []byte) {
 	e.payload = e.payload[:0]
 	if len(payload) > 0 {
 		e.payload = w.getPage()[:len(payload)]
-		copy(e.payload, payload)
+		if k := w.PayloadEnds; k > 0 && len(payload) == protocol.PageSize && 2*k < len(payload) {
+			copy(e.payload[:k], payload[:k])
+			copy(e.payload[len(payload)-k:], payload[len(payload)-k:])
+		} else {
+			copy(e.payload, payload)
+		}
 	}
 	// per-link FIFO, like an RC queue pair
 	e.at = w.onLink(m.From, m.To, w.latency.Message+w.latency.PerKiB*int64(len(payload))/1024)
