@@ -488,12 +488,21 @@ func clusterRun(f clusterFlags, stderr io.Writer) (res clusterResult, err error)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		start := time.Now()
+		collecting := false
 		for {
 			select {
 			case <-stopTicker:
 				return
 			case <-t.C:
-				progress("run %.0fs/%.0fs ", time.Since(start).Seconds(), f.duration.Seconds())
+				switch ran := time.Since(start); {
+				case ran <= f.duration+time.Second/2:
+					progress("run %.0fs/%.0fs ", ran.Seconds(), f.duration.Seconds())
+				case !collecting:
+					// The nodes stop their workers and send their
+					// histories: a large history takes seconds.
+					collecting = true
+					progress("collecting the nodes' results... ")
+				}
 			}
 		}
 	}()
