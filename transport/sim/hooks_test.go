@@ -183,3 +183,18 @@ func BenchmarkSendStep(b *testing.B) {
 		w.Step()
 	}
 }
+
+// BenchmarkTimerStep: a world of 4 nodes whose only events are periodic
+// timers (the page provider's ticks are most of the swarm's events).
+func BenchmarkTimerStep(b *testing.B) {
+	w := sim.New(1, 4, sim.Latency{}, sim.FaultPlan{})
+	for i := range 4 {
+		var tick func()
+		tick = func() { w.After(protocol.NodeID(i), 20_000+int64(i)*7, tick) }
+		w.After(protocol.NodeID(i), int64(i), tick)
+	}
+	b.ResetTimer()
+	for range b.N {
+		w.Step()
+	}
+}
