@@ -161,6 +161,12 @@ type Cache struct {
 	// anyway, and 4 KiB of stores to a cold frame on every invalidation
 	// slowed down every miss.
 	PoisonEnds int
+	// PoisonHead, when above 0, poisons only the first PoisonHead bytes of
+	// a dropped frame (and overrides PoisonEnds): enough where every read
+	// checks that a page's two ends agree (the simulator's registers, whose
+	// value is at both ends: a poisoned head and a stale tail are a torn
+	// read, a violation), at one cold line of stores instead of two.
+	PoisonHead int
 	// OnExclusiveRelease, when set, sees every page an exclusive guard
 	// releases or downgrades, before others can see it (the simulator
 	// records the page's content as the last completed write).

@@ -99,10 +99,14 @@ var poisonPage = func() []byte {
 	return b
 }()
 
-// poison fills the frame's data with Poison (its first and last
-// PoisonEnds bytes, when that is set).
+// poison fills the frame's data with Poison (its first PoisonHead bytes,
+// or its first and last PoisonEnds bytes, when one is set).
 func (c *Cache) poison(f *Frame) {
 	p := c.Page(f)
+	if h := c.PoisonHead; h > 0 && h < len(p) {
+		copy(p[:h], poisonPage)
+		return
+	}
 	if e := c.PoisonEnds; e > 0 && 2*e < len(p) {
 		copy(p[:e], poisonPage)
 		copy(p[len(p)-e:], poisonPage)

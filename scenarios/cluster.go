@@ -54,9 +54,9 @@ type clusterConfig struct {
 	// viewChanges: nodes may crash (actors.Config.ViewChanges)
 	viewChanges bool
 	// observedEnds: the bytes at each end of a page that the run's checks
-	// read (0: whole pages). Dropped frames are poisoned there only
-	// (bufmgr.Cache.PoisonEnds), and a page sent carries only those
-	// (sim.World.PayloadEnds).
+	// read, both ends always (0: whole pages). Dropped frames are poisoned
+	// at the head only (bufmgr.Cache.PoisonHead), and a page sent carries
+	// only its two ends (sim.World.PayloadEnds).
 	observedEnds int
 	// provider overrides (0: defaults)
 	freeTarget       int
@@ -140,7 +140,9 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 		pages = make([]byte, frameBytes)
 	}
 	n := actors.New(cfg, env, obs, pages)
-	n.Cache().PoisonEnds = cc.observedEnds
+	// The register reads check both ends (a torn value is a violation), so
+	// a poisoned head catches every read of a dropped frame.
+	n.Cache().PoisonHead = cc.observedEnds
 	c.hints[i] = n.Cache().TransferHint()
 	if len(c.arena) >= hintArena {
 		w.SetPrefetcher(id, &c.hints[i])

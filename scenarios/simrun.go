@@ -586,10 +586,11 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 }
 
 // registerEnds is how much of each end of a page a run's checks read: a
-// page register is read at its two ends only (checker.PageValue), so
-// poisoning those catches every read of a dropped frame, at 128 bytes of
-// stores instead of 4 KiB, and a page sent needs to carry only those; the
-// B-tree reads whole pages (and digests them) and gets them whole.
+// page register is read at its two ends only, and a read whose ends
+// disagree is torn (checker.PageValue), so poisoning the head catches
+// every read of a dropped frame, at 64 bytes of stores instead of 4 KiB,
+// and a page sent needs to carry only its ends; the B-tree reads whole
+// pages (and digests them) and gets them whole.
 func registerEnds(btree bool) int {
 	if btree {
 		return 0
