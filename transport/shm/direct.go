@@ -204,25 +204,11 @@ func (l *link) readRegionMsg() (key uint32, size uint64, fd int, why, err error)
 // fd): the verbs on it go direct from now on.
 func (l *link) mapRemote(key uint32, size uint64, fd int) error {
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("fstat: %w", err)
+	if size == 0 || size > 1<<46 {
+		return fmt.Errorf("a region of %d bytes", size)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("not a memfd (mode %#o)", st.Mode)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
-		return fmt.Errorf("sealing against shrinking: %w", err)
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return fmt.Errorf("the memfd lacks F_SEAL_SHRINK (seals %#x, %v)", seals, err)
-	}
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("fstat: %w", err)
-	}
-	if size == 0 || size > 1<<46 || st.Size < 0 || uint64(st.Size) < size {
-		return fmt.Errorf("region of %d bytes in a memfd of %d", size, st.Size)
+	if err := sealedMemfd(fd, size); err != nil {
+		return fmt.Errorf("the region's memory: %w", err)
 	}
 	// Populated: the page tables are filled now, not by the verbs.
 	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)

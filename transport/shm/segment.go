@@ -137,15 +137,25 @@ func createSegment(name string, ringSize uint64) (fd int, seg *segment, err erro
 // peer can never shrink the file under our mapping, so no access to the
 // mapping can raise SIGBUS.
 func checkSegment(fd int, ringSize uint64) error {
+	if err := sealedMemfd(fd, segmentSize(ringSize)); err != nil {
+		return fmt.Errorf("the passed segment (rings of %d bytes): %w", ringSize, err)
+	}
+	return nil
+}
+
+// sealedMemfd checks that fd is a regular (memfd) file, seals it against
+// shrinking, checks that the seal holds, and that the file has at least
+// want bytes. With the seal in place no mapping of it can raise SIGBUS.
+func sealedMemfd(fd int, want uint64) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("fstat: %w", err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("passed fd is not a memfd (mode %#o)", st.Mode)
+		return fmt.Errorf("not a memfd (mode %#o)", st.Mode)
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
-		return fmt.Errorf("sealing the passed memfd against shrinking: %w", err)
+		return fmt.Errorf("sealing the memfd against shrinking: %w", err)
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil {
@@ -158,8 +168,8 @@ func checkSegment(fd int, ringSize uint64) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("fstat: %w", err)
 	}
-	if want := segmentSize(ringSize); st.Size < 0 || uint64(st.Size) < want {
-		return fmt.Errorf("memfd too small: %d bytes, rings of %d need %d", st.Size, ringSize, want)
+	if st.Size < 0 || uint64(st.Size) < want {
+		return fmt.Errorf("memfd too small: %d bytes, %d needed", st.Size, want)
 	}
 	return nil
 }
