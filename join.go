@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/scalestore-go/scalestore/storage/memfile"
 	"github.com/scalestore-go/scalestore/storage/nvme"
 	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/ibverbs"
 )
 
 // KV is what a single-node DB and a node of a cluster both offer: code
@@ -65,10 +67,15 @@ type ClusterOptions struct {
 	// (default 0). The other nodes find it there; it must be in Peers.
 	Bootstrap int
 	// Transport is tcp (default), shm (every node on this host; SocketDir
-	// holds the bootstrap sockets) or auto (shm when every peer is on a
-	// loopback address).
+	// holds the bootstrap sockets), auto (shm when every peer is on a
+	// loopback address) or ibverbs (RDMA: a binary built with -tags
+	// ibverbs, an RDMA device chosen by RDMA; Peers are then the
+	// addresses of the out-of-band TCP channel that connects the queue
+	// pairs, docs/rdma.md). Transports lists what this binary has.
 	Transport string
 	SocketDir string
+	// RDMA selects the device of the ibverbs transport.
+	RDMA RDMAOptions
 	// TLS, for tcp, is mutual TLS between the nodes (tcp.LoadTLS).
 	TLS *tls.Config
 	// Data is the directory of this node's page store (empty: in memory,
@@ -111,6 +118,42 @@ type ClusterOptions struct {
 	Etcd     []string
 	LeaseTTL time.Duration
 	Logger   *slog.Logger
+
+	// rdmaDevice, if set, gives the ibverbs transport its device: the
+	// tests' fake verbs (ibverbs.NewFabric), in place of a real device.
+	rdmaDevice func() (ibverbs.Device, error)
+}
+
+// RDMAOptions select the RDMA device and addressing of the ibverbs
+// transport (ClusterOptions.RDMA; docs/rdma.md). The zero value takes the
+// first device's port 1, its active MTU and automatic addressing.
+type RDMAOptions struct {
+	Device string // empty: the first device (ibv_devices lists them)
+	Port   int    // 0: port 1
+	// UseGIDIndex makes the port use GID table entry GIDIndex (show_gids
+	// lists them); unset, InfiniBand routes by LID and RoCE takes a RoCE
+	// v2 GID.
+	UseGIDIndex bool
+	GIDIndex    int
+	MTU         int // path MTU cap in bytes; 0: the port's active MTU
+	Mailboxes   int // mailbox slots per peer, the same on every node; 0: 16
+}
+
+func (r RDMAOptions) config() cluster.RDMAConfig {
+	c := cluster.RDMAConfig{Device: r.Device, Port: r.Port, GIDIndex: -1, MTU: r.MTU, Mailboxes: r.Mailboxes}
+	if r.UseGIDIndex {
+		c.GIDIndex = r.GIDIndex
+	}
+	return c
+}
+
+// Transports are the values ClusterOptions.Transport takes in this binary:
+// ibverbs only in one built with -tags ibverbs.
+func Transports() []string {
+	if ibverbs.Built {
+		return []string{"tcp", "shm", "auto", "ibverbs"}
+	}
+	return []string{"tcp", "shm", "auto"}
 }
 
 // The durability settings (ClusterOptions.Durability).
@@ -583,11 +626,19 @@ func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, e
 		}
 	}
 	tc = cluster.TransportConfig{Kind: o.Transport, Self: protocol.NodeID(o.ID), Listen: o.Listen, Peers: peers,
-		ClusterID: o.ClusterID, TLS: o.TLS, SocketDir: o.SocketDir, Logger: o.Logger}
+		ClusterID: o.ClusterID, TLS: o.TLS, SocketDir: o.SocketDir, Logger: o.Logger, RDMA: o.RDMA.config()}
+	tc.RDMA.OpenDevice = o.rdmaDevice
 	switch tc.Resolve() {
 	case "tcp", "shm":
+	case "ibverbs":
+		switch {
+		case !ibverbs.Built && o.rdmaDevice == nil:
+			return o, tc, fmt.Errorf("scalestore: transport %q: %w", o.Transport, ibverbs.ErrNotBuilt)
+		case o.TLS != nil:
+			return o, tc, errors.New("scalestore: transport ibverbs: TLS is for tcp (the RDMA transport's data never crosses TCP)")
+		}
 	default:
-		return o, tc, fmt.Errorf("scalestore: transport %q: want tcp, shm or auto", o.Transport)
+		return o, tc, fmt.Errorf("scalestore: transport %q: want one of %s", o.Transport, strings.Join(Transports(), ", "))
 	}
 	return o, tc, nil
 }

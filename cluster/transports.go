@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -42,6 +43,10 @@ type RDMAConfig struct {
 	GIDIndex  int    // negative: automatic (LID on InfiniBand, a RoCE v2 GID on Ethernet)
 	MTU       int    // 0: the port's active MTU
 	Mailboxes int    // mailbox slots per peer; 0: the transport's default
+	// OpenDevice, if set, gives the device instead of opening the one
+	// Device names: tests pass a fake (ibverbs.NewFabric().NewDevice),
+	// which needs no RDMA hardware and no ibverbs build tag.
+	OpenDevice func() (ibverbs.Device, error)
 }
 
 // Kinds lists the transports.
@@ -87,12 +92,49 @@ func (c TransportConfig) New(handler transport.Handler) (transport.Transport, er
 		return shm.New(shm.Config{Self: c.Self, SocketPath: c.SocketPath(c.Self), Peers: peers, ClusterID: c.ClusterID,
 			Handler: handler, Logger: c.Logger, Spin: c.ShmSpin})
 	case "ibverbs":
-		r := c.RDMA
-		return ibverbs.Open(ibverbs.Config{Self: c.Self, Addrs: c.Peers, Handler: handler, Device: r.Device, Port: r.Port,
-			UseGIDIndex: r.GIDIndex >= 0, GIDIndex: max(r.GIDIndex, 0), MTU: r.MTU, Mailboxes: r.Mailboxes})
+		return c.newIBVerbs(handler)
 	default:
 		return nil, fmt.Errorf("cluster: unknown transport %q (want one of %s)", kind, Kinds)
 	}
+}
+
+// newIBVerbs opens the RDMA transport: on RDMA.OpenDevice's device if set,
+// else on the device RDMA names (a binary built with -tags ibverbs).
+func (c TransportConfig) newIBVerbs(handler transport.Handler) (transport.Transport, error) {
+	if c.TLS != nil {
+		return nil, errors.New("cluster: TLS is for the tcp transport; ibverbs exchanges its queue pairs in the clear and its data never crosses TCP")
+	}
+	if c.RDMA.OpenDevice == nil && !ibverbs.Built {
+		return nil, ibverbs.ErrNotBuilt
+	}
+	r := c.RDMA
+	cfg := ibverbs.Config{Self: c.Self, Addrs: c.Peers, Handler: handler, Device: r.Device, Port: r.Port,
+		UseGIDIndex: r.GIDIndex >= 0, GIDIndex: max(r.GIDIndex, 0), MTU: r.MTU, Mailboxes: r.Mailboxes}
+	open := func() (transport.Transport, error) {
+		if r.OpenDevice == nil {
+			return ibverbs.Open(cfg)
+		}
+		dev, err := r.OpenDevice()
+		if err != nil {
+			return nil, err
+		}
+		return ibverbs.New(dev, cfg)
+	}
+	if c.Listen == "" || c.Listen == c.Peers[c.Self] {
+		return open()
+	}
+	// The out-of-band listener binds Listen (e.g. 0.0.0.0:7000 behind
+	// the address the peers dial).
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: ibverbs: listening for peers on %s: %w", c.Listen, err)
+	}
+	cfg.Listener = ln
+	t, err := open()
+	if err != nil {
+		ln.Close()
+	}
+	return t, err
 }
 
 // ParsePeers reads "0=host:port,1=host:port,...".

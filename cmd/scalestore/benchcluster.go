@@ -70,7 +70,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	protocols := fs.String("protocols", "scalestore", "protocols, separated by commas: scalestore and/or selcc")
 	nodesFlag := fs.String("nodes", "1,2,3", "node counts (compute nodes for selcc)")
 	over := fs.String("oversubscribed", "3x2", "NxT: for scalestore, every transport and mix, also the shared and the partitioned run of N nodes of T workers, more busy workers than this machine's cores (make run's old shape; the warning's figure); empty: none")
-	transports := fs.String("transports", "shm,tcp", "transports")
+	transports := fs.String("transports", "shm,tcp", "transports, comma-separated: tcp, shm, auto, ibverbs (a binary built with -tags ibverbs on a host with an RDMA device; it has no page-fetch floor, which 'bench transport' measures for tcp and shm only)")
 	mixes := fs.String("mixes", "1,0.95,0.5", "read ratios")
 	modes := fs.String("modes", "shared,partitioned", "shared, partitioned or both")
 	duration := fs.Duration("duration", 3*time.Second, "measured time of each run")
@@ -101,6 +101,12 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	for _, p := range protocolList {
 		if p != "scalestore" && p != "selcc" {
 			fmt.Fprintf(stderr, "bench cluster: --protocols: %q is neither scalestore nor selcc\n", p)
+			return 2
+		}
+	}
+	for _, tr := range strings.Split(*transports, ",") {
+		if err := checkTransport("bench cluster", tr); err != nil {
+			fmt.Fprintf(stderr, "bench cluster: --transports: %v\n", err)
 			return 2
 		}
 	}

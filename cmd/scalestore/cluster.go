@@ -175,7 +175,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, clusterUsage); fs.PrintDefaults() }
 	var f clusterFlags
 	fs.IntVar(&f.nodes, "nodes", 3, "node processes to start")
-	fs.StringVar(&f.kind, "transport", "tcp", "tcp, shm or auto")
+	fs.StringVar(&f.kind, "transport", "tcp", "tcp, shm, auto or ibverbs (a binary built with -tags ibverbs on a host with an RDMA device: the nodes reach each other through the NIC's loopback)")
 	fs.IntVar(&f.records, "records", 100_000, "YCSB records (8-byte keys, 128-byte values)")
 	fs.Float64Var(&f.readRatio, "read-ratio", 0.95, "share of point lookups (the rest are updates)")
 	fs.Float64Var(&f.zipf, "zipf", 0.99, "scrambled zipfian constant (0 = uniform)")
@@ -234,8 +234,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cluster: --key-order: %v\n", err)
 		return 2
 	}
-	if f.kind != "tcp" && f.kind != "shm" && f.kind != "auto" {
-		fmt.Fprintf(stderr, "cluster: --transport %q: want tcp, shm or auto (ibverbs needs an RDMA cluster: start 'scalestore node' on each host)\n", f.kind)
+	if err := checkTransport("cluster", f.kind); err != nil {
+		fmt.Fprintf(stderr, "cluster: --transport: %v\n", err)
 		return 2
 	}
 	if f.historyOut != "" {

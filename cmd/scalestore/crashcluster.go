@@ -95,7 +95,7 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", 3, "node processes a round")
 	clients := fs.Int("clients", 6, "Redis clients a round")
 	keys := fs.Int("keys", 40, "keys the clients write and read")
-	kind := fs.String("transport", "both", "tcp, shm, or both (alternating rounds)")
+	kind := fs.String("transport", "both", "tcp, shm, ibverbs (a binary built with -tags ibverbs on a host with an RDMA device), or both (tcp and shm in alternating rounds)")
 	seed := fs.Uint64("seed", 0, "seed of round 0 (round N uses seed+N); 0: from the clock")
 	asJSON := fs.Bool("json", false, "print one JSON line per round and a summary line")
 	bin := fs.String("bin", "", "the scalestore binary the nodes run (default: this one)")
@@ -113,9 +113,12 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	case *nodes < 2 || *nodes > 16 || *clients < 1 || *keys < 1:
 		fmt.Fprintln(stderr, "crashtest --cluster: --nodes 2..16, --clients and --keys at least 1")
 		return 2
-	case *kind != "tcp" && *kind != "shm" && *kind != "both":
-		fmt.Fprintf(stderr, "crashtest --cluster: --transport %q: want tcp, shm or both\n", *kind)
-		return 2
+	}
+	if *kind != "both" {
+		if err := checkTransport("crashtest --cluster", *kind); err != nil {
+			fmt.Fprintf(stderr, "crashtest --cluster: --transport: %v\n", err)
+			return 2
+		}
 	}
 	if *bin == "" {
 		exe, err := os.Executable()

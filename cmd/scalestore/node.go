@@ -184,6 +184,9 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.id < 0 || f.id > 255 {
 		return fmt.Errorf("--id %d: want 0..255", f.id)
 	}
+	if err := checkTransport("node", f.kind); err != nil {
+		return fmt.Errorf("--transport: %w", err)
+	}
 	self := protocol.NodeID(f.id)
 	peers, err := cluster.ParsePeers(f.peers)
 	if err != nil {
@@ -308,7 +311,9 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, Durability: f.durability, Logger: log, LeaseTTL: f.lease}
+		RESP: f.resp, RESPPassword: f.respPassword, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
+		RDMA: scalestore.RDMAOptions{Device: f.rdma.Device, Port: f.rdma.Port, UseGIDIndex: f.rdma.GIDIndex >= 0,
+			GIDIndex: max(f.rdma.GIDIndex, 0), MTU: f.rdma.MTU, Mailboxes: f.rdma.Mailboxes}}
 	if f.etcd != "" {
 		opts.Etcd = strings.Split(f.etcd, ",")
 	}

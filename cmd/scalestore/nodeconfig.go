@@ -22,6 +22,13 @@ import (
 //	cache      = "4GiB"
 //	resp_password = "s3cret"
 //
+//	[rdma]                    # transport = "ibverbs" (docs/rdma.md)
+//	device    = "mlx5_0"      # empty: the first device
+//	port      = 1
+//	gid_index = 3             # absent: LID on InfiniBand, a RoCE v2 GID on Ethernet
+//	mtu       = 4096          # absent: the port's active MTU
+//	mailboxes = 32            # the same on every node
+//
 //	[[node]]
 //	id      = 0
 //	address = "10.0.0.1:7000"   # the cluster's port (peers dial it)
@@ -45,7 +52,17 @@ type deployment struct {
 	Durability   string           `toml:"durability"`
 	Etcd         string           `toml:"etcd"`
 	Lease        string           `toml:"lease"`
+	RDMA         deploymentRDMA   `toml:"rdma"`
 	Nodes        []deploymentNode `toml:"node"`
+}
+
+// deploymentRDMA is the [rdma] table: the ibverbs transport's device.
+type deploymentRDMA struct {
+	Device    string `toml:"device"`
+	Port      *int   `toml:"port"`
+	GIDIndex  *int   `toml:"gid_index"`
+	MTU       *int   `toml:"mtu"`
+	Mailboxes *int   `toml:"mailboxes"`
 }
 
 type deploymentNode struct {
@@ -54,6 +71,9 @@ type deploymentNode struct {
 	Listen  string `toml:"listen"`
 	RESP    string `toml:"resp"`
 	Data    string `toml:"data"`
+	// RDMADevice overrides [rdma] device on a host whose NIC is named
+	// otherwise.
+	RDMADevice string `toml:"rdma_device"`
 }
 
 // applyConfig reads the deployment file into f, leaving alone every flag
@@ -119,6 +139,17 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	str("tls-ca", &f.tlsCA, d.TLSCA)
 	str("durability", &f.durability, d.Durability)
 	str("etcd", &f.etcd, d.Etcd)
+	str("rdma-device", &f.rdma.Device, d.RDMA.Device)
+	str("rdma-device", &f.rdma.Device, mine.RDMADevice)
+	num := func(flag string, dst *int, v *int) {
+		if !set[flag] && v != nil {
+			*dst = *v
+		}
+	}
+	num("rdma-port", &f.rdma.Port, d.RDMA.Port)
+	num("rdma-gid-index", &f.rdma.GIDIndex, d.RDMA.GIDIndex)
+	num("rdma-mtu", &f.rdma.MTU, d.RDMA.MTU)
+	num("rdma-mailboxes", &f.rdma.Mailboxes, d.RDMA.Mailboxes)
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}

@@ -83,3 +83,39 @@ func TestNodeConfigFile(t *testing.T) {
 		t.Fatalf("no --id: %v", err)
 	}
 }
+
+// The [rdma] table sets the ibverbs transport's device for every node; a
+// node's rdma_device overrides it, and flags on the command line win.
+func TestNodeConfigRDMA(t *testing.T) {
+	body := `transport = "ibverbs"
+[rdma]
+device    = "mlx5_0"
+port      = 2
+gid_index = 3
+mtu       = 4096
+mailboxes = 32
+[[node]]
+id = 0
+address = "10.0.0.1:7000"
+[[node]]
+id = 1
+address = "10.0.0.2:7000"
+rdma_device = "mlx5_1"
+`
+	p := writeConfig(t, body)
+	f := nodeFlags{id: 0}
+	f.rdma.GIDIndex = -1
+	if err := applyConfig(p, &f, map[string]bool{"rdma-mtu": true}); err != nil {
+		t.Fatal(err)
+	}
+	if f.kind != "ibverbs" || f.rdma.Device != "mlx5_0" || f.rdma.Port != 2 || f.rdma.GIDIndex != 3 || f.rdma.MTU != 0 || f.rdma.Mailboxes != 32 {
+		t.Fatalf("node 0 applied %+v (the flag --rdma-mtu must win over the file)", f.rdma)
+	}
+	g := nodeFlags{id: 1}
+	if err := applyConfig(p, &g, nil); err != nil || g.rdma.Device != "mlx5_1" {
+		t.Fatalf("node 1's rdma_device: %q %v", g.rdma.Device, err)
+	}
+	if err := applyConfig(writeConfig(t, "[rdma]\nspeed = 1\n[[node]]\nid = 0\naddress = \"a:1\"\n"), &nodeFlags{}, nil); err == nil || !strings.Contains(err.Error(), "rdma.speed") {
+		t.Fatalf("an unknown [rdma] key: %v", err)
+	}
+}

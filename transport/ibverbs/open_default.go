@@ -11,6 +11,10 @@ func Open(cfg Config) (transport.Transport, error) {
 	return nil, ErrNotBuilt
 }
 
+// Built reports whether this binary was built with the ibverbs tag (and so
+// links libibverbs): false here.
+const Built = false
+
 // Available reports whether this binary can use an RDMA device: never
 // without the ibverbs tag.
 func Available() bool { return false }

@@ -28,5 +28,9 @@ func Open(cfg Config) (transport.Transport, error) {
 	return t, nil
 }
 
+// Built reports whether this binary was built with the ibverbs tag (and so
+// links libibverbs): true here.
+const Built = true
+
 // Available reports whether libibverbs sees at least one RDMA device.
 func Available() bool { return deviceCount() > 0 }

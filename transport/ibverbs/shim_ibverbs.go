@@ -56,7 +56,11 @@ func OpenDevice(dc DeviceConfig) (Device, error) {
 		detail := C.GoString(&msg[0])
 		switch rc {
 		case C.SSIB_NODEV:
-			return nil, fmt.Errorf("%w (%s): this host has no RDMA NIC or no RDMA kernel driver; ibv_devices lists the devices", ErrNoDevice, detail)
+			want := "the first device"
+			if dc.Name != "" {
+				want = fmt.Sprintf("device %q", dc.Name)
+			}
+			return nil, fmt.Errorf("%w: wanted %s, port %d (%s): this host has no RDMA NIC or no RDMA kernel driver; ibv_devices lists the devices", ErrNoDevice, want, dc.Port, detail)
 		case C.SSIB_NOTFOUND:
 			return nil, fmt.Errorf("ibverbs: RDMA device %q not found: %s", dc.Name, detail)
 		}

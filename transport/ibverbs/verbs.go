@@ -280,7 +280,7 @@ var (
 	// ErrNoDevice: no RDMA device on this host (or no kernel support).
 	ErrNoDevice = errors.New("ibverbs: no RDMA device found")
 	// ErrNotBuilt: the binary was built without the ibverbs tag.
-	ErrNotBuilt = errors.New("ibverbs: this binary was built without RDMA support (rebuild with -tags ibverbs)")
+	ErrNotBuilt = errors.New("ibverbs: this binary was built without RDMA support: build one that has it with 'go build -tags ibverbs ./cmd/scalestore' (needs Debian's libibverbs-dev)")
 	// ErrQueueFull: a Post would overflow the send queue (ENOMEM from
 	// ibv_post_send): a bug in the caller's accounting, never load.
 	ErrQueueFull = errors.New("ibverbs: send queue full")
