@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/internal/respregister"
 	"github.com/scalestore-go/scalestore/transport/ibverbs"
 )
 
@@ -88,58 +88,17 @@ func TestJoinOverIBVerbsFake(t *testing.T) {
 
 	// Redis clients on every node, each SET a unique value; the history of
 	// every key must be linearizable.
-	const clients, keys = 6, 10
+	const clients = 6
 	d := 1500 * time.Millisecond
 	if testing.Short() {
 		d = 400 * time.Millisecond
 	}
-	var ops []checker.Op
-	start := time.Now()
-	ctx := context.Background()
-	for cl := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(int64(cl)))
-			r := redis.NewClient(&redis.Options{Addr: cs[cl%len(cs)].RESPAddr(), MaxRetries: -1})
-			defer r.Close()
-			var mine []checker.Op
-			for seq := uint64(1); time.Since(start) < d; seq++ {
-				k := rng.Intn(keys)
-				key := fmt.Sprintf("reg:%d", k)
-				op := checker.Op{Client: cl, Page: uint64(k), Call: time.Now().UnixNano()}
-				if rng.Intn(2) == 0 {
-					op.Kind, op.Value = checker.KindWrite, uint64(cl+1)<<40|seq
-					if err := r.Set(ctx, key, strconv.FormatUint(op.Value, 10), 0).Err(); err != nil {
-						t.Errorf("client %d SET: %v", cl, err)
-						return
-					}
-				} else {
-					op.Kind = checker.KindRead
-					v, err := r.Get(ctx, key).Result()
-					switch {
-					case errors.Is(err, redis.Nil):
-					case err != nil:
-						t.Errorf("client %d GET: %v", cl, err)
-						return
-					default:
-						if op.Value, err = strconv.ParseUint(v, 10, 64); err != nil {
-							t.Errorf("GET %s returned %q", key, v)
-							return
-						}
-					}
-				}
-				op.Return = time.Now().UnixNano()
-				mine = append(mine, op)
-			}
-			mu.Lock()
-			ops = append(ops, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
+	ops, err := respregister.Run(context.Background(), respregister.Config{Clients: clients, Keys: 10, Duration: d,
+		Dial: func(cl int, _ *rand.Rand) *redis.Client {
+			return redis.NewClient(&redis.Options{Addr: cs[cl%len(cs)].RESPAddr(), MaxRetries: -1})
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(ops) < clients*10 {
 		t.Fatalf("only %d operations completed in %v", len(ops), d)

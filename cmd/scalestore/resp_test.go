@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/internal/respregister"
 )
 
 // respCluster is a cluster of `scalestore node --resp` processes (the
@@ -147,59 +148,11 @@ func TestRESPLinearizableAcrossNodes(t *testing.T) {
 			if testing.Short() {
 				d = 500 * time.Millisecond
 			}
-			var mu sync.Mutex
-			var ops []checker.Op
-			var wg sync.WaitGroup
-			ctx := context.Background()
-			start := time.Now()
-			for cl := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewSource(int64(cl)))
-					var mine []checker.Op
-					var seq uint64
-					for time.Since(start) < d {
-						r := c.client(rng.Intn(nodes)) // a new connection to a random node
-						for range 20 {
-							k := rng.Intn(keys)
-							key := fmt.Sprintf("key:%d", k)
-							op := checker.Op{Client: cl, Page: uint64(k), Call: time.Now().UnixNano()}
-							if rng.Intn(2) == 0 {
-								seq++
-								op.Kind, op.Value = checker.KindWrite, uint64(cl+1)<<40|seq
-								if err := r.Set(ctx, key, strconv.FormatUint(op.Value, 10), 0).Err(); err != nil {
-									t.Errorf("SET: %v", err)
-									return
-								}
-							} else {
-								op.Kind = checker.KindRead
-								v, err := r.Get(ctx, key).Result()
-								switch {
-								case err == redis.Nil:
-								case err != nil:
-									t.Errorf("GET: %v", err)
-									return
-								default:
-									if op.Value, err = strconv.ParseUint(v, 10, 64); err != nil {
-										t.Errorf("GET %s returned %q", key, v)
-										return
-									}
-								}
-							}
-							op.Return = time.Now().UnixNano()
-							mine = append(mine, op)
-						}
-						r.Close()
-					}
-					mu.Lock()
-					ops = append(ops, mine...)
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
-			if t.Failed() {
-				return
+			// A new connection to a random node every 20 operations.
+			ops, err := respregister.Run(context.Background(), respregister.Config{Clients: clients, Keys: keys, Duration: d, OpsPerConn: 20,
+				Dial: func(_ int, rng *rand.Rand) *redis.Client { return c.client(rng.Intn(nodes)) }})
+			if err != nil {
+				t.Fatal(err)
 			}
 			res, _ := checker.Check(ops, time.Minute)
 			if !res.Ok {
