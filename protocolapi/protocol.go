@@ -132,6 +132,12 @@ type Cluster interface {
 	Check(atRest bool) []error
 }
 
+// Keyed is implemented by a Message about one key: charts that watch a
+// key show only its messages.
+type Keyed interface {
+	AboutKey() uint64
+}
+
 // KeyStater is implemented by a Cluster that can describe one key's state
 // across the nodes (its directory entry and copies) for charts.
 type KeyStater interface {

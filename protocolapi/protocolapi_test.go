@@ -11,7 +11,7 @@ import (
 
 type ping struct{ n uint8 }
 
-func (p ping) Type() uint8     { return 1 }
+func (p ping) Type() uint8    { return 1 }
 func (p ping) String() string { return fmt.Sprintf("ping n=%d", p.n) }
 
 type pingCodec struct{}

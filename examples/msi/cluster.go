@@ -1,0 +1,160 @@
+package msi
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+)
+
+// cluster is a deployment: every node a home and a cache.
+type cluster struct {
+	cfg   protocolapi.Config
+	nodes []*node
+}
+
+func deploy(cfg protocolapi.Config) (protocolapi.Cluster, error) {
+	switch {
+	case cfg.Nodes < 1 || cfg.Nodes > protocol.MaxNodes:
+		return nil, fmt.Errorf("msi: %d nodes, want 1..%d", cfg.Nodes, protocol.MaxNodes)
+	case cfg.Keys < 1:
+		return nil, fmt.Errorf("msi: %d keys, want at least 1", cfg.Keys)
+	case cfg.CacheLines < 0:
+		return nil, fmt.Errorf("msi: %d cache lines, want at least 1 (0: one for every key)", cfg.CacheLines)
+	}
+	return &cluster{cfg: cfg}, nil
+}
+
+// Layout implements protocolapi.Cluster: no memory for verbs, no SSD.
+func (c *cluster) Layout() protocolapi.Layout { return protocolapi.Layout{Nodes: c.cfg.Nodes} }
+
+// Role implements protocolapi.Cluster.
+func (c *cluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
+	n := &node{env: env, id: id, nodes: c.cfg.Nodes}
+	switch c.cfg.Mutant {
+	case "":
+	case MutantGrantWithoutInvalidation:
+		n.mutant.grantWithoutInvalidation = true
+	case MutantForgetWriteBack:
+		n.mutant.forgetWriteBack = true
+	default:
+		return nil, fmt.Errorf("msi: no mutant %q", c.cfg.Mutant)
+	}
+	n.home = home{n: n, entries: map[uint64]*entry{}}
+	lines := c.cfg.CacheLines
+	if lines == 0 || lines > c.cfg.Keys {
+		lines = c.cfg.Keys
+	}
+	n.cache = cache{n: n, lines: make([]line, c.cfg.Keys), cap: lines}
+	c.nodes = append(c.nodes, n)
+	return n, nil
+}
+
+func (c *cluster) entry(key uint64) *entry {
+	return c.nodes[key%uint64(len(c.nodes))].home.entries[key]
+}
+
+// Check implements protocolapi.Cluster. At every instant, per key: one
+// cache in M and none in S, or none in M (single writer or many readers);
+// the shared copies equal each other, and memory too while the home is
+// idle. At rest: nothing in transit or waiting, and the home's entry
+// agrees with the caches.
+func (c *cluster) Check(atRest bool) []error {
+	var errs []error
+	for key := range uint64(c.cfg.Keys) {
+		var owners, readers []protocol.NodeID
+		for _, n := range c.nodes {
+			switch n.cache.lines[key].state {
+			case stM:
+				owners = append(owners, n.id)
+			case stS, stSM:
+				readers = append(readers, n.id)
+			}
+		}
+		if len(owners) > 1 || len(owners) == 1 && len(readers) > 0 {
+			errs = append(errs, fmt.Errorf("key %d: single writer broken: M at nodes %v, S at nodes %v", key, owners, readers))
+			continue
+		}
+		e := c.entry(key)
+		for _, id := range readers {
+			v := c.nodes[id].cache.lines[key].value
+			if first := c.nodes[readers[0]].cache.lines[key].value; v != first {
+				errs = append(errs, fmt.Errorf("key %d: node %d's shared copy holds %d, node %d's %d", key, id, v, readers[0], first))
+			} else if e != nil && !e.busy && e.state == dirS && v != e.mem {
+				errs = append(errs, fmt.Errorf("key %d: node %d's shared copy holds %d, its home's memory %d", key, id, v, e.mem))
+			}
+		}
+		if atRest {
+			errs = append(errs, c.checkRest(key, e, owners, readers)...)
+		}
+	}
+	return errs
+}
+
+func (c *cluster) checkRest(key uint64, e *entry, owners, readers []protocol.NodeID) []error {
+	var errs []error
+	for _, n := range c.nodes {
+		if l := &n.cache.lines[key]; l.state > stM || len(l.waiting) > 0 {
+			errs = append(errs, fmt.Errorf("key %d: at rest, node %d's line is %s with %d accesses waiting", key, n.id, stateNames[l.state], len(l.waiting)))
+		}
+	}
+	if e == nil {
+		if len(owners)+len(readers) > 0 {
+			errs = append(errs, fmt.Errorf("key %d: copies at %v %v, but its home never heard of it", key, owners, readers))
+		}
+		return errs
+	}
+	if e.busy || len(e.queue) > 0 {
+		errs = append(errs, fmt.Errorf("key %d: at rest, its home is busy or has %d requests queued", key, len(e.queue)))
+	}
+	switch e.state {
+	case dirM:
+		if len(owners) != 1 || owners[0] != e.owner {
+			errs = append(errs, fmt.Errorf("key %d: its home says node %d owns it, the caches say %v", key, e.owner, owners))
+		}
+	case dirS:
+		for _, id := range readers {
+			if !e.sharers.Has(id) {
+				errs = append(errs, fmt.Errorf("key %d: node %d holds a shared copy its home does not list (%v)", key, id, e.sharers))
+			}
+		}
+		if len(owners) > 0 {
+			errs = append(errs, fmt.Errorf("key %d: its home says shared, node %v holds it in M", key, owners))
+		}
+	case dirI:
+		if len(owners)+len(readers) > 0 {
+			errs = append(errs, fmt.Errorf("key %d: its home says no copy, the caches hold M %v S %v", key, owners, readers))
+		}
+	}
+	return errs
+}
+
+// KeyState implements protocolapi.KeyStater: the home's entry and every
+// node's line.
+func (c *cluster) KeyState(key uint64) string {
+	if key >= uint64(c.cfg.Keys) {
+		return fmt.Sprintf("key %d: none", key)
+	}
+	var b strings.Builder
+	home := key % uint64(len(c.nodes))
+	if e := c.entry(key); e == nil {
+		fmt.Fprintf(&b, "home node %d: I mem=0\n", home)
+	} else {
+		st := [...]string{"I", "S " + e.sharers.String(), fmt.Sprintf("M owner=%d", e.owner)}[e.state]
+		fmt.Fprintf(&b, "home node %d: %s mem=%d", home, st, e.mem)
+		if e.busy {
+			fmt.Fprintf(&b, " busy for node %d", e.requester)
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range c.nodes {
+		l := &n.cache.lines[key]
+		fmt.Fprintf(&b, "node %d: %s", n.id, stateNames[l.state])
+		if l.state != stI && l.state != stIS && l.state != stIM {
+			fmt.Fprintf(&b, " value=%d", l.value)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
