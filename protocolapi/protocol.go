@@ -162,8 +162,9 @@ type Protocol struct {
 	// or read the clock: a run's randomness comes from Env.Rand. nil: a
 	// built-in protocol that runs through its own run loop (BuiltIn).
 	Deploy func(cfg Config) (Cluster, error)
-	// BuiltIn, for a protocol without Deploy, names the run loop that runs
-	// it (scalestore's RunSim, the SELCC loop, the index loop).
+	// BuiltIn, for a protocol without Deploy, is the flags of `scalestore
+	// sim` that select the run loop that runs it ("--protocol chaining",
+	// "--workload nam-cg"): `sim --protocol NAME` stands for them.
 	BuiltIn string
 	// Mutants are its named mutations.
 	Mutants []Mutant

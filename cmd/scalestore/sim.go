@@ -69,6 +69,10 @@ type simFlags struct {
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
+	args, code, done := dispatchSim(args, stdout, stderr)
+	if done {
+		return code
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }

@@ -35,11 +35,12 @@ func (l *line) writable() bool { return l.state == stM }
 
 // cache is the cache side of a node.
 type cache struct {
-	n       *node
-	lines   []line // by key
-	used    int    // lines not in I (a line in transit holds its frame)
-	cap     int
-	blocked []uint64 // keys waiting for a free line, in order
+	n        *node
+	lines    []line // by key
+	used     int    // lines not in I (a line in transit holds its frame)
+	cap      int
+	evicting int      // lines in MI: a free line is coming
+	blocked  []uint64 // keys waiting for a free line, in order
 }
 
 // access takes a worker's access: served now if the line allows it, or
@@ -81,7 +82,7 @@ func (c *cache) request(key uint64, l *line, kind protocolapi.OpKind) error {
 	home := c.n.homeOf(key)
 	switch l.state {
 	case stI:
-		if c.used >= c.cap && !c.evict() {
+		if c.used >= c.cap && (c.evicting > 0 || !c.evict()) {
 			c.block(key)
 			return nil
 		}
@@ -133,15 +134,18 @@ func (c *cache) evict() bool {
 		return true
 	}
 	l.state = stMI
+	c.evicting++
 	c.n.env.Send(c.n.homeOf(k), Msg{T: PutM, Key: k, Value: l.value})
 	return false
 }
 
-// free is called when a line went to I: a blocked key may go on.
-func (c *cache) free() error {
-	for len(c.blocked) > 0 && c.used < c.cap {
-		k := c.blocked[0]
-		c.blocked = c.blocked[1:]
+// retry is called when a line may be free, or may have become one to
+// evict (its accesses done): the keys blocked for a line try again, in
+// order (those that still find none block again).
+func (c *cache) retry() error {
+	keys := c.blocked
+	c.blocked = nil
+	for _, k := range keys {
 		if err := c.progress(k); err != nil {
 			return err
 		}
@@ -167,7 +171,10 @@ func (c *cache) receive(from protocol.NodeID, m Msg) error {
 			return fmt.Errorf("cache: %v in state %s", m, stateNames[l.state])
 		}
 		l.value = m.Value
-		return c.progress(m.Key)
+		if err := c.progress(m.Key); err != nil {
+			return err
+		}
+		return c.retry()
 	case Inv:
 		switch l.state {
 		case stS:
@@ -179,7 +186,7 @@ func (c *cache) receive(from protocol.NodeID, m Msg) error {
 		// I, IS, IM, MI: the copy the home knew of is gone already.
 		env.Send(from, Msg{T: InvAck, Key: m.Key})
 		if l.state == stI {
-			return c.free()
+			return c.retry()
 		}
 		return nil
 	case Fetch:
@@ -199,17 +206,18 @@ func (c *cache) receive(from protocol.NodeID, m Msg) error {
 		if err := c.progress(m.Key); err != nil {
 			return err
 		}
-		return c.free()
+		return c.retry()
 	case PutAck:
 		if l.state != stMI {
 			return fmt.Errorf("cache: %v in state %s", m, stateNames[l.state])
 		}
 		l.state = stI
 		c.used--
+		c.evicting--
 		if err := c.progress(m.Key); err != nil {
 			return err
 		}
-		return c.free()
+		return c.retry()
 	}
 	return fmt.Errorf("cache: %v is not for a cache", m)
 }
