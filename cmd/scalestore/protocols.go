@@ -44,6 +44,7 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, protocolsUsage); fs.PrintDefaults() }
 	asJSON := fs.Bool("json", false, "print one JSON array")
+	list := fs.String("list", "", "for scripts (the Makefile's swarm and mutants): 'runs' prints a line 'PROTOCOL WORKLOAD' for every workload of every protocol on the generic runner, 'mutants' a line 'PROTOCOL MUTANT WORKLOAD' for every mutant of those")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -58,6 +59,34 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "protocols: %v\n", err)
 		return 1
+	}
+	switch *list {
+	case "":
+	case "runs", "mutants":
+		for _, p := range reg.All() {
+			if p.Deploy == nil {
+				continue
+			}
+			if *list == "mutants" {
+				for _, m := range p.Mutants {
+					w := m.Workload
+					if w == "" {
+						w = protocolapi.WorkloadRegister
+					}
+					fmt.Fprintf(stdout, "%s %s %s\n", p.Name, m.Name, w)
+				}
+				continue
+			}
+			for _, w := range p.Supports.Workloads {
+				if w != protocolapi.WorkloadBTree { // not on the generic runner yet
+					fmt.Fprintf(stdout, "%s %s\n", p.Name, w)
+				}
+			}
+		}
+		return 0
+	default:
+		fmt.Fprintf(stderr, "protocols: --list %q: runs or mutants\n", *list)
+		return 2
 	}
 	var rows []protocolRow
 	for _, p := range reg.All() {

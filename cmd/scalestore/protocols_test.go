@@ -62,3 +62,33 @@ func TestSimDispatchesThroughRegistry(t *testing.T) {
 		}
 	}
 }
+
+func TestProtocolsListForScripts(t *testing.T) {
+	code, out, _ := runCLI("protocols", "--list", "runs")
+	if code != 0 || !strings.Contains(out, "msi register\nmsi rmw\n") {
+		t.Fatalf("--list runs: %d %q", code, out)
+	}
+	code, out, _ = runCLI("protocols", "--list", "mutants")
+	if code != 0 || !strings.Contains(out, "msi forget-writeback register\n") || strings.Contains(out, "skip-invalidation") {
+		t.Fatalf("--list mutants: %d %q", code, out)
+	}
+	if code, _, errOut := runCLI("protocols", "--list", "x"); code != 2 || !strings.Contains(errOut, "runs or mutants") {
+		t.Fatalf("--list x: %d %q", code, errOut)
+	}
+}
+
+// A plug-in protocol's scenarios run through 'scenario' like the paper's.
+func TestPlugInScenario(t *testing.T) {
+	code, out, _ := runCLI("scenario", "list")
+	if code != 0 || !strings.Contains(out, "msi-invalidate") {
+		t.Fatalf("list: %d\n%s", code, out)
+	}
+	html := filepath.Join(t.TempDir(), "s.html")
+	code, out, errOut := runCLI("scenario", "msi-fetch", "--html", html)
+	if code != 0 || !strings.Contains(out, "Fetch key=0 keep") || !strings.Contains(out, "WriteBack key=0 value=1") {
+		t.Fatalf("msi-fetch: %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(html); err != nil {
+		t.Fatal(err)
+	}
+}

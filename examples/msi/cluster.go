@@ -131,7 +131,7 @@ func (c *cluster) checkRest(key uint64, e *entry, owners, readers []protocol.Nod
 }
 
 // KeyState implements protocolapi.KeyStater: the home's entry and every
-// node's line.
+// node's line, on one line.
 func (c *cluster) KeyState(key uint64) string {
 	if key >= uint64(c.cfg.Keys) {
 		return fmt.Sprintf("key %d: none", key)
@@ -139,22 +139,27 @@ func (c *cluster) KeyState(key uint64) string {
 	var b strings.Builder
 	home := key % uint64(len(c.nodes))
 	if e := c.entry(key); e == nil {
-		fmt.Fprintf(&b, "home node %d: I mem=0\n", home)
+		fmt.Fprintf(&b, "home node %d: I mem=0", home)
 	} else {
-		st := [...]string{"I", "S " + e.sharers.String(), fmt.Sprintf("M owner=%d", e.owner)}[e.state]
+		st := "I"
+		switch e.state {
+		case dirS:
+			st = "S " + e.sharers.String()
+		case dirM:
+			st = fmt.Sprintf("M owner=%d", e.owner)
+		}
 		fmt.Fprintf(&b, "home node %d: %s mem=%d", home, st, e.mem)
 		if e.busy {
 			fmt.Fprintf(&b, " busy for node %d", e.requester)
 		}
-		b.WriteString("\n")
 	}
+	b.WriteString(" |")
 	for _, n := range c.nodes {
 		l := &n.cache.lines[key]
-		fmt.Fprintf(&b, "node %d: %s", n.id, stateNames[l.state])
+		fmt.Fprintf(&b, " n%d:%s", n.id, stateNames[l.state])
 		if l.state != stI && l.state != stIS && l.state != stIM {
-			fmt.Fprintf(&b, " value=%d", l.value)
+			fmt.Fprintf(&b, "=%d", l.value)
 		}
-		b.WriteString("\n")
 	}
 	return b.String()
 }
