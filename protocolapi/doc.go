@@ -26,7 +26,8 @@
 //     its Layout says how many nodes the world has and which memory and SSD
 //     each needs; Cluster.Role builds each node's Role on its Env;
 //     Cluster.Check holds the invariants, called after every simulated step
-//     and once at rest.
+//     and once at rest. KeyStater and MemoryKeyer, when a Cluster has them,
+//     let charts show one key's state and the verbs on its memory.
 //   - Role, Event, Env: a role is a state machine in the shape of
 //     etcd-io/raft's Step: Step(Event) takes one input (a message, a timer,
 //     a verb's or an SSD I/O's completion, a worker's access) and acts only
@@ -75,12 +76,15 @@
 // SEL (Ziegler et al. 2023; SELCC's baseline). Config.Nodes compute nodes
 // and M memory nodes above them (Layout.Nodes = Nodes+M), each memory node
 // with Layout.Memory holding a shared-exclusive latch word and the data of
-// every line it homes; no cache, no messages (a Codec with one unused type
-// or a control message). An Op is a sequence of verbs: CAS (or FAA for a
-// shared latch) on the line's word until granted, READ (and WRITE) of the
-// line, a release FAA or CAS; each verb's EventVerb advances the Op, and
-// EventTimer paces a back-off. Check compares the latch words with the
-// Ops in flight (a writer alone; readers counted right).
+// every line it homes; no cache, no messages, so no Codec (the memory
+// nodes' roles are never stepped). An Op is a sequence of verbs: CAS (or
+// FAA for a shared latch) on the line's word until granted, READ (and
+// WRITE) of the line, a release FAA or CAS; each verb's EventVerb
+// advances the Op, and EventTimer paces a back-off. Check reads the
+// memory node's Env.Memory and compares the latch words with the Ops in
+// flight (a writer alone; readers counted right); MemoryKeyer maps a
+// verb's offset to its line, so a chart that watches a line shows its
+// verbs. simrunner's TestVerbsProtocol runs a small protocol of this shape.
 //
 // It imports protocol (node ids, the frame size), transport (Region) and
 // checker (the history's Op for CheckHistory) only. It must never import

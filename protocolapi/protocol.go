@@ -138,6 +138,13 @@ type Keyed interface {
 	AboutKey() uint64
 }
 
+// MemoryKeyer is implemented by a Cluster whose registered memory holds
+// keys: charts that watch a key show the verbs on its bytes too.
+type MemoryKeyer interface {
+	// KeyAt is the key whose word or data is at off of node's memory.
+	KeyAt(node protocol.NodeID, off uint64) (key uint64, ok bool)
+}
+
 // KeyStater is implemented by a Cluster that can describe one key's state
 // across the nodes (its directory entry and copies) for charts.
 type KeyStater interface {
@@ -155,8 +162,9 @@ type Protocol struct {
 	Summary string
 	// Supports says what it can be run with.
 	Supports Supports
-	// Codec puts its messages on the wire (nil: it sends none, or it is a
-	// built-in that uses protocol.Message).
+	// Codec puts its messages on the wire (nil: it sends none, a protocol
+	// of one-sided verbs only; or it is a built-in that uses
+	// protocol.Message).
 	Codec Codec
 	// Deploy builds one instance for cfg. It must not draw random numbers
 	// or read the clock: a run's randomness comes from Env.Rand. nil: a
@@ -220,9 +228,6 @@ func (p *Protocol) validate() error {
 	}
 	if p.Deploy == nil && p.BuiltIn == "" {
 		return fmt.Errorf("protocolapi: protocol %q has neither Deploy nor a built-in run loop", p.Name)
-	}
-	if p.Deploy != nil && p.Codec == nil {
-		return fmt.Errorf("protocolapi: protocol %q has Deploy but no Codec", p.Name)
 	}
 	if p.Codec != nil {
 		if n := len(p.Codec.MessageTypes()); n == 0 || n > 255 {

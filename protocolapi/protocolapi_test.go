@@ -58,18 +58,26 @@ func TestFrameRoundTripAndRefusals(t *testing.T) {
 	}
 }
 
+type manyTypes struct{ pingCodec }
+
+func (manyTypes) MessageTypes() []string { return make([]string, 256) }
+
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
 	deploy := func(Config) (Cluster, error) { return nil, nil }
 	for _, name := range []string{"zeta", "alpha", "mid-1"} {
-		if err := r.Register(Protocol{Name: name, Codec: pingCodec{}, Deploy: deploy}); err != nil {
+		var c Codec = pingCodec{}
+		if name == "zeta" {
+			c = nil // a protocol of verbs only sends no message
+		}
+		if err := r.Register(Protocol{Name: name, Codec: c, Deploy: deploy}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := r.Register(Protocol{Name: "alpha", BuiltIn: "x"}); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("duplicate: %v", err)
 	}
-	for _, bad := range []Protocol{{Name: ""}, {Name: "Up", BuiltIn: "x"}, {Name: "nothing"}, {Name: "nocodec", Deploy: deploy},
+	for _, bad := range []Protocol{{Name: ""}, {Name: "Up", BuiltIn: "x"}, {Name: "nothing"}, {Name: "toomany", Deploy: deploy, Codec: manyTypes{}},
 		{Name: "m", BuiltIn: "x", Mutants: []Mutant{{Name: "a"}, {Name: "a"}}}} {
 		if err := r.Register(bad); err == nil {
 			t.Errorf("registered %+v", bad)

@@ -40,6 +40,10 @@ func (e *nodeEnv) Region(node protocol.NodeID) (transport.Region, bool) {
 // latency (a local directory), but still through its frame.
 func (e *nodeEnv) Send(to protocol.NodeID, m protocolapi.Message) {
 	r := e.r
+	if r.p.Codec == nil {
+		r.fail("node %d sends %v, but protocol %s has no codec", e.id, m, r.p.Name)
+		return
+	}
 	if int(to) >= len(r.envs) {
 		r.fail("node %d sends %v to node %d, outside the deployment of %d nodes", e.id, m, to, len(r.envs))
 		return

@@ -217,6 +217,31 @@ func (r *run) deliver(from, to protocol.NodeID, frame, payload []byte) {
 	}
 }
 
+// traceVerb puts a verb into the trace and the chart (with a watched key,
+// only the verbs on its bytes, when the cluster can tell: MemoryKeyer).
+func (r *run) traceVerb(at int64, v *sim.Verb, keyer protocolapi.MemoryKeyer) {
+	if r.cfg.Trace != nil {
+		fmt.Fprintf(r.cfg.Trace, "%d %v\n", at, v)
+	}
+	st := r.cfg.Steps
+	if st == nil || len(*st) >= MaxSteps {
+		return
+	}
+	s := traceview.Step{At: at, From: int(v.From), To: int(v.Region.Node), Label: v.String(), Page: v.Len > 8}
+	if r.watching {
+		if keyer == nil {
+			return
+		}
+		if k, ok := keyer.KeyAt(v.Region.Node, v.Off); !ok || k != uint64(r.cfg.Watch) {
+			return
+		}
+		if r.stater != nil {
+			s.State = r.stater.KeyState(uint64(r.cfg.Watch))
+		}
+	}
+	*st = append(*st, s)
+}
+
 // complete ends a worker's access.
 func (r *run) complete(node protocol.NodeID, op protocolapi.Op, res protocolapi.Result) {
 	if int(node) >= len(r.waiters) || op.Worker < 0 || op.Worker >= len(r.waiters[node]) {
@@ -361,8 +386,9 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	r.stater, _ = cl.(protocolapi.KeyStater)
 	r.watching = cfg.Watch >= 0
 	w.OnFault = func(_ int64, node protocol.NodeID, err error) { r.fail("node %d: %v", node, err) }
-	if cfg.Trace != nil {
-		w.SetVerbTrace(func(at int64, v *sim.Verb) { fmt.Fprintf(cfg.Trace, "%d %v\n", at, v) })
+	if cfg.Trace != nil || cfg.Steps != nil {
+		keyer, _ := cl.(protocolapi.MemoryKeyer)
+		w.SetVerbTrace(func(at int64, v *sim.Verb) { r.traceVerb(at, v, keyer) })
 	}
 	for i := range lay.Nodes {
 		id := protocol.NodeID(i)
