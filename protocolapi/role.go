@@ -29,7 +29,9 @@ type Env interface {
 	// simulator, a violation of the seed).
 	Send(to protocol.NodeID, m Message)
 	// After delivers EventTimer with token after delay ns. Timers are not
-	// cancelled: a role ignores a token it no longer waits for.
+	// cancelled: a role ignores a token it no longer waits for. A role sets
+	// no timer while it has nothing to do: the runner's checks at rest wait
+	// until nothing is pending.
 	After(delay int64, token uint64)
 	// Memory is this node's registered memory (Layout.Memory), nil if it
 	// has none; Region names node's registered memory for the verbs (false

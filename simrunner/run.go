@@ -162,7 +162,6 @@ type run struct {
 	zipf     *zipf.Zipf
 	perm     []int
 	started  int
-	done     int
 	unavail  int
 	value    uint64
 	lastOp   int64
@@ -279,7 +278,6 @@ func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind proto
 	}
 	ret := w.Now()
 	r.lastOp = ret
-	r.done++
 	if wt.res.Err != nil {
 		if errors.Is(wt.res.Err, protocolapi.ErrUnavailable) {
 			r.unavail++
