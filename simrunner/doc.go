@@ -8,7 +8,8 @@
 // message trace and the trace viewer's steps, and scripted scenarios. It
 // refuses, with the reason, what a protocol's Supports does not list.
 //
-// It imports protocolapi, checker, transport/sim, storage/memfile,
-// internal/traceview and internal/zipf; never a protocol's package (the
-// caller hands it a protocolapi.Protocol).
+// It imports protocolapi, protocol (node ids), transport (regions),
+// transport/sim, storage/memfile, checker, internal/traceview and
+// internal/zipf; never a protocol's package (the caller hands it a
+// protocolapi.Protocol) and never a real transport.
 package simrunner
