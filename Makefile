@@ -61,6 +61,7 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzDecodeEvictEntries$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./index/nam -run '^$$' -fuzz '^FuzzServerHandle$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./index/cell -run '^$$' -fuzz '^FuzzServerHandle$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./examples/msi -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 # The long swarm of the acceptance criteria: 300 seeds under heavy faults,
 # and 1,500 of the wide shape (more workers than lines of cache: issue 36).

@@ -145,6 +145,19 @@ type MemoryKeyer interface {
 	KeyAt(node protocol.NodeID, off uint64) (key uint64, ok bool)
 }
 
+// Counter is one of a protocol's own counters (invalidations, fetches),
+// summed over a run.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Counterer is implemented by a Cluster that counts what its protocol did:
+// the runner puts the counters into its result, in the order given.
+type Counterer interface {
+	Counters() []Counter
+}
+
 // KeyStater is implemented by a Cluster that can describe one key's state
 // across the nodes (its directory entry and copies) for charts.
 type KeyStater interface {

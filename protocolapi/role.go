@@ -50,6 +50,12 @@ type Env interface {
 	// carrying token (Err: a transient error the role retries or surfaces).
 	ReadPage(slot uint64, buf []byte, token uint64)
 	WritePage(slot uint64, buf []byte, token uint64)
+	// Busy spends ns of this node's CPU on work the role just did (a
+	// message's handling, a serial queue): its later events wait meanwhile.
+	// It models the cost in the simulator, where work takes no time
+	// otherwise; on real processes the work costs what it costs, and a
+	// process env ignores it.
+	Busy(ns int64)
 	// Complete finishes the worker's access op (EventAccess) with res.
 	// Every access is completed exactly once.
 	Complete(op Op, res Result)

@@ -110,6 +110,8 @@ func (e *nodeEnv) WritePage(slot uint64, buf []byte, token uint64) {
 	e.ssd.WritePage(slot, buf, e.pageDone(token))
 }
 
+func (e *nodeEnv) Busy(ns int64) { e.r.w.Spend(e.id, ns) }
+
 func (e *nodeEnv) Complete(op protocolapi.Op, res protocolapi.Result) { e.r.complete(e.id, op, res) }
 
 // DeliverFrame implements sim.FrameReceiver.

@@ -82,7 +82,9 @@ type Result struct {
 	Linearizable, LinearUnknown   bool
 	BadKeys                       []uint64
 	History                       *checker.History
-	Info                          any // porcupine's LinearizationInfo, for its visualization
+	// Counters are the protocol's own (protocolapi.Counterer), at the end.
+	Counters []protocolapi.Counter
+	Info     any // porcupine's LinearizationInfo, for its visualization
 }
 
 // Failed reports whether the run found a violation (a history porcupine
@@ -533,6 +535,9 @@ func (r *run) finish(res *Result) {
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol, r.violN
 	res.History = r.hist
+	if c, ok := r.cl.(protocolapi.Counterer); ok {
+		res.Counters = c.Counters()
+	}
 }
 
 // checkHistory checks the history with the protocol's model: porcupine's

@@ -102,6 +102,9 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 		r.env.After(1_000_000, 0)
 	case protocolapi.EventMessage:
 		m := ev.Msg.(toyMsg)
+		if mut == "busy" {
+			r.env.Busy(50_000) // every message costs the node 50 us of CPU
+		}
 		if m.t == 1 {
 			old := r.regs[m.key]
 			if m.kind != protocolapi.OpRead {
@@ -132,7 +135,7 @@ func toy(workloads ...string) protocolapi.Protocol {
 	}
 	p := protocolapi.Protocol{Name: "toy", Codec: toyCodec{}, Supports: protocolapi.Supports{Workloads: workloads},
 		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) { return &toyCluster{cfg: cfg}, nil }}
-	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt"} {
+	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy"} {
 		p.Mutants = append(p.Mutants, protocolapi.Mutant{Name: m})
 	}
 	return p
@@ -220,5 +223,23 @@ func TestRefusals(t *testing.T) {
 		if _, err := Run(tc.p, c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want %q, got %v", tc.want, err)
 		}
+	}
+}
+
+// Busy makes a node's later events wait: the same accesses take longer in
+// simulated time, and stay correct.
+func TestBusy(t *testing.T) {
+	cfg := small()
+	free, err := Run(toy(), cfg)
+	if err != nil || free.Failed() {
+		t.Fatalf("%v %v", err, free.Violations)
+	}
+	cfg.Mutant = "busy"
+	busy, err := Run(toy(), cfg)
+	if err != nil || busy.Failed() {
+		t.Fatalf("%v %v", err, busy.Violations)
+	}
+	if busy.SimNanos < 5*free.SimNanos {
+		t.Fatalf("busy run %d ns, free %d ns: Busy did not slow the node", busy.SimNanos, free.SimNanos)
 	}
 }

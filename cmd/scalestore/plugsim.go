@@ -124,22 +124,24 @@ func runPlugSim(p protocolapi.Protocol, args []string, stdout, stderr io.Writer)
 		cfg.Steps = &steps
 	}
 	type summary struct {
-		Protocol         string   `json:"protocol"`
-		Seeds            int      `json:"seeds"`
-		FirstSeed        uint64   `json:"first_seed"`
-		LastSeed         uint64   `json:"last_seed"`
-		Ops              int      `json:"ops"`
-		Messages         uint64   `json:"sim_messages"`
-		Verbs            uint64   `json:"sim_verbs"`
-		Violations       int      `json:"violations"`
-		FirstFailingSeed *uint64  `json:"first_failing_seed"`
-		UndecidedSeeds   []uint64 `json:"undecided_seeds"`
-		TraceHash        string   `json:"trace_hash,omitempty"`
-		Faults           string   `json:"faults"`
-		Workload         string   `json:"workload"`
-		Mutate           string   `json:"mutate,omitempty"`
-		WallSeconds      float64  `json:"wall_seconds"`
-		ReplayCommand    string   `json:"replay,omitempty"`
+		Protocol         string                `json:"protocol"`
+		Seeds            int                   `json:"seeds"`
+		FirstSeed        uint64                `json:"first_seed"`
+		LastSeed         uint64                `json:"last_seed"`
+		Ops              int                   `json:"ops"`
+		Messages         uint64                `json:"sim_messages"`
+		Verbs            uint64                `json:"sim_verbs"`
+		Violations       int                   `json:"violations"`
+		FirstFailingSeed *uint64               `json:"first_failing_seed"`
+		UndecidedSeeds   []uint64              `json:"undecided_seeds"`
+		TraceHash        string                `json:"trace_hash,omitempty"`
+		Faults           string                `json:"faults"`
+		Workload         string                `json:"workload"`
+		Mutate           string                `json:"mutate,omitempty"`
+		WallSeconds      float64               `json:"wall_seconds"`
+		SimulatedNanos   int64                 `json:"simulated_ns"`
+		Counters         []protocolapi.Counter `json:"counters"`
+		ReplayCommand    string                `json:"replay,omitempty"`
 	}
 	sum := summary{Protocol: p.Name, FirstSeed: first, Faults: cfg.Faults, Workload: cfg.Workload, Mutate: cfg.Mutant,
 		UndecidedSeeds: []uint64{}}
@@ -153,6 +155,19 @@ func runPlugSim(p protocolapi.Protocol, args []string, stdout, stderr io.Writer)
 		sum.Ops += res.Ops
 		sum.Messages += res.Messages
 		sum.Verbs += res.Verbs
+		sum.SimulatedNanos += res.SimNanos
+		for _, c := range res.Counters {
+			found := false
+			for i := range sum.Counters {
+				if sum.Counters[i].Name == c.Name {
+					sum.Counters[i].Value += c.Value
+					found = true
+				}
+			}
+			if !found {
+				sum.Counters = append(sum.Counters, c)
+			}
+		}
 		if n == 1 {
 			sum.TraceHash = fmt.Sprintf("%016x", res.TraceHash)
 		}
@@ -229,6 +244,11 @@ func runPlugSim(p protocolapi.Protocol, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(w, " trace_hash=%s", sum.TraceHash)
 		}
 		fmt.Fprintf(w, " wall=%.2fs\n", sum.WallSeconds)
+		fmt.Fprintf(w, "  simulated time %.1f ms", float64(sum.SimulatedNanos)/1e6)
+		for _, c := range sum.Counters {
+			fmt.Fprintf(w, ", %s %d", c.Name, c.Value)
+		}
+		fmt.Fprintln(w)
 	}
 	if asJSON {
 		b, _ := json.Marshal(sum)

@@ -135,6 +135,7 @@ func (c *cache) evict() bool {
 	}
 	l.state = stMI
 	c.evicting++
+	c.n.count.evictions++
 	c.n.env.Send(c.n.homeOf(k), Msg{T: PutM, Key: k, Value: l.value})
 	return false
 }

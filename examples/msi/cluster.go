@@ -130,6 +130,20 @@ func (c *cluster) checkRest(key uint64, e *entry, owners, readers []protocol.Nod
 	return errs
 }
 
+// Counters implements protocolapi.Counterer: the homes' grants,
+// invalidations and fetches, and the owners' evictions (PutM), summed.
+func (c *cluster) Counters() []protocolapi.Counter {
+	var sum counts
+	for _, n := range c.nodes {
+		sum.grants += n.count.grants
+		sum.invalidations += n.count.invalidations
+		sum.fetches += n.count.fetches
+		sum.evictions += n.count.evictions
+	}
+	return []protocolapi.Counter{{Name: "grants", Value: sum.grants}, {Name: "invalidations", Value: sum.invalidations},
+		{Name: "fetches", Value: sum.fetches}, {Name: "evictions", Value: sum.evictions}}
+}
+
 // KeyState implements protocolapi.KeyStater: the home's entry and every
 // node's line, on one line.
 func (c *cluster) KeyState(key uint64) string {

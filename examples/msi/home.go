@@ -120,6 +120,7 @@ func (h *home) start(key uint64, e *entry, rq request) error {
 				return fmt.Errorf("home of key %d: GetS from its owner, node %d", key, rq.from)
 			}
 			e.busy, e.fetch = true, true
+			h.n.count.fetches++
 			env.Send(e.owner, Msg{T: Fetch, Key: key, Keep: true})
 			return nil
 		}
@@ -133,6 +134,7 @@ func (h *home) start(key uint64, e *entry, rq request) error {
 				return fmt.Errorf("home of key %d: GetM from its owner, node %d", key, rq.from)
 			}
 			e.busy, e.fetch = true, true
+			h.n.count.fetches++
 			env.Send(e.owner, Msg{T: Fetch, Key: key})
 			return nil
 		case dirS:
@@ -143,6 +145,7 @@ func (h *home) start(key uint64, e *entry, rq request) error {
 			e.sharers.Each(func(s protocol.NodeID) {
 				if s != rq.from {
 					e.acks++
+					h.n.count.invalidations++
 					env.Send(s, Msg{T: Inv, Key: key})
 				}
 			})
@@ -161,6 +164,7 @@ func (h *home) start(key uint64, e *entry, rq request) error {
 // wanted, with memory's value.
 func (h *home) grant(key uint64, e *entry) {
 	e.busy = false
+	h.n.count.grants++
 	mode := ModeS
 	if e.want == GetM {
 		mode = ModeM

@@ -61,7 +61,13 @@ func TestSwarmClean(t *testing.T) {
 		cfg := swarmConfig()
 		cfg.Workload = workload
 		msgs := uint64(0)
-		runs, failed, err := simrunner.Swarm(msi.Protocol(), cfg, 1, seeds, func(r simrunner.Result) { msgs += r.Messages })
+		counts := map[string]uint64{}
+		runs, failed, err := simrunner.Swarm(msi.Protocol(), cfg, 1, seeds, func(r simrunner.Result) {
+			msgs += r.Messages
+			for _, c := range r.Counters {
+				counts[c.Name] += c.Value
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +77,14 @@ func TestSwarmClean(t *testing.T) {
 		if runs != seeds || msgs == 0 {
 			t.Fatalf("%s: %d runs, %d messages", workload, runs, msgs)
 		}
-		t.Logf("%s: %d seeds clean, %d messages", workload, runs, msgs)
+		// The swarm reaches every case of the protocol: invalidations,
+		// fetches from an owner and evictions of modified lines.
+		for _, name := range []string{"grants", "invalidations", "fetches", "evictions"} {
+			if counts[name] == 0 {
+				t.Errorf("%s: no %s in %d seeds", workload, name, runs)
+			}
+		}
+		t.Logf("%s: %d seeds clean, %d messages, %v", workload, runs, msgs, counts)
 	}
 }
 

@@ -23,6 +23,12 @@ type node struct {
 	mutant mutants
 	home   home
 	cache  cache
+	count  counts
+}
+
+// counts are what a node did, for the run's counters.
+type counts struct {
+	grants, invalidations, fetches, evictions uint64
 }
 
 var _ protocolapi.Role = (*node)(nil)
