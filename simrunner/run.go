@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -368,12 +369,24 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 
 // deploy builds the world, the deployment and its roles.
 func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error) {
-	cl, err := p.Deploy(protocolapi.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Keys,
-		CacheLines: cfg.CacheLines, Mutant: cfg.Mutant})
+	var cl protocolapi.Cluster
+	var lay protocolapi.Layout
+	var err error
+	if perr := guard("Deploy", func() {
+		cl, err = p.Deploy(protocolapi.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Keys,
+			CacheLines: cfg.CacheLines, Mutant: cfg.Mutant})
+		if err == nil && cl != nil {
+			lay = cl.Layout()
+		}
+	}); perr != nil {
+		err = perr
+	}
+	if err == nil && cl == nil {
+		err = fmt.Errorf("Deploy returned no cluster")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("protocol %s: %w", p.Name, err)
 	}
-	lay := cl.Layout()
 	switch {
 	case lay.Nodes < cfg.Nodes || lay.Nodes > protocol.MaxNodes:
 		return nil, fmt.Errorf("protocol %s: a layout of %d nodes for %d worker nodes (at most %d)", p.Name, lay.Nodes, cfg.Nodes, protocol.MaxNodes)
@@ -404,7 +417,11 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 		w.AttachFrames(id, e)
 	}
 	for _, e := range r.envs {
-		role, err := cl.Role(e.id, e)
+		var role protocolapi.Role
+		var err error
+		if perr := guard("Role", func() { role, err = cl.Role(e.id, e) }); perr != nil {
+			err = perr
+		}
 		if err != nil {
 			return nil, fmt.Errorf("protocol %s: node %d: %w", p.Name, e.id, err)
 		}
@@ -422,9 +439,25 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	return r, nil
 }
 
+// guard runs protocol code outside the world's events (which recover
+// their own panics): a panic is an error with its stack, never a crash.
+func guard(what string, fn func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the protocol's %s panicked: %v\n%s", what, v, debug.Stack())
+		}
+	}()
+	fn()
+	return nil
+}
+
 // checkStep runs the invariants that hold at every instant.
 func (r *run) checkStep() {
-	for _, err := range r.cl.Check(false) {
+	var errs []error
+	if err := guard("Check", func() { errs = r.cl.Check(false) }); err != nil {
+		r.fail("invariant: %v", err)
+	}
+	for _, err := range errs {
 		r.fail("invariant: %v", err)
 	}
 }
@@ -495,7 +528,11 @@ func (r *run) settle(phase string) bool {
 	w.StopFaults()
 	for range 50_000_000 {
 		if w.Pending() == 0 {
-			for _, err := range r.cl.Check(true) {
+			var errs []error
+			if err := guard("Check", func() { errs = r.cl.Check(true) }); err != nil {
+				r.fail("%s: at rest: %v", phase, err)
+			}
+			for _, err := range errs {
 				r.fail("%s: at rest: %v", phase, err)
 			}
 			return r.violN == 0
@@ -536,7 +573,10 @@ func (r *run) finish(res *Result) {
 	res.Violations, res.ViolationCount = r.viol, r.violN
 	res.History = r.hist
 	if c, ok := r.cl.(protocolapi.Counterer); ok {
-		res.Counters = c.Counters()
+		if err := guard("Counters", func() { res.Counters = c.Counters() }); err != nil {
+			res.ViolationCount++
+			res.Violations = append(res.Violations, err.Error())
+		}
 	}
 }
 
@@ -546,7 +586,10 @@ func (r *run) checkHistory(res *Result) {
 	start := time.Now()
 	defer func() { res.CheckWall = time.Since(start) }()
 	if r.p.CheckHistory != nil {
-		bad := r.p.CheckHistory(r.hist.Ops())
+		var bad []string
+		if err := guard("CheckHistory", func() { bad = r.p.CheckHistory(r.hist.Ops()) }); err != nil {
+			bad = append(bad, err.Error())
+		}
 		res.Linearizable = len(bad) == 0
 		for _, b := range bad {
 			res.ViolationCount++

@@ -75,6 +75,10 @@ func (c *toyCluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.
 	return r, nil
 }
 func (c *toyCluster) Check(atRest bool) []error {
+	if c.cfg.Mutant == "check-panics" && atRest {
+		var none []int
+		_ = none[3]
+	}
 	if c.cfg.Mutant == "invariant" && c.roles[0].regs[0] > 3 {
 		return []error{errors.New("key 0 above 3")}
 	}
@@ -134,8 +138,13 @@ func toy(workloads ...string) protocolapi.Protocol {
 		workloads = []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW}
 	}
 	p := protocolapi.Protocol{Name: "toy", Codec: toyCodec{}, Supports: protocolapi.Supports{Workloads: workloads},
-		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) { return &toyCluster{cfg: cfg}, nil }}
-	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy"} {
+		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) {
+			if cfg.Mutant == "deploy-panics" {
+				panic("cannot deploy")
+			}
+			return &toyCluster{cfg: cfg}, nil
+		}}
+	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy", "check-panics", "deploy-panics"} {
 		p.Mutants = append(p.Mutants, protocolapi.Mutant{Name: m})
 	}
 	return p
@@ -167,6 +176,7 @@ func TestChecksCatch(t *testing.T) {
 		{"error", "refuses writes"},
 		{"twice", "which is not in flight"},
 		{"invariant", "invariant: key 0 above 3"},
+		{"check-panics", "the protocol's Check panicked: runtime error: index out of range"},
 		{"stale", ""},
 	} {
 		cfg := small()
@@ -216,6 +226,7 @@ func TestRefusals(t *testing.T) {
 		{toy(), func(c *Config) { c.Mutant = "nope" }, `no mutant "nope"`},
 		{toy(), func(c *Config) { c.Faults = "weird" }, "unknown fault plan"},
 		{toy(), func(c *Config) { c.Nodes = 0 }, "--nodes 0"},
+		{toy(), func(c *Config) { c.Mutant = "deploy-panics" }, "the protocol's Deploy panicked: cannot deploy"},
 		{protocolapi.Protocol{Name: "builtin", BuiltIn: "RunSim"}, func(*Config) {}, "runs through its own run loop"},
 	} {
 		c := cfg
