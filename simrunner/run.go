@@ -382,7 +382,7 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 		err = perr
 	}
 	if err == nil && cl == nil {
-		err = fmt.Errorf("Deploy returned no cluster")
+		err = fmt.Errorf("its deploy function returned no cluster")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("protocol %s: %w", p.Name, err)
