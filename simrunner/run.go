@@ -205,7 +205,7 @@ func (r *run) deliver(from, to protocol.NodeID, frame, payload []byte) {
 		fmt.Fprintf(r.cfg.Trace, "%d %s %d->%d %v\n", r.w.Now(), codec.MessageTypes()[m.Type()-1], from, to, m)
 	}
 	if st := r.cfg.Steps; st != nil && len(*st) < MaxSteps {
-		s := traceview.Step{At: r.w.Now(), From: int(from), To: int(to), Label: m.String(), Page: len(payload) > 0}
+		s := traceview.Step{At: r.w.Now(), From: int(from), To: int(to), Label: m.String(), Page: len(payload) >= protocol.PageSize}
 		if r.watching {
 			k, ok := m.(protocolapi.Keyed)
 			if !ok || k.AboutKey() != uint64(r.cfg.Watch) {
@@ -229,7 +229,7 @@ func (r *run) traceVerb(at int64, v *sim.Verb, keyer protocolapi.MemoryKeyer) {
 	if st == nil || len(*st) >= MaxSteps {
 		return
 	}
-	s := traceview.Step{At: at, From: int(v.From), To: int(v.Region.Node), Label: v.String(), Page: v.Len > 8}
+	s := traceview.Step{At: at, From: int(v.From), To: int(v.Region.Node), Label: v.String(), Page: v.Len >= protocol.PageSize}
 	if r.watching {
 		if keyer == nil {
 			return

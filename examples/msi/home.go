@@ -36,20 +36,14 @@ type entry struct {
 	queue     []request
 }
 
-// home is the directory side of a node: the entries of the keys it homes.
+// home is the directory side of a node: the entries of the keys it homes,
+// key k at entries[k / nodes].
 type home struct {
 	n       *node
-	entries map[uint64]*entry
+	entries []entry
 }
 
-func (h *home) entry(key uint64) *entry {
-	e := h.entries[key]
-	if e == nil {
-		e = &entry{}
-		h.entries[key] = e
-	}
-	return e
-}
+func (h *home) entry(key uint64) *entry { return &h.entries[key/uint64(h.n.nodes)] }
 
 // receive handles a message to the home.
 func (h *home) receive(from protocol.NodeID, m Msg) error {

@@ -64,7 +64,7 @@ func (n *node) Describe() string {
 		b.WriteString("cache:" + d)
 	}
 	for key := uint64(n.id); key < uint64(len(n.cache.lines)); key += uint64(n.nodes) {
-		if e := n.home.entries[key]; e != nil && (e.busy || len(e.queue) > 0) {
+		if e := n.home.entry(key); e.busy || len(e.queue) > 0 {
 			fmt.Fprintf(&b, " home of key %d: busy for node %d (acks due %d, write-back due %v), %d queued", key, e.requester, e.acks, e.fetch, len(e.queue))
 		}
 	}
