@@ -27,13 +27,15 @@
 //     each needs; Cluster.Role builds each node's Role on its Env;
 //     Cluster.Check holds the invariants, called after every simulated step
 //     and once at rest. KeyStater and MemoryKeyer, when a Cluster has them,
-//     let charts show one key's state and the verbs on its memory.
+//     let charts show one key's state and the verbs on its memory;
+//     Counterer puts the protocol's own counters into the run's result.
 //   - Role, Event, Env: a role is a state machine in the shape of
 //     etcd-io/raft's Step: Step(Event) takes one input (a message, a timer,
 //     a verb's or an SSD I/O's completion, a worker's access) and acts only
 //     through its Env (Send, After, Read/Write/CompareAndSwap/FetchAndAdd
-//     on registered memory, ReadPage/WritePage on its SSD, Now, Rand, and
-//     Complete for an access). Nothing in Env blocks or calls Step back,
+//     on registered memory, ReadPage/WritePage on its SSD, Now, Rand, Busy
+//     for CPU time the simulator should charge, and Complete for an
+//     access). Nothing in Env blocks or calls Step back,
 //     and a role starts no goroutine: the simulator schedules everything,
 //     so a seed reproduces a run bit for bit.
 //   - Op and Result: the worker's access entry. Workers belong to the
@@ -56,7 +58,10 @@
 // transport.Transport: Send through EncodeFrame and Messenger.Send, the
 // verbs through transport.OneSided, After on the node's clock, and one
 // goroutine per node feeding Step from the transport's handler, timers and
-// verb completions. Nothing in this API needs the simulator.
+// verb completions. Nothing in this API needs the simulator:
+// examples/msi's TestRunsOverATransport runs MSI's role that way, on
+// goroutines over sim.Net's transports, and porcupine finds it
+// linearizable.
 //
 // # How the seeds' baselines map onto it
 //
