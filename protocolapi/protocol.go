@@ -98,6 +98,18 @@ type Config struct {
 	CacheLines int
 	// Mutant is the name of one of Protocol.Mutants to apply, or "".
 	Mutant string
+	// Options holds a value for every one of Protocol.Options (the runner
+	// fills in the defaults); read them with Option.
+	Options map[string]string
+}
+
+// Option returns the value of the protocol's option name ("" if unset).
+func (c Config) Option(name string) string { return c.Options[name] }
+
+// Option is a protocol's own parameter (a mode, a count of memory nodes),
+// set on the command line with --opt name=value.
+type Option struct {
+	Name, Default, About string
 }
 
 // Layout is what a deployment needs from the world before its roles are
@@ -189,6 +201,8 @@ type Protocol struct {
 	BuiltIn string
 	// Mutants are its named mutations.
 	Mutants []Mutant
+	// Options are its own parameters; Deploy reads them from Config.Options.
+	Options []Option
 	// Scenarios are its scripted charts.
 	Scenarios []Scenario
 	// CheckHistory checks a run's history when linearizability is not the
@@ -258,6 +272,13 @@ func (p *Protocol) validate() error {
 			return fmt.Errorf("protocolapi: protocol %q: mutant %q is empty or named twice", p.Name, m.Name)
 		}
 		seen[m.Name] = true
+	}
+	clear(seen)
+	for _, o := range p.Options {
+		if o.Name == "" || seen[o.Name] {
+			return fmt.Errorf("protocolapi: protocol %q: option %q is empty or named twice", p.Name, o.Name)
+		}
+		seen[o.Name] = true
 	}
 	clear(seen)
 	for _, s := range p.Scenarios {

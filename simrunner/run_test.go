@@ -3,6 +3,7 @@ package simrunner
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -117,6 +118,9 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 			if mut == "stale" && m.kind == protocolapi.OpRead && old > 0 {
 				old--
 			}
+			if d, _ := strconv.ParseInt(r.c.cfg.Option("answer-delay"), 10, 64); d > 0 {
+				r.env.Busy(d)
+			}
 			r.env.Send(ev.From, toyMsg{t: 2, key: m.key, val: old, id: m.id})
 			return nil
 		}
@@ -138,7 +142,11 @@ func toy(workloads ...string) protocolapi.Protocol {
 		workloads = []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW}
 	}
 	p := protocolapi.Protocol{Name: "toy", Codec: toyCodec{}, Supports: protocolapi.Supports{Workloads: workloads},
+		Options: []protocolapi.Option{{Name: "answer-delay", Default: "0", About: "ns the home waits before it answers"}},
 		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) {
+			if _, err := strconv.ParseInt(cfg.Option("answer-delay"), 10, 64); err != nil {
+				return nil, fmt.Errorf("answer-delay: %w", err)
+			}
 			if cfg.Mutant == "deploy-panics" {
 				panic("cannot deploy")
 			}
@@ -227,6 +235,8 @@ func TestRefusals(t *testing.T) {
 		{toy(), func(c *Config) { c.Faults = "weird" }, "unknown fault plan"},
 		{toy(), func(c *Config) { c.Nodes = 0 }, "--nodes 0"},
 		{toy(), func(c *Config) { c.Mutant = "deploy-panics" }, "the protocol's Deploy panicked: cannot deploy"},
+		{toy(), func(c *Config) { c.Options = map[string]string{"speed": "1"} }, `has no option "speed"`},
+		{toy(), func(c *Config) { c.Options = map[string]string{"answer-delay": "soon"} }, `answer-delay: strconv.ParseInt`},
 		{protocolapi.Protocol{Name: "builtin", BuiltIn: "RunSim"}, func(*Config) {}, "runs through its own run loop"},
 	} {
 		c := cfg
@@ -252,5 +262,11 @@ func TestBusy(t *testing.T) {
 	}
 	if busy.SimNanos < 5*free.SimNanos {
 		t.Fatalf("busy run %d ns, free %d ns: Busy did not slow the node", busy.SimNanos, free.SimNanos)
+	}
+	// An option reaches Deploy (the home charges it as CPU per answer).
+	cfg.Mutant, cfg.Options = "", map[string]string{"answer-delay": "50000"}
+	slow, err := Run(toy(), cfg)
+	if err != nil || slow.Failed() || slow.SimNanos < 5*free.SimNanos {
+		t.Fatalf("with answer-delay: %v %v, %d ns against %d", err, slow.Violations, slow.SimNanos, free.SimNanos)
 	}
 }

@@ -28,15 +28,16 @@ Flags:
 func registry() (*protocolapi.Registry, error) { return protocols.Registry() }
 
 type protocolRow struct {
-	Name      string   `json:"name"`
-	Runner    string   `json:"runner"`
-	Workloads []string `json:"workloads"`
-	Crashes   bool     `json:"crashes"`
-	Elastic   bool     `json:"elastic"`
-	Processes bool     `json:"processes"`
-	Mutants   []string `json:"mutants"`
-	Scenarios []string `json:"scenarios"`
-	Summary   string   `json:"summary"`
+	Name      string               `json:"name"`
+	Runner    string               `json:"runner"`
+	Workloads []string             `json:"workloads"`
+	Crashes   bool                 `json:"crashes"`
+	Elastic   bool                 `json:"elastic"`
+	Processes bool                 `json:"processes"`
+	Mutants   []string             `json:"mutants"`
+	Scenarios []string             `json:"scenarios"`
+	Options   []protocolapi.Option `json:"options"`
+	Summary   string               `json:"summary"`
 }
 
 func runProtocols(args []string, stdout, stderr io.Writer) int {
@@ -91,7 +92,8 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	var rows []protocolRow
 	for _, p := range reg.All() {
 		row := protocolRow{Name: p.Name, Runner: "generic", Workloads: p.Supports.Workloads, Crashes: p.Supports.Crashes,
-			Elastic: p.Supports.Elastic, Processes: p.Supports.Processes, Mutants: p.MutantNames(), Summary: p.Summary}
+			Elastic: p.Supports.Elastic, Processes: p.Supports.Processes, Mutants: p.MutantNames(), Summary: p.Summary,
+			Options: p.Options}
 		if p.Deploy == nil {
 			row.Runner = "sim " + p.BuiltIn
 		}

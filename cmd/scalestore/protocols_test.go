@@ -55,6 +55,8 @@ func TestSimDispatchesThroughRegistry(t *testing.T) {
 		{"--protocol msi --workload btree", "does not support the btree workload"},
 		{"--protocol msi --mutate skip-invalidation", `no mutant "skip-invalidation"`},
 		{"--protocol nope", "registered protocol (cell, msi,"},
+		{"--protocol msi --opt mode=tso", `protocol msi has no option "mode"`},
+		{"--protocol msi --opt mode", "want name=value"},
 	} {
 		code, _, errOut := runCLI(append([]string{"sim"}, strings.Fields(tc.args)...)...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
