@@ -13,8 +13,9 @@
 // # The pieces
 //
 //   - Protocol: the descriptor registered by name (Summary, Supports,
-//     Codec, Deploy, Mutants, Scenarios, and CheckHistory for a protocol
-//     that is not linearizable).
+//     Codec, Deploy, Mutants, Scenarios, Options for its own parameters,
+//     set by `sim --opt name=value`, and CheckHistory for a protocol that
+//     is not linearizable).
 //   - Message and Codec: a protocol's messages are its own Go types; the
 //     codec writes one into the 60-byte body of a 64-byte frame (whose
 //     4-byte header, FrameMagic, type, sender and receiver, is the
