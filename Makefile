@@ -61,6 +61,7 @@ fuzz:
 	$(GO) test ./protocol -run '^$$' -fuzz '^FuzzDecodeEvictEntries$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./index/nam -run '^$$' -fuzz '^FuzzServerHandle$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./index/cell -run '^$$' -fuzz '^FuzzServerHandle$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./examples/msi -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 # The long swarm of the acceptance criteria: 300 seeds under heavy faults,
 # and 1,500 of the wide shape (more workers than lines of cache: issue 36).
@@ -92,6 +93,8 @@ swarm: build
 	@for w in nam-cg nam-fg nam-hybrid cell; do \
 		$(BIN) sim --workload $$w --seed $(SEED) --seeds 300 --keys 200 --ops 2000 --faults heavy --json || exit 1; done
 	$(BIN) sim --workload cell --seed $(SEED) --seeds 300 --keys 200 --ops 2000 --faults heavy --cell-mega-nodes 12 --json
+	@$(BIN) protocols --list runs | while read p w; do \
+		$(BIN) sim --protocol $$p --workload $$w --seed $(SEED) --seeds 300 --faults heavy --json || exit 1; done
 
 # Writers killed with SIGKILL at random moments: every reopen must find all
 # acknowledged writes or refuse the store (about a minute for 300 rounds;
@@ -162,6 +165,10 @@ mutants: build
 		do m=$${mw%%:*}; w=$${mw#*:}; mega=0; [ $$w = cell ] && mega=12; \
 		$(BIN) sim --seeds 200 --workload $$w --keys 200 --ops 2000 --faults heavy --cell-mega-nodes $$mega --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
 			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$w)" || { echo "MISSED $$m ($$w)"; exit 1; }; \
+	done
+	@$(BIN) protocols --list mutants | while read p m w; do \
+		$(BIN) sim --protocol $$p --workload $$w --seeds 200 --faults heavy --mutate $$m --json --quiet --viz-dir /tmp 2>/dev/null \
+			| tail -1 | grep -q '"violations":1' && echo "caught $$m ($$p, $$w)" || { echo "MISSED $$m ($$p, $$w)"; exit 1; }; \
 	done
 
 clean:

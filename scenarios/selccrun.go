@@ -401,7 +401,7 @@ type selccRun struct {
 	s         *selccCluster
 	pids      []protocol.PID
 	perm      []int
-	zipf      *zipf
+	zipf      *zipfDist
 	started   int
 	completed int
 	nextValue uint64

@@ -409,7 +409,7 @@ type simRun struct {
 	c         *cluster
 	pids      []protocol.PID
 	perm      []int
-	zipf      *zipf
+	zipf      *zipfDist
 	started   int
 	completed int
 	failed    int // operations that failed on an unreadable page

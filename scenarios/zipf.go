@@ -1,50 +1,11 @@
 package scenarios
 
-import "math"
+import "github.com/scalestore-go/scalestore/internal/zipf"
 
-// zipf draws ranks in [0, n) with YCSB's zipfian distribution of constant
-// theta (Gray et al., "Quickly generating billion-record synthetic
-// databases"); theta 0 is uniform. It draws from the caller's PRNG.
-type zipf struct {
-	n                   uint64
-	theta, alpha, zetan float64
-	eta, halfPowTheta   float64
-	uniform             bool
-}
+// zipfDist is YCSB's zipfian distribution (internal/zipf), shared with the
+// generic runner.
+type zipfDist struct{ z *zipf.Zipf }
 
-func newZipf(n uint64, theta float64) *zipf {
-	z := &zipf{n: n, theta: theta}
-	if theta <= 0 || n < 2 {
-		z.uniform = true
-		return z
-	}
-	zeta := func(k uint64) float64 {
-		s := 0.0
-		for i := uint64(1); i <= k; i++ {
-			s += 1 / math.Pow(float64(i), theta)
-		}
-		return s
-	}
-	z.zetan = zeta(n)
-	zeta2 := zeta(2)
-	z.alpha = 1 / (1 - theta)
-	z.eta = (1 - math.Pow(2/float64(n), 1-theta)) / (1 - zeta2/z.zetan)
-	z.halfPowTheta = 1 + math.Pow(0.5, theta)
-	return z
-}
+func newZipf(n uint64, theta float64) *zipfDist { return &zipfDist{zipf.New(n, theta)} }
 
-func (z *zipf) next(r uint64) uint64 {
-	if z.uniform {
-		return r % z.n
-	}
-	u := float64(r>>11) * (1.0 / (1 << 53))
-	uz := u * z.zetan
-	if uz < 1 {
-		return 0
-	}
-	if uz < z.halfPowTheta {
-		return 1
-	}
-	k := uint64(float64(z.n) * math.Pow(z.eta*u-z.eta+1, z.alpha))
-	return min(k, z.n-1)
-}
+func (z *zipfDist) next(r uint64) uint64 { return z.z.Next(r) }

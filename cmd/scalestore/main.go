@@ -18,6 +18,8 @@ Commands:
   sim        run the page-register workload on a simulated cluster, with fault
              injection, invariant checks after every step and a porcupine
              linearizability check of the history
+  protocols  list every registered protocol with what it supports
+             ('scalestore sim --protocol NAME' runs any of them)
   scenario   run one of the paper's scenarios and print its message chart
              ('scalestore scenario list' names them)
   compare    ScaleStore and SELCC side by side on the same simulated workload
@@ -55,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "sim":
 		return runSim(args[1:], stdout, stderr)
+	case "protocols":
+		return runProtocols(args[1:], stdout, stderr)
 	case "scenario":
 		return runScenario(args[1:], stdout, stderr)
 	case "compare":

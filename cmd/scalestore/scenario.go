@@ -22,6 +22,10 @@ and prints its message sequence as a chart: time, sender -> receiver, the
 message, and the directory's metadata for the page after the receiver handled
 it. Only the scenario's own messages are shown (its set-up is not).
 
+The scenarios of the protocols built on protocolapi ('scenario list' names
+them with their protocol) run on the generic runner: every message of the
+run, and the watched key's state after it.
+
 The selcc-* scenarios run SELCC instead (its paper's Fig. 7 and 8; --protocol
 does not apply): four compute nodes and one passive memory node, and the chart
 has every invalidation message and every one-sided verb (CAS, FAA, READ,
@@ -70,7 +74,18 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		for _, s := range scenarios.Scenarios {
 			fmt.Fprintf(stdout, "%-26s %-13s %s\n", s.Name, s.Paper, s.About)
 		}
+		plug, err := plugScenarios()
+		if err != nil {
+			fmt.Fprintf(stderr, "scenario: %v\n", err)
+			return 1
+		}
+		for _, ps := range plug {
+			fmt.Fprintf(stdout, "%-26s %-13s %s\n", ps.s.Name, ps.p.Name, ps.s.About)
+		}
 		return 0
+	}
+	if code, found := runPlugScenario(name, *htmlOut, *asJSON, stdout, stderr); found {
+		return code
 	}
 	v, err := protocol.ParseVariant(*proto)
 	if err != nil {

@@ -69,6 +69,10 @@ type simFlags struct {
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
+	args, code, done := dispatchSim(args, stdout, stderr)
+	if done {
+		return code
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
@@ -92,7 +96,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.cfg.ReadRatio, "read-ratio", d.ReadRatio, "share of reads (0..1)")
 	fs.Float64Var(&f.cfg.Zipf, "zipf", d.Zipf, "zipfian skew of page choice, 0 = uniform, up to 0.99")
 	fs.StringVar(&f.faults, "faults", d.Faults, "fault plan: "+simfaults.PlanNames+" (each seed varies the intensities; lossy adds reads that fail for good, and the operations on those pages fail instead of the node)")
-	fs.StringVar(&f.protocol, "protocol", "chaining", "ScaleStore's conflict handling: chaining (the paper), fifo or polling (baselines); or selcc: SELCC's latch words on passive memory nodes (--nodes are then its compute nodes; the btree workload is a B-link tree over its lines)")
+	fs.StringVar(&f.protocol, "protocol", "chaining", "ScaleStore's conflict handling: chaining (the paper), fifo or polling (baselines); or selcc: SELCC's latch words on passive memory nodes (--nodes are then its compute nodes; the btree workload is a B-link tree over its lines); or any registered protocol ('scalestore protocols'; 'sim --protocol NAME --help' for a plug-in's flags)")
 	fs.IntVar(&f.cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "with --protocol selcc: passive memory nodes holding the lines")
 	fs.Float64Var(&f.cfg.Gamma, "gamma", scenarios.DefaultGamma, "with --protocol selcc: local-handover threshold of the lease (SELCC §5.3.1; 0 or below: off)")
 	fs.BoolVar(&f.cfg.NoPriority, "no-priority", false, "with --protocol selcc: turn off the starved-writer priority (SELCC §5.3.2)")

@@ -35,7 +35,7 @@ func (w *World) Dead(node protocol.NodeID) bool { return w.dead != nil && w.dead
 func (w *World) DropMessages() int {
 	dropped := 0
 	w.events.removeIf(func(e *event) bool {
-		if e.kind != evMsg {
+		if e.kind != evMsg && e.kind != evFrame {
 			return false
 		}
 		dropped++

@@ -28,6 +28,7 @@ const (
 	evResume
 	evVerb     // a one-sided verb arrives at the memory's node (served by its NIC)
 	evVerbDone // its completion arrives at the issuer
+	evFrame    // an opaque frame (SendFrame) arrives at its receiver
 )
 
 type event struct {
@@ -57,8 +58,9 @@ type World struct {
 	rng       *rand.PCG // drawn from directly: a call the compiler sees, not one through rand.Source
 	hash      uint64
 	nodes     []Receiver
-	hints     []Prefetcher // per node (SetPrefetcher), or nil
-	hinted    bool         // some node has a Prefetcher: Step peeks at the next event
+	frameRecv []FrameReceiver // per node (AttachFrames), or nil
+	hints     []Prefetcher    // per node (SetPrefetcher), or nil
+	hinted    bool            // some node has a Prefetcher: Step peeks at the next event
 	n         int
 	latency   Latency
 	faults    FaultPlan
@@ -350,6 +352,8 @@ func (w *World) run(e *event) {
 		w.actVerb(e.verb)
 	case evVerbDone:
 		e.verb.done(e.verb.Prev, e.verb.Err)
+	case evFrame:
+		w.deliverFrame(e)
 	}
 }
 

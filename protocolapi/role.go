@@ -1,0 +1,174 @@
+package protocolapi
+
+import (
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/transport"
+)
+
+// Env is what a role acts through: the effects it may have on the world.
+// Nothing in it blocks or calls the role back: a send, a timer, a verb, a
+// page I/O and a completed access each come back, if at all, as a later
+// Event to Step. The simulator implements it with its event queue (one
+// node's env only ever runs on the scheduler's single thread); a process
+// runner would implement it over a transport.Transport and the node's
+// clock, feeding Step from one goroutine per node.
+type Env interface {
+	// Self is this node; Nodes the number of nodes in the deployment.
+	Self() protocol.NodeID
+	Nodes() int
+	// Now is the time in nanoseconds (simulated in the simulator).
+	Now() int64
+	// Rand draws a random number (the simulator's seeded PRNG: never
+	// math/rand in a role).
+	Rand() uint64
+	// Send sends m to node to. A node may send to itself (the message
+	// comes back as an Event, never within Send). A message that does not
+	// encode, or a transport that fails, is the env's to report (in the
+	// simulator, a violation of the seed).
+	Send(to protocol.NodeID, m Message)
+	// After delivers EventTimer with token after delay ns. Timers are not
+	// cancelled: a role ignores a token it no longer waits for. A role sets
+	// no timer while it has nothing to do: the runner's checks at rest wait
+	// until nothing is pending.
+	After(delay int64, token uint64)
+	// Memory is this node's registered memory (Layout.Memory), nil if it
+	// has none; Region names node's registered memory for the verbs (false
+	// if it has none).
+	Memory() []byte
+	Region(node protocol.NodeID) (transport.Region, bool)
+	// The one-sided verbs on registered memory; each completes with an
+	// EventVerb carrying token (and Prev for the atomics, Err on failure).
+	// Read's dst and Write's src belong to the verb until it completes.
+	Read(dst []byte, r transport.Region, off uint64, token uint64)
+	Write(r transport.Region, off uint64, src []byte, token uint64)
+	CompareAndSwap(r transport.Region, off, old, new uint64, token uint64)
+	FetchAndAdd(r transport.Region, off, delta uint64, token uint64)
+	// ReadPage and WritePage do I/O on this node's SSD (Layout.SSDPages
+	// pages of protocol.PageSize bytes); each completes with an EventPage
+	// carrying token (Err: a transient error the role retries or surfaces).
+	ReadPage(slot uint64, buf []byte, token uint64)
+	WritePage(slot uint64, buf []byte, token uint64)
+	// Busy spends ns of this node's CPU on work the role just did (a
+	// message's handling, a serial queue): its later events wait meanwhile.
+	// It models the cost in the simulator, where work takes no time
+	// otherwise; on real processes the work costs what it costs, and a
+	// process env ignores it.
+	Busy(ns int64)
+	// Complete finishes the worker's access op (EventAccess) with res.
+	// Every access is completed exactly once.
+	Complete(op Op, res Result)
+}
+
+// EventKind says what happened to a role.
+type EventKind uint8
+
+// The events.
+const (
+	// EventMessage: Msg arrived from From.
+	EventMessage EventKind = iota + 1
+	// EventTimer: the timer Token fired (Env.After).
+	EventTimer
+	// EventVerb: the verb Token completed (Prev: an atomic's old word).
+	EventVerb
+	// EventPage: the SSD I/O Token completed.
+	EventPage
+	// EventAccess: a worker asks for Op (answered by Env.Complete).
+	EventAccess
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventMessage:
+		return "message"
+	case EventTimer:
+		return "timer"
+	case EventVerb:
+		return "verb"
+	case EventPage:
+		return "page"
+	case EventAccess:
+		return "access"
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// Event is one input of a role. Only the fields of its Kind are set.
+type Event struct {
+	Kind  EventKind
+	From  protocol.NodeID // EventMessage
+	Msg   Message         // EventMessage
+	Token uint64          // EventTimer, EventVerb, EventPage
+	Prev  uint64          // EventVerb: CAS's or FAA's word before
+	Err   error           // EventVerb, EventPage
+	Op    Op              // EventAccess
+}
+
+// Role is a node's part of the protocol: a state machine that takes one
+// Event at a time and acts through its Env, in the shape of etcd-io/raft's
+// Step. It starts no goroutine, reads no clock and draws no random number
+// of its own, and keeps no reference to an Event's message payload.
+type Role interface {
+	// Step handles ev. An error is a protocol violation the role detected
+	// (a message it cannot be sent in its state): the runner reports it
+	// with the seed.
+	Step(ev Event) error
+	// Describe is the role's state for a deadlock or watchdog report: its
+	// accesses in flight and what each waits for.
+	Describe() string
+}
+
+// OpKind is what a worker's access does.
+type OpKind uint8
+
+// The accesses a worker makes.
+const (
+	// OpRead returns the key's value (Result.Value).
+	OpRead OpKind = iota + 1
+	// OpWrite writes Op.Value.
+	OpWrite
+	// OpRMW writes Op.Value and returns the value it overwrote
+	// (Result.Value), in one atomic step: two that read the same value
+	// cannot both happen (a lost update).
+	OpRMW
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpRead:
+		return "read"
+	case OpWrite:
+		return "write"
+	case OpRMW:
+		return "rmw"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Op is one access of a worker of this node to a key (a register, a
+// page or a line: the protocol decides what a key is). Keys are 0 up to
+// Config.Keys-1 and start out 0; every write carries a value unique in the
+// run.
+type Op struct {
+	ID     uint64 // unique on this node; Complete names it back
+	Worker int    // the worker on this node, 0..Config.Workers-1
+	Kind   OpKind
+	Key    uint64
+	Value  uint64 // OpWrite, OpRMW: the value to write
+}
+
+// Result is an access's outcome.
+type Result struct {
+	// Value is what OpRead read, or what OpRMW overwrote.
+	Value uint64
+	// Err fails the access: the runner reports it as a violation (a
+	// protocol that can fail an access for a reason of the world, an
+	// unreadable page, says so by wrapping ErrUnavailable).
+	Err error
+}
+
+// ErrUnavailable is wrapped by an access's error when the access did not
+// happen for a reason the fault plan caused (the data is unreadable): the
+// runner leaves it out of the history instead of reporting it.
+var ErrUnavailable = fmt.Errorf("protocolapi: unavailable")

@@ -1,0 +1,15 @@
+// Package simrunner runs any protocol registered through protocolapi in
+// the deterministic simulator (transport/sim): one run loop for every
+// plug-in protocol. It owns the fault plan (sim.Plan), the workers and
+// their workloads (register, rmw), the invariant checks after every step
+// and at rest, the watchdog and its deadlock report, a final read of
+// every key, the history check (checker: porcupine per key, or the
+// protocol's own CheckHistory), mutants by name, runs of many seeds, the
+// message trace and the trace viewer's steps, and scripted scenarios. It
+// refuses, with the reason, what a protocol's Supports does not list.
+//
+// It imports protocolapi, protocol (node ids), transport (regions),
+// transport/sim, storage/memfile, checker, internal/traceview and
+// internal/zipf; never a protocol's package (the caller hands it a
+// protocolapi.Protocol) and never a real transport.
+package simrunner

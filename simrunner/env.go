@@ -1,0 +1,131 @@
+package simrunner
+
+import (
+	"unsafe"
+
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// nodeEnv is protocolapi.Env for one simulated node.
+type nodeEnv struct {
+	r     *run
+	id    protocol.NodeID
+	role  protocolapi.Role
+	mem   []byte
+	ssd   sim.NodeEnv // its Store is nil without an SSD
+	frame [protocol.FrameSize]byte
+}
+
+var _ protocolapi.Env = (*nodeEnv)(nil)
+
+func (e *nodeEnv) Self() protocol.NodeID { return e.id }
+func (e *nodeEnv) Nodes() int            { return len(e.r.envs) }
+func (e *nodeEnv) Now() int64            { return e.r.w.Now() }
+func (e *nodeEnv) Rand() uint64          { return e.r.w.Rand() }
+func (e *nodeEnv) Memory() []byte        { return e.mem }
+
+func (e *nodeEnv) Region(node protocol.NodeID) (transport.Region, bool) {
+	if int(node) >= len(e.r.regions) || e.r.envs[node].mem == nil {
+		return transport.Region{}, false
+	}
+	return e.r.regions[node], true
+}
+
+// Send encodes m and puts its frame on the link; a message to this node
+// itself is delivered by the node's own queue, now, without the network's
+// latency (a local directory), but still through its frame.
+func (e *nodeEnv) Send(to protocol.NodeID, m protocolapi.Message) {
+	r := e.r
+	if r.p.Codec == nil {
+		r.fail("node %d sends %v, but protocol %s has no codec", e.id, m, r.p.Name)
+		return
+	}
+	if int(to) >= len(r.envs) {
+		r.fail("node %d sends %v to node %d, outside the deployment of %d nodes", e.id, m, to, len(r.envs))
+		return
+	}
+	payload, err := protocolapi.EncodeFrame(r.p.Codec, e.frame[:], e.id, to, m)
+	if err != nil {
+		r.fail("node %d: %v", e.id, err)
+		return
+	}
+	if to != e.id {
+		r.w.SendFrame(e.id, to, e.frame[:], payload)
+		return
+	}
+	frame := e.frame
+	payload = append([]byte(nil), payload...)
+	r.w.After(e.id, 0, func() { r.deliver(e.id, e.id, frame[:], payload) })
+}
+
+func (e *nodeEnv) After(delay int64, token uint64) {
+	e.r.w.After(e.id, delay, func() { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventTimer, Token: token}) })
+}
+
+func (e *nodeEnv) verbDone(token uint64) func(uint64, error) {
+	return func(prev uint64, err error) {
+		e.r.step(e, protocolapi.Event{Kind: protocolapi.EventVerb, Token: token, Prev: prev, Err: err})
+	}
+}
+
+func (e *nodeEnv) Read(dst []byte, rg transport.Region, off uint64, token uint64) {
+	done := e.verbDone(token)
+	e.r.w.Read(e.id, dst, rg, off, func(err error) { done(0, err) })
+}
+
+func (e *nodeEnv) Write(rg transport.Region, off uint64, src []byte, token uint64) {
+	done := e.verbDone(token)
+	e.r.w.Write(e.id, rg, off, src, func(err error) { done(0, err) })
+}
+
+func (e *nodeEnv) CompareAndSwap(rg transport.Region, off, old, new uint64, token uint64) {
+	e.r.w.CompareAndSwap(e.id, rg, off, old, new, e.verbDone(token))
+}
+
+func (e *nodeEnv) FetchAndAdd(rg transport.Region, off, delta uint64, token uint64) {
+	e.r.w.FetchAndAdd(e.id, rg, off, delta, e.verbDone(token))
+}
+
+func (e *nodeEnv) pageDone(token uint64) func(error) {
+	return func(err error) { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventPage, Token: token, Err: err}) }
+}
+
+func (e *nodeEnv) ReadPage(slot uint64, buf []byte, token uint64) {
+	if e.ssd.Store == nil {
+		e.r.fail("node %d reads SSD slot %d, but its layout gives it no SSD", e.id, slot)
+		return
+	}
+	e.ssd.ReadPage(slot, buf, e.pageDone(token))
+}
+
+func (e *nodeEnv) WritePage(slot uint64, buf []byte, token uint64) {
+	if e.ssd.Store == nil {
+		e.r.fail("node %d writes SSD slot %d, but its layout gives it no SSD", e.id, slot)
+		return
+	}
+	e.ssd.WritePage(slot, buf, e.pageDone(token))
+}
+
+func (e *nodeEnv) Busy(ns int64) { e.r.w.Spend(e.id, ns) }
+
+func (e *nodeEnv) Complete(op protocolapi.Op, res protocolapi.Result) { e.r.complete(e.id, op, res) }
+
+// DeliverFrame implements sim.FrameReceiver.
+func (e *nodeEnv) DeliverFrame(from protocol.NodeID, frame, payload []byte) {
+	e.r.deliver(from, e.id, frame, payload)
+}
+
+// alignedBytes is n zero bytes starting on an 8-byte boundary (atomic
+// verbs act on aligned words).
+func alignedBytes(n int) []byte {
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
+}
+
+func newSSD(w *sim.World, id protocol.NodeID, pages int) sim.NodeEnv {
+	return sim.NodeEnv{W: w, ID: id, Store: memfile.New(uint64(pages), w)}
+}

@@ -1,0 +1,637 @@
+package simrunner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/internal/traceview"
+	"github.com/scalestore-go/scalestore/internal/zipf"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/transport"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// Config is one seed's run of a protocol.
+type Config struct {
+	Seed uint64
+	// The deployment (protocolapi.Config): nodes running workers, workers
+	// a node, keys, cache lines a node (0: the protocol's default).
+	Nodes, Workers, Keys, CacheLines int
+	// Ops is the accesses across the cluster; ReadRatio their share of
+	// reads; Zipf the skew of the key chosen (0 uniform, below 1).
+	Ops       int
+	ReadRatio float64
+	Zipf      float64
+	// Workload is register (reads and blind writes) or rmw (every write a
+	// read-modify-write); "" is register.
+	Workload string
+	// Faults names the fault plan (sim.Plan); the seed varies its
+	// intensities.
+	Faults string
+	// Mutant names one of the protocol's mutants, or "".
+	Mutant string
+	// Options sets the protocol's own options by name (the others keep
+	// their defaults).
+	Options map[string]string
+	// Crashes and Elastic ask for node crashes and elastic membership,
+	// which the runner refuses for a protocol that does not support them.
+	Crashes int
+	Elastic bool
+	// Trace, when set, gets one line per message and verb.
+	Trace io.Writer
+	// Steps, when set, gets the messages as the trace viewer's steps (at
+	// most MaxSteps); with Watch at least 0 only the messages about that
+	// key (protocolapi.Keyed), each with the key's state after it
+	// (protocolapi.KeyStater).
+	Steps *[]traceview.Step
+	Watch int
+	// CheckTimeout bounds porcupine's search (0: none).
+	CheckTimeout time.Duration
+}
+
+// MaxSteps bounds Config.Steps.
+const MaxSteps = 20_000
+
+// Watchdog is how long, in simulated ns, a run may go without a completed
+// access before it is a violation.
+const Watchdog = 2_000_000_000
+
+// DefaultConfig is a run without flags: 3 nodes of 2 workers, 64 keys,
+// 16 cache lines a node, 2,000 accesses, half reads, the default faults.
+func DefaultConfig() Config {
+	return Config{Seed: 1, Nodes: 3, Workers: 2, Keys: 64, CacheLines: 16, Ops: 2000, ReadRatio: 0.5,
+		Faults: "default", Workload: protocolapi.WorkloadRegister, Watch: -1, CheckTimeout: time.Minute}
+}
+
+// Result is what one run found.
+type Result struct {
+	Seed uint64
+	Plan string
+	// Ops counts the completed accesses in the history; Unavailable the
+	// ones that failed for the fault plan's reason (left out).
+	Ops, Unavailable              int
+	Messages, PayloadBytes, Verbs uint64
+	Steps                         uint64
+	TraceHash                     uint64
+	SimNanos                      int64
+	SimWall, CheckWall            time.Duration
+	Violations                    []string // the first 20
+	ViolationCount                int
+	Linearizable, LinearUnknown   bool
+	BadKeys                       []uint64
+	History                       *checker.History
+	// Counters are the protocol's own (protocolapi.Counterer), at the end.
+	Counters []protocolapi.Counter
+	Info     any // porcupine's LinearizationInfo, for its visualization
+}
+
+// Failed reports whether the run found a violation (a history porcupine
+// could not decide in time is not one: Undecided).
+func (r *Result) Failed() bool { return r.ViolationCount > 0 || !r.Linearizable && !r.LinearUnknown }
+
+// Undecided reports whether porcupine timed out.
+func (r *Result) Undecided() bool { return r.LinearUnknown }
+
+// Check says why p cannot run cfg, or nil: what the protocol does not
+// support, and what the runner does not do yet.
+func Check(p protocolapi.Protocol, cfg Config) error {
+	w := cfg.Workload
+	if w == "" {
+		w = protocolapi.WorkloadRegister
+	}
+	switch {
+	case p.Deploy == nil:
+		return fmt.Errorf("protocol %s runs through its own run loop (%s), not the generic runner", p.Name, p.BuiltIn)
+	case !p.Supports.Workload(w):
+		return fmt.Errorf("protocol %s does not support the %s workload (it supports %v)", p.Name, w, p.Supports.Workloads)
+	case w == protocolapi.WorkloadBTree:
+		return fmt.Errorf("the generic runner does not run the btree workload yet (protocol %s offers it)", p.Name)
+	case w != protocolapi.WorkloadRegister && w != protocolapi.WorkloadRMW:
+		return fmt.Errorf("--workload %q: the generic runner runs register and rmw", w)
+	case cfg.Crashes > 0 && !p.Supports.Crashes:
+		return fmt.Errorf("protocol %s does not support node crashes", p.Name)
+	case cfg.Crashes > 0:
+		return fmt.Errorf("the generic runner does not crash nodes yet (protocol %s supports it)", p.Name)
+	case cfg.Elastic && !p.Supports.Elastic:
+		return fmt.Errorf("protocol %s does not support elastic membership", p.Name)
+	case cfg.Elastic:
+		return fmt.Errorf("the generic runner does not run elastic membership yet (protocol %s supports it)", p.Name)
+	case cfg.Nodes < 1 || cfg.Nodes > protocol.MaxNodes:
+		return fmt.Errorf("--nodes %d: want 1..%d", cfg.Nodes, protocol.MaxNodes)
+	case cfg.Workers < 1:
+		return fmt.Errorf("--workers %d: want at least 1", cfg.Workers)
+	case cfg.Keys < 1:
+		return fmt.Errorf("%d keys: want at least 1", cfg.Keys)
+	case cfg.CacheLines < 0:
+		return fmt.Errorf("%d cache lines: want at least 0", cfg.CacheLines)
+	case cfg.Ops < 0:
+		return fmt.Errorf("--ops %d: want at least 0", cfg.Ops)
+	case cfg.ReadRatio < 0 || cfg.ReadRatio > 1:
+		return fmt.Errorf("--read-ratio %v: want 0..1", cfg.ReadRatio)
+	case cfg.Zipf < 0 || cfg.Zipf >= 1:
+		return fmt.Errorf("--zipf %v: want 0 (uniform) up to below 1", cfg.Zipf)
+	}
+	for name := range cfg.Options {
+		if !hasOption(p, name) {
+			var names []string
+			for _, o := range p.Options {
+				names = append(names, o.Name)
+			}
+			return fmt.Errorf("protocol %s has no option %q (it has %v)", p.Name, name, names)
+		}
+	}
+	if cfg.Mutant != "" {
+		if _, ok := p.Mutant(cfg.Mutant); !ok {
+			return fmt.Errorf("protocol %s has no mutant %q (it has %s)", p.Name, cfg.Mutant, strings.Join(p.MutantNames(), ", "))
+		}
+	}
+	return nil
+}
+
+func hasOption(p protocolapi.Protocol, name string) bool {
+	for _, o := range p.Options {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// options is every option of p: cfg's value, or its default.
+func options(p protocolapi.Protocol, cfg Config) map[string]string {
+	out := make(map[string]string, len(p.Options))
+	for _, o := range p.Options {
+		out[o.Name] = o.Default
+		if v, ok := cfg.Options[o.Name]; ok {
+			out[o.Name] = v
+		}
+	}
+	return out
+}
+
+// waiter is a worker's access in flight.
+type waiter struct {
+	co      *sim.Coroutine
+	op      protocolapi.Op
+	pending bool
+	issuing bool // inside its role's Step: Complete must not wake it
+	res     protocolapi.Result
+}
+
+// run is one seed's state.
+type run struct {
+	p        protocolapi.Protocol
+	cfg      Config
+	w        *sim.World
+	cl       protocolapi.Cluster
+	envs     []*nodeEnv
+	regions  []transport.Region
+	waiters  [][]*waiter // per worker node, per worker
+	opIDs    []uint64    // per node: the last op id
+	hist     *checker.History
+	zipf     *zipf.Zipf
+	perm     []int
+	started  int
+	unavail  int
+	value    uint64
+	lastOp   int64
+	viol     []string
+	violN    int
+	stater   protocolapi.KeyStater
+	watching bool
+}
+
+func (r *run) fail(format string, args ...any) {
+	r.violN++
+	if len(r.viol) < 20 {
+		r.viol = append(r.viol, fmt.Sprintf("t=%dns ", r.w.Now())+fmt.Sprintf(format, args...))
+	}
+}
+
+// step hands ev to node e's role.
+func (r *run) step(e *nodeEnv, ev protocolapi.Event) {
+	if err := e.role.Step(ev); err != nil {
+		r.fail("node %d, %v event: %v", e.id, ev.Kind, err)
+	}
+}
+
+// deliver decodes a frame that arrived at node to and steps its role.
+func (r *run) deliver(from, to protocol.NodeID, frame, payload []byte) {
+	codec := r.p.Codec
+	hdrFrom, hdrTo, m, err := protocolapi.DecodeFrame(codec, frame, payload)
+	if err != nil {
+		r.fail("a frame %d->%d (%s) does not decode: %v", from, to, protocolapi.TypeName(codec, frame), err)
+		return
+	}
+	if hdrFrom != from || hdrTo != to {
+		r.fail("a frame on link %d->%d says %d->%d: %v", from, to, hdrFrom, hdrTo, m)
+		return
+	}
+	r.step(r.envs[to], protocolapi.Event{Kind: protocolapi.EventMessage, From: from, Msg: m})
+	if r.cfg.Trace != nil {
+		fmt.Fprintf(r.cfg.Trace, "%d %s %d->%d %v\n", r.w.Now(), codec.MessageTypes()[m.Type()-1], from, to, m)
+	}
+	if st := r.cfg.Steps; st != nil && len(*st) < MaxSteps {
+		s := traceview.Step{At: r.w.Now(), From: int(from), To: int(to), Label: m.String(), Page: len(payload) >= protocol.PageSize}
+		if r.watching {
+			k, ok := m.(protocolapi.Keyed)
+			if !ok || k.AboutKey() != uint64(r.cfg.Watch) {
+				return
+			}
+			if r.stater != nil {
+				s.State = r.stater.KeyState(uint64(r.cfg.Watch))
+			}
+		}
+		*st = append(*st, s)
+	}
+}
+
+// traceVerb puts a verb into the trace and the chart (with a watched key,
+// only the verbs on its bytes, when the cluster can tell: MemoryKeyer).
+func (r *run) traceVerb(at int64, v *sim.Verb, keyer protocolapi.MemoryKeyer) {
+	if r.cfg.Trace != nil {
+		fmt.Fprintf(r.cfg.Trace, "%d %v\n", at, v)
+	}
+	st := r.cfg.Steps
+	if st == nil || len(*st) >= MaxSteps {
+		return
+	}
+	s := traceview.Step{At: at, From: int(v.From), To: int(v.Region.Node), Label: v.String(), Page: v.Len >= protocol.PageSize}
+	if r.watching {
+		if keyer == nil {
+			return
+		}
+		if k, ok := keyer.KeyAt(v.Region.Node, v.Off); !ok || k != uint64(r.cfg.Watch) {
+			return
+		}
+		if r.stater != nil {
+			s.State = r.stater.KeyState(uint64(r.cfg.Watch))
+		}
+	}
+	*st = append(*st, s)
+}
+
+// complete ends a worker's access.
+func (r *run) complete(node protocol.NodeID, op protocolapi.Op, res protocolapi.Result) {
+	if int(node) >= len(r.waiters) || op.Worker < 0 || op.Worker >= len(r.waiters[node]) {
+		r.fail("node %d completes %v of worker %d, which it has not", node, op.Kind, op.Worker)
+		return
+	}
+	wt := r.waiters[node][op.Worker]
+	if !wt.pending || wt.op.ID != op.ID {
+		r.fail("node %d completes access %d (%v of key %d), which is not in flight", node, op.ID, op.Kind, op.Key)
+		return
+	}
+	wt.pending, wt.res = false, res
+	if !wt.issuing {
+		wt.co.Wake()
+	}
+}
+
+// access runs one access of worker wk of node on the calling coroutine and
+// records it in the history.
+func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64) {
+	w := r.w
+	wt := r.waiters[node][wk]
+	r.opIDs[node]++
+	op := protocolapi.Op{ID: r.opIDs[node], Worker: wk, Kind: kind, Key: key}
+	if kind != protocolapi.OpRead {
+		r.value++
+		op.Value = r.value
+	}
+	call := w.Now()
+	wt.co, wt.op, wt.pending, wt.issuing = co, op, true, true
+	r.step(r.envs[node], protocolapi.Event{Kind: protocolapi.EventAccess, Op: op})
+	wt.issuing = false
+	for wt.pending {
+		co.Park()
+	}
+	ret := w.Now()
+	r.lastOp = ret
+	if wt.res.Err != nil {
+		if errors.Is(wt.res.Err, protocolapi.ErrUnavailable) {
+			r.unavail++
+			return
+		}
+		r.fail("node %d worker %d: %v of key %d: %v", node, wk, kind, key, wt.res.Err)
+		return
+	}
+	h := checker.Op{Client: int(node)*r.cfg.Workers + wk, Page: key, Call: call, Return: ret}
+	switch kind {
+	case protocolapi.OpRead:
+		h.Kind, h.Value = checker.KindRead, wt.res.Value
+	case protocolapi.OpWrite:
+		h.Kind, h.Value = checker.KindWrite, op.Value
+	case protocolapi.OpRMW:
+		h.Kind, h.Value, h.Read = checker.KindRMW, op.Value, wt.res.Value
+	}
+	r.hist.Add(h)
+}
+
+// worker runs accesses until the cluster's budget is used up.
+func (r *run) worker(co *sim.Coroutine, node protocol.NodeID, wk int) {
+	w := r.w
+	for r.started < r.cfg.Ops {
+		r.started++
+		co.Sleep(w.Intn(2_000))
+		key := uint64(r.perm[r.zipf.Next(w.Rand())])
+		kind := protocolapi.OpRead
+		if !w.Chance(r.cfg.ReadRatio) {
+			kind = protocolapi.OpWrite
+			if r.cfg.Workload == protocolapi.WorkloadRMW {
+				kind = protocolapi.OpRMW
+			}
+		}
+		r.access(co, node, wk, kind, key)
+	}
+}
+
+// Run runs one seed of p.
+func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
+	res := Result{Seed: cfg.Seed}
+	if cfg.Workload == "" {
+		cfg.Workload = protocolapi.WorkloadRegister
+	}
+	if err := Check(p, cfg); err != nil {
+		return res, err
+	}
+	// The fault plan's intensities come from the seed, as in every run
+	// loop, so a swarm varies them.
+	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
+	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	if err != nil {
+		return res, err
+	}
+	res.Plan = plan.String()
+	r, err := deploy(p, cfg, plan)
+	if err != nil {
+		return res, err
+	}
+	w := r.w
+	r.zipf = zipf.New(uint64(cfg.Keys), cfg.Zipf)
+	// Hot ranks land on random keys, hence on every home.
+	r.perm = make([]int, cfg.Keys)
+	for i := range r.perm {
+		r.perm[i] = i
+	}
+	for i := len(r.perm) - 1; i > 0; i-- {
+		j := int(w.Intn(int64(i + 1)))
+		r.perm[i], r.perm[j] = r.perm[j], r.perm[i]
+	}
+	wallStart := time.Now()
+	var cos []*sim.Coroutine
+	for n := range cfg.Nodes {
+		for k := range cfg.Workers {
+			cos = append(cos, w.Spawn(protocol.NodeID(n), 0, func(co *sim.Coroutine) { r.worker(co, protocol.NodeID(n), k) }))
+		}
+	}
+	if r.runUntil(cos, "workload") {
+		r.finalRead()
+	}
+	res.SimWall = time.Since(wallStart)
+	r.finish(&res)
+	r.checkHistory(&res)
+	return res, nil
+}
+
+// deploy builds the world, the deployment and its roles.
+func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error) {
+	var cl protocolapi.Cluster
+	var lay protocolapi.Layout
+	var err error
+	if perr := guard("Deploy", func() {
+		cl, err = p.Deploy(protocolapi.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Keys,
+			CacheLines: cfg.CacheLines, Mutant: cfg.Mutant, Options: options(p, cfg)})
+		if err == nil && cl != nil {
+			lay = cl.Layout()
+		}
+	}); perr != nil {
+		err = perr
+	}
+	if err == nil && cl == nil {
+		err = fmt.Errorf("its deploy function returned no cluster")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("protocol %s: %w", p.Name, err)
+	}
+	switch {
+	case lay.Nodes < cfg.Nodes || lay.Nodes > protocol.MaxNodes:
+		return nil, fmt.Errorf("protocol %s: a layout of %d nodes for %d worker nodes (at most %d)", p.Name, lay.Nodes, cfg.Nodes, protocol.MaxNodes)
+	case len(lay.Memory) > lay.Nodes || len(lay.SSDPages) > lay.Nodes:
+		return nil, fmt.Errorf("protocol %s: memory or SSD given for more than its %d nodes", p.Name, lay.Nodes)
+	}
+	w := sim.New(cfg.Seed, lay.Nodes, sim.DefaultLatency, plan)
+	r := &run{p: p, cfg: cfg, w: w, cl: cl, hist: checker.NewHistory(cfg.Ops + cfg.Keys),
+		regions: make([]transport.Region, lay.Nodes), opIDs: make([]uint64, lay.Nodes)}
+	r.stater, _ = cl.(protocolapi.KeyStater)
+	r.watching = cfg.Watch >= 0
+	w.OnFault = func(_ int64, node protocol.NodeID, err error) { r.fail("node %d: %v", node, err) }
+	if cfg.Trace != nil || cfg.Steps != nil {
+		keyer, _ := cl.(protocolapi.MemoryKeyer)
+		w.SetVerbTrace(func(at int64, v *sim.Verb) { r.traceVerb(at, v, keyer) })
+	}
+	for i := range lay.Nodes {
+		id := protocol.NodeID(i)
+		e := &nodeEnv{r: r, id: id}
+		if i < len(lay.Memory) && lay.Memory[i] > 0 {
+			e.mem = alignedBytes(lay.Memory[i])
+			r.regions[i] = w.Register(id, e.mem)
+		}
+		if i < len(lay.SSDPages) && lay.SSDPages[i] > 0 {
+			e.ssd = newSSD(w, id, lay.SSDPages[i])
+		}
+		r.envs = append(r.envs, e)
+		w.AttachFrames(id, e)
+	}
+	for _, e := range r.envs {
+		var role protocolapi.Role
+		var err error
+		if perr := guard("Role", func() { role, err = cl.Role(e.id, e) }); perr != nil {
+			err = perr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("protocol %s: node %d: %w", p.Name, e.id, err)
+		}
+		if role == nil {
+			return nil, fmt.Errorf("protocol %s: node %d: no role", p.Name, e.id)
+		}
+		e.role = role
+	}
+	r.waiters = make([][]*waiter, cfg.Nodes)
+	for n := range r.waiters {
+		for range cfg.Workers {
+			r.waiters[n] = append(r.waiters[n], &waiter{})
+		}
+	}
+	return r, nil
+}
+
+// guard runs protocol code outside the world's events (which recover
+// their own panics): a panic is an error with its stack, never a crash.
+func guard(what string, fn func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the protocol's %s panicked: %v\n%s", what, v, debug.Stack())
+		}
+	}()
+	fn()
+	return nil
+}
+
+// checkStep runs the invariants that hold at every instant.
+func (r *run) checkStep() {
+	var errs []error
+	if err := guard("Check", func() { errs = r.cl.Check(false) }); err != nil {
+		r.fail("invariant: %v", err)
+	}
+	for _, err := range errs {
+		r.fail("invariant: %v", err)
+	}
+}
+
+// runUntil steps the world until every coroutine returned, with the
+// invariants after every step. It stops at the first violation, at a
+// deadlock (nothing left to run while workers wait), or when no access
+// completed for Watchdog ns; then every role's state is in the report.
+func (r *run) runUntil(cos []*sim.Coroutine, phase string) bool {
+	w := r.w
+	r.lastOp = w.Now()
+	for {
+		if allDone(cos) {
+			return true
+		}
+		if !w.Step() {
+			if allDone(cos) {
+				return true
+			}
+			r.fail("%s: deadlock: nothing left to run while workers wait", phase)
+			r.stuck(cos)
+			return false
+		}
+		r.checkStep()
+		if r.violN > 0 || w.Now()-r.lastOp > Watchdog {
+			if r.violN == 0 {
+				r.fail("%s: no access completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
+			}
+			r.stuck(cos)
+			return false
+		}
+	}
+}
+
+func allDone(cos []*sim.Coroutine) bool {
+	for _, co := range cos {
+		if !co.Done() {
+			return false
+		}
+	}
+	return true
+}
+
+// stuck reports every role's state and every worker still waiting, and
+// stops the coroutines.
+func (r *run) stuck(cos []*sim.Coroutine) {
+	for _, e := range r.envs {
+		if d := e.role.Describe(); d != "" {
+			r.fail("node %d: %s", e.id, d)
+		}
+	}
+	for n, ws := range r.waiters {
+		for k, wt := range ws {
+			if wt.pending {
+				r.fail("node %d worker %d waits for %v of key %d (access %d)", n, k, wt.op.Kind, wt.op.Key, wt.op.ID)
+			}
+		}
+	}
+	for _, co := range cos {
+		co.Stop()
+	}
+}
+
+// settle steps the world, without faults, until nothing is in flight,
+// then checks the invariants at rest.
+func (r *run) settle(phase string) bool {
+	w := r.w
+	w.StopFaults()
+	for range 50_000_000 {
+		if w.Pending() == 0 {
+			var errs []error
+			if err := guard("Check", func() { errs = r.cl.Check(true) }); err != nil {
+				r.fail("%s: at rest: %v", phase, err)
+			}
+			for _, err := range errs {
+				r.fail("%s: at rest: %v", phase, err)
+			}
+			return r.violN == 0
+		}
+		w.Step()
+		r.checkStep()
+		if r.violN > 0 {
+			return false
+		}
+	}
+	r.fail("%s: the cluster did not come to rest", phase)
+	return false
+}
+
+// finalRead brings the cluster to rest, reads every key once more from
+// worker 0 of node 0 (a lost write cannot pass it), and checks at rest
+// again.
+func (r *run) finalRead() {
+	if !r.settle("after the workload") {
+		return
+	}
+	final := r.w.Spawn(0, 0, func(co *sim.Coroutine) {
+		for key := range r.cfg.Keys {
+			r.access(co, 0, 0, protocolapi.OpRead, uint64(key))
+		}
+	})
+	if r.runUntil([]*sim.Coroutine{final}, "final read") {
+		r.settle("after the final read")
+	}
+}
+
+func (r *run) finish(res *Result) {
+	w := r.w
+	res.Ops, res.Unavailable = r.hist.Len(), r.unavail
+	res.Messages, res.PayloadBytes, res.Steps = w.Messages, w.PageBytes, w.Steps
+	res.Verbs, _ = w.VerbStats()
+	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
+	res.Violations, res.ViolationCount = r.viol, r.violN
+	res.History = r.hist
+	if c, ok := r.cl.(protocolapi.Counterer); ok {
+		if err := guard("Counters", func() { res.Counters = c.Counters() }); err != nil {
+			res.ViolationCount++
+			res.Violations = append(res.Violations, err.Error())
+		}
+	}
+}
+
+// checkHistory checks the history with the protocol's model: porcupine's
+// linearizability per key, or its own CheckHistory.
+func (r *run) checkHistory(res *Result) {
+	start := time.Now()
+	defer func() { res.CheckWall = time.Since(start) }()
+	if r.p.CheckHistory != nil {
+		var bad []string
+		if err := guard("CheckHistory", func() { bad = r.p.CheckHistory(r.hist.Ops()) }); err != nil {
+			bad = append(bad, err.Error())
+		}
+		res.Linearizable = len(bad) == 0
+		for _, b := range bad {
+			res.ViolationCount++
+			if len(res.Violations) < 20 {
+				res.Violations = append(res.Violations, "history: "+b)
+			}
+		}
+		return
+	}
+	lin, info := checker.Check(r.hist.Ops(), r.cfg.CheckTimeout)
+	res.Linearizable, res.LinearUnknown, res.BadKeys, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
+}
