@@ -1,0 +1,44 @@
+// Package sel is SEL, the one-sided shared-exclusive latch protocol of
+// Ziegler et al. (SIGMOD 2023) that SELCC's evaluation uses as its baseline
+// (../shared/papers/selcc-cache-coherence-disaggregated-memory.txt §7,
+// Fig. 3a and 12-16), plugged into the framework through protocolapi
+// alone.
+//
+// Compute nodes (0..Config.Nodes-1) run the workers; memory nodes above
+// them hold every line and a latch word per line in registered memory and
+// do nothing else: no CPU, no messages, no cache anywhere. Every access
+// pays its verbs:
+//
+//   - a read posts FAA(+1) on the line's latch word and a READ of the line
+//     in one round trip; if the FAA's old word names an exclusive holder,
+//     it undoes its +1 with FAA(-1), backs off and retries; otherwise the
+//     READ's copy is the value, and it releases with FAA(-1);
+//   - a write or read-modify-write posts CAS(0 -> its tag) and a READ in
+//     one round trip; a CAS that finds any holder or reader backs off and
+//     retries; one that succeeds writes the line (one version higher) and
+//     releases with FAA(-tag) posted behind the WRITEs on the same queue
+//     pair, so the release lands after the data; the access completes when
+//     the WRITEs complete.
+//
+// The latch word (Word) keeps the number of readers in its low 32 bits and
+// the exclusive holder's tag (node and worker) in its high 32. A line
+// carries a version at its head and again at its tail, and a WRITE of a
+// line is posted as two verbs (its halves): the simulator's WRITE is
+// atomic, a NIC's is atomic only per cache line, so this is how a READ
+// that the latch does not exclude can see a torn line, which every READ
+// under a latch checks for. The versions also let Cluster.Check see which
+// WRITEs have landed, since it sees memory and the roles but not the
+// verbs in flight.
+//
+// Cluster.Check holds the invariants after every step: the word's holder
+// is a writer in flight, the reader count lies between the readers that
+// surely hold the latch and those that may, one writer alone, no reader
+// holds the latch while a writer does, a WRITE that has not landed is
+// still under its writer's latch, and an unlatched line is whole. At rest
+// every word is 0 and every line whole. Its mutants (Protocol.Mutants)
+// each break one of these rules.
+//
+// It imports protocolapi, protocol (node ids, the page size) and transport
+// (regions) only; never the simulator, a concrete transport, another
+// protocol, or the runner (sel/selchart, which charts its verbs, does).
+package sel
