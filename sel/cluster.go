@@ -10,6 +10,11 @@ import (
 	"github.com/scalestore-go/scalestore/transport"
 )
 
+var (
+	_ protocolapi.KeyStater   = (*cluster)(nil)
+	_ protocolapi.MemoryKeyer = (*cluster)(nil)
+)
+
 // cluster is a deployment: compute nodes 0..Nodes-1, memory nodes above.
 type cluster struct {
 	cfg      protocolapi.Config
@@ -237,16 +242,10 @@ func (c *cluster) KeyState(key uint64) string {
 	return b.String()
 }
 
-// KeyOfVerb maps a verb at off of node's registered memory to the key
-// whose latch word (word) or line (at lineOff into it) it touches (a chart
-// of verbs names them with it).
-func (c *cluster) KeyOfVerb(node protocol.NodeID, off uint64) (key, lineOff uint64, word, ok bool) {
-	key, ok = c.lay.keyOf(node, off)
-	if !ok || key >= uint64(c.cfg.Keys) {
-		return 0, 0, false, false
-	}
-	if off < c.lay.dataOff(key) {
-		return key, 0, true, true
-	}
-	return key, off - c.lay.dataOff(key), false, true
+// KeyAt implements protocolapi.MemoryKeyer: the key whose latch word or
+// line lies at off of node's memory (charts that watch a key show the
+// verbs on it).
+func (c *cluster) KeyAt(node protocol.NodeID, off uint64) (uint64, bool) {
+	key, ok := c.lay.keyOf(node, off)
+	return key, ok && key < uint64(c.cfg.Keys)
 }

@@ -38,7 +38,11 @@
 // every word is 0 and every line whole. Its mutants (Protocol.Mutants)
 // each break one of these rules.
 //
+// It sends no messages, so it has no codec; its chart (the scenario
+// sel-conflict) is its verbs on the watched line (Cluster.KeyAt) with the
+// line's word, versions and attempts after each (Cluster.KeyState).
+//
 // It imports protocolapi, protocol (node ids, the page size) and transport
 // (regions) only; never the simulator, a concrete transport, another
-// protocol, or the runner (sel/selchart, which charts its verbs, does).
+// protocol, or the runner.
 package sel

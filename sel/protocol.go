@@ -111,7 +111,7 @@ func describe(o Options) protocolapi.Protocol {
 		Supports: protocolapi.Supports{
 			Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW},
 		},
-		Codec:  codec{},
+		// No Codec: SEL sends no messages, every access is verbs.
 		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) { return deploy(cfg, o) },
 		Mutants: []protocolapi.Mutant{
 			{Name: MutantReaderSkipsLatch, About: "a reader READs without the shared latch (a torn line: the reader's check)"},
@@ -136,40 +136,4 @@ func describe(o Options) protocolapi.Protocol {
 		},
 		Defaults: protocolapi.Config{Nodes: 4, Workers: 3, Keys: 48},
 	}
-}
-
-// Unused is the one message type of SEL's codec: SEL sends no messages
-// (every access is one-sided verbs), but a protocol with Deploy needs a
-// codec of at least one type. It is never sent; it decodes only from an
-// all-zero body.
-type Unused struct{}
-
-// Type implements protocolapi.Message.
-func (Unused) Type() uint8    { return 1 }
-func (Unused) String() string { return "Unused" }
-
-type codec struct{}
-
-func (codec) MessageTypes() []string { return []string{"Unused"} }
-
-func (codec) Encode(m protocolapi.Message, _ []byte) ([]byte, error) {
-	if _, ok := m.(Unused); !ok {
-		return nil, fmt.Errorf("sel: a %T is not a SEL message", m)
-	}
-	return nil, nil
-}
-
-func (codec) Decode(t uint8, body, payload []byte) (protocolapi.Message, error) {
-	if t != 1 {
-		return nil, fmt.Errorf("sel: type %d", t)
-	}
-	for i, b := range body {
-		if b != 0 {
-			return nil, fmt.Errorf("byte %d of the body is %#x, want 0", i, b)
-		}
-	}
-	if len(payload) != 0 {
-		return nil, fmt.Errorf("a payload of %d bytes, want none", len(payload))
-	}
-	return Unused{}, nil
 }

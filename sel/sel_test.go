@@ -3,12 +3,12 @@ package sel_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/checker"
-	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/sel"
 	"github.com/scalestore-go/scalestore/simrunner"
@@ -41,25 +41,6 @@ func TestRegisters(t *testing.T) {
 	}
 	if _, err := sel.ProtocolWith(sel.Options{BackoffBase: 10, BackoffMax: 5}); err == nil {
 		t.Fatal("a back-off cap below its base was accepted")
-	}
-}
-
-func TestCodec(t *testing.T) {
-	c := sel.Protocol().Codec
-	if err := protocolapi.RoundTrip(c, sel.Unused{}); err != nil {
-		t.Fatal(err)
-	}
-	frame := make([]byte, protocol.FrameSize)
-	if _, err := protocolapi.EncodeFrame(c, frame, 0, 1, sel.Unused{}); err != nil {
-		t.Fatal(err)
-	}
-	frame[10] = 1
-	if _, _, _, err := protocolapi.DecodeFrame(c, frame, nil); err == nil {
-		t.Fatal("a body with a stray byte decoded")
-	}
-	frame[10] = 0
-	if _, _, _, err := protocolapi.DecodeFrame(c, frame, []byte{1}); err == nil {
-		t.Fatal("a payload decoded")
 	}
 }
 
@@ -251,5 +232,47 @@ func TestContentionUnderSkew(t *testing.T) {
 	}
 	if fails[0] >= fails[1] || fails[1] < 0.2 || p99s[0] >= p99s[1] {
 		t.Fatalf("failed CAS shares %v and writes' p99 %v at 4 and 32 threads: want both to grow with threads", fails, p99s)
+	}
+}
+
+// The conflict's chart, verb by verb on key 0: node 0's read holds the
+// shared latch, node 1's CAS finds its count and backs off, retries after
+// node 0's release, writes both halves and releases behind them; node 2's
+// read finds the writer's tag, undoes its +1 and retries.
+func TestConflictScenario(t *testing.T) {
+	res, err := simrunner.RunScenario(sel.Protocol(), "sel-conflict", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Result.Failed() {
+		t.Fatalf("violations: %v", res.Result.Violations)
+	}
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, fmt.Sprintf("%d:%s", s.From, strings.Fields(s.Label)[0]))
+		t.Logf("%6d %-90s | %s", s.At, s.Label, strings.ReplaceAll(strings.TrimSpace(s.State), "\n", " | "))
+	}
+	want := "0:FAA 0:READ 1:CAS 1:READ 0:FAA 1:CAS 1:READ 2:FAA 2:READ 1:WRITE 1:WRITE 1:FAA 2:FAA 2:FAA 2:READ 2:FAA"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("verbs %s, want %s", strings.Join(got, " "), want)
+	}
+	word := uint64(sel.TagOf(1, 0)) << 32
+	writer := fmt.Sprintf("%#x", word)
+	for i, part := range map[int]string{
+		2:  "prev=0x1",                                       // the writer's CAS meets the reader
+		5:  "prev=0x0",                                       // and gets in after its release
+		7:  "delta=0x1 prev=" + writer,                       // the second reader meets the writer
+		11: fmt.Sprintf("delta=%#x prev=%#x", -word, word+1), // the release behind the WRITEs, the second reader's +1 in
+		12: "delta=0xffffffffffffffff prev=",                 // the second reader's undo
+	} {
+		if !strings.Contains(res.Steps[i].Label, part) {
+			t.Errorf("step %d is %q, want %q in it", i, res.Steps[i].Label, part)
+		}
+	}
+	if st := res.Steps[7].State; !strings.Contains(st, "word (X n1/w0, 1 readers)") || !strings.Contains(st, "node 2: n2/w0 key 0 read-acquiring") {
+		t.Errorf("after the second reader's FAA the chart shows %q", st)
+	}
+	if last := res.Steps[len(res.Steps)-1].State; !strings.Contains(last, "word (free, 0 readers), line version 1/1 value 1") {
+		t.Errorf("the chart ends in %q", last)
 	}
 }
