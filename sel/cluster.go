@@ -1,8 +1,10 @@
 package sel
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -80,7 +82,8 @@ func (c *cluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Rol
 		c.mems[i] = env.Memory()
 		return memory{id: id}, nil
 	}
-	n := &compute{c: c, env: env, id: id, accesses: make([]*access, c.cfg.Workers), byID: map[uint64]*attempt{}}
+	n := &compute{c: c, env: env, id: id, accesses: make([]*access, c.cfg.Workers), slots: make([]access, c.cfg.Workers),
+		byID: map[uint64]*attempt{}}
 	for i := range c.opts.MemoryNodes {
 		if c.lay.memoryBytes(i, c.cfg.Keys) == 0 {
 			n.regions = append(n.regions, transport.Region{}) // it homes no key
@@ -137,11 +140,17 @@ func (c *cluster) Check(atRest bool) []error {
 	for _, n := range c.computes {
 		c.scratch = append(c.scratch, n.live...)
 	}
-	for _, a := range c.scratch {
-		if c.mark[a.key] != c.gen {
-			c.mark[a.key] = c.gen
-			errs = append(errs, c.checkLine(a.key, c.scratch)...)
+	// Grouped by key, each line is checked once against its attempts.
+	slices.SortStableFunc(c.scratch, func(a, b *attempt) int { return cmp.Compare(a.key, b.key) })
+	for i := 0; i < len(c.scratch); {
+		j := i + 1
+		for j < len(c.scratch) && c.scratch[j].key == c.scratch[i].key {
+			j++
 		}
+		key := c.scratch[i].key
+		c.mark[key] = c.gen
+		errs = append(errs, c.checkLine(key, c.scratch[i:j])...)
+		i = j
 	}
 	for _, key := range c.dirty {
 		if c.mark[key] != c.gen {
@@ -154,7 +163,7 @@ func (c *cluster) Check(atRest bool) []error {
 }
 
 // checkLine checks key's latch word and line against the attempts in
-// flight (those of all that are on key). The role knows when a verb
+// flight on it. The role knows when a verb
 // completed, memory changes when it lands: an attempt whose acquire,
 // undo or release is due may or may not have acted yet, so the word is
 // checked between what surely acted and what may have.
@@ -166,9 +175,6 @@ func (c *cluster) checkLine(key uint64, attempts []*attempt) []error {
 	holderInFlight := false
 	var holding []*attempt // writers that surely hold the latch
 	for _, a := range attempts {
-		if a.key != key {
-			continue
-		}
 		acquireDue, releaseDue := a.due&(1<<vAcquire) != 0, a.due&(1<<vRelease) != 0
 		switch a.phase {
 		case readHolding:

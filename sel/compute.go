@@ -89,10 +89,11 @@ type compute struct {
 	id       protocol.NodeID
 	regions  []transport.Region // by memory node, 0-based
 	accesses []*access          // by worker, nil when idle
+	slots    []access           // by worker: what accesses point to
 	live     []*attempt         // in the order they started
 	byID     map[uint64]*attempt
 	nextID   uint64
-	pool     [][]byte // free line buffers
+	free     []*attempt // ended attempts to reuse, with their buffers
 }
 
 var _ protocolapi.Role = (*compute)(nil)
@@ -131,7 +132,8 @@ func (n *compute) access(op protocolapi.Op) error {
 		n.env.Complete(op, protocolapi.Result{Err: fmt.Errorf("sel: access kind %v", op.Kind)})
 		return nil
 	}
-	acc := &access{op: op}
+	acc := &n.slots[op.Worker]
+	*acc = access{op: op}
 	n.accesses[op.Worker] = acc
 	n.start(acc)
 	return nil
@@ -142,7 +144,8 @@ func (n *compute) access(op protocolapi.Op) error {
 // the acquire succeeded).
 func (n *compute) start(acc *access) {
 	n.nextID++
-	a := &attempt{id: n.nextID, acc: acc, key: acc.op.Key, tag: TagOf(n.id, acc.op.Worker), buf: n.buffer()}
+	a := n.newAttempt()
+	a.id, a.acc, a.key, a.tag = n.nextID, acc, acc.op.Key, TagOf(n.id, acc.op.Worker)
 	acc.at = a
 	n.live = append(n.live, a)
 	n.byID[a.id] = a
@@ -357,19 +360,23 @@ func (n *compute) remove(a *attempt) {
 			break
 		}
 	}
-	if len(n.pool) < 2*len(n.accesses)+4 {
-		n.pool = append(n.pool, a.buf)
-	}
 	n.c.dirty = append(n.c.dirty, a.key)
+	// No verb holds it or its buffer any more, and its access has let go.
+	if len(n.free) < 2*len(n.accesses)+4 {
+		n.free = append(n.free, a)
+	}
 }
 
-func (n *compute) buffer() []byte {
-	if k := len(n.pool); k > 0 {
-		b := n.pool[k-1]
-		n.pool = n.pool[:k-1]
-		return b
+// newAttempt is a zeroed attempt with a line buffer, reused if it can be
+// (an access costs no allocation once the node has warmed up).
+func (n *compute) newAttempt() *attempt {
+	if k := len(n.free); k > 0 {
+		a := n.free[k-1]
+		n.free = n.free[:k-1]
+		*a = attempt{buf: a.buf}
+		return a
 	}
-	return make([]byte, n.c.lay.lineSize)
+	return &attempt{buf: make([]byte, n.c.lay.lineSize)}
 }
 
 // Describe implements protocolapi.Role.

@@ -276,3 +276,19 @@ func TestConflictScenario(t *testing.T) {
 		t.Errorf("the chart ends in %q", last)
 	}
 }
+
+// BenchmarkSeed is one seed of the swarm (go test ./sel/ -run - -bench
+// Seed -benchmem): simulated accesses a wall second, with the checks.
+func BenchmarkSeed(b *testing.B) {
+	cfg := swarmConfig()
+	accesses := 0
+	for i := range b.N {
+		cfg.Seed = uint64(i + 1)
+		res, err := simrunner.Run(sel.Protocol(), cfg)
+		if err != nil || res.Failed() {
+			b.Fatalf("seed %d: %v %v", cfg.Seed, err, res.Violations)
+		}
+		accesses += res.Ops
+	}
+	b.ReportMetric(float64(accesses)/b.Elapsed().Seconds(), "accesses/s")
+}
