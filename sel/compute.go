@@ -73,6 +73,9 @@ type attempt struct {
 // token names verb v of a in its completion.
 func (a *attempt) token(v int) uint64 { return a.id<<3 | uint64(v) }
 
+// A back-off timer's token is its worker above the node's count of timers.
+const timerWorkerShift = 40
+
 // access is a worker's access in flight.
 type access struct {
 	op    protocolapi.Op
@@ -93,6 +96,7 @@ type compute struct {
 	live     []*attempt         // in the order they started
 	byID     map[uint64]*attempt
 	nextID   uint64
+	timers   uint64     // back-off timers set so far: a timer's token is unique
 	free     []*attempt // ended attempts to reuse, with their buffers
 }
 
@@ -106,7 +110,7 @@ func (n *compute) Step(ev protocolapi.Event) error {
 	case protocolapi.EventVerb:
 		return n.verbDone(ev.Token, ev.Prev, ev.Err)
 	case protocolapi.EventTimer:
-		wk := int(ev.Token >> 32)
+		wk := int(ev.Token >> timerWorkerShift)
 		if wk >= len(n.accesses) {
 			return fmt.Errorf("sel: node %d: a timer for worker %d of %d", n.id, wk, len(n.accesses))
 		}
@@ -348,7 +352,8 @@ func (n *compute) backoff(a *attempt) {
 		d = o.BackoffBase << shift
 	}
 	delay := d/2 + int64(n.env.Rand()%uint64(d/2+1))
-	acc.timer = uint64(acc.op.Worker)<<32 | uint64(uint32(acc.tries))
+	n.timers++
+	acc.timer = uint64(acc.op.Worker)<<timerWorkerShift | n.timers&(1<<timerWorkerShift-1)
 	n.env.After(delay, acc.timer)
 }
 
