@@ -1,5 +1,6 @@
 // Package sel is SEL, the one-sided shared-exclusive latch protocol of
-// Ziegler et al. (SIGMOD 2023) that SELCC's evaluation uses as its baseline
+// Ziegler et al. ("Design Guidelines for Correct, Efficient, and Scalable
+// Synchronization using One-Sided RDMA", SIGMOD 2023) that SELCC's evaluation uses as its baseline
 // (../shared/papers/selcc-cache-coherence-disaggregated-memory.txt §7,
 // Fig. 3a and 12-16), plugged into the framework through protocolapi
 // alone.
@@ -19,6 +20,24 @@
 //     releases with FAA(-tag) posted behind the WRITEs on the same queue
 //     pair, so the release lands after the data; the access completes when
 //     the WRITEs complete.
+//
+// It relies on the verbs a role posts to one memory node acting there in
+// the order posted, as on an RDMA RC queue pair (with a fence for a READ
+// behind an atomic): the READ behind the acquire, the release behind the
+// WRITEs. The simulator keeps that order (per-link FIFO); protocolapi.Env
+// does not promise it, and transport.OneSided promises it only for a
+// Write after a Write or Send, so a process runner must keep it.
+//
+// What an access costs, as SELCC's Fig. 12-16 compare it: no cache, so
+// every access pays its round trips, locality or not. Without a conflict
+// a read is one atomic round trip (2*Verb + Atomic of
+// sim.DefaultLatency: 2.5 us) and a write two (4.68 us: the WRITE's halves
+// carry the line); the release is not waited for. Under skew a CAS meets
+// readers or a writer and the access backs off exponentially (Options),
+// so write-heavy skew costs retries and back-off time, and readers starve
+// writers of a hot line. The simulator does not serialize atomics at the
+// memory node's NIC, so the NIC's own contention, which SELCC blames for
+// SEL's decline with threads in Fig. 14, is not modelled.
 //
 // The latch word (Word) keeps the number of readers in its low 32 bits and
 // the exclusive holder's tag (node and worker) in its high 32. A line
