@@ -15,6 +15,7 @@ import (
 var (
 	_ protocolapi.KeyStater   = (*cluster)(nil)
 	_ protocolapi.MemoryKeyer = (*cluster)(nil)
+	_ protocolapi.Counterer   = (*cluster)(nil)
 )
 
 // cluster is a deployment: compute nodes 0..Nodes-1, memory nodes above.
@@ -254,4 +255,26 @@ func (c *cluster) KeyState(key uint64) string {
 func (c *cluster) KeyAt(node protocol.NodeID, off uint64) (uint64, bool) {
 	key, ok := c.lay.keyOf(node, off)
 	return key, ok && key < uint64(c.cfg.Keys)
+}
+
+// Counters implements protocolapi.Counterer: what the accesses cost in
+// latch traffic, summed over the compute nodes (the contention the
+// figures compare: failed CASes, readers that met a writer, back-offs).
+func (c *cluster) Counters() []protocolapi.Counter {
+	var sum counts
+	for _, n := range c.computes {
+		k := n.count
+		sum.reads += k.reads
+		sum.writes += k.writes
+		sum.readsMetWriter += k.readsMetWriter
+		sum.casFailed += k.casFailed
+		sum.backoffs += k.backoffs
+		sum.backoffNs += k.backoffNs
+		sum.releases += k.releases
+		sum.writeVerbs += k.writeVerbs
+	}
+	return []protocolapi.Counter{{Name: "reads", Value: sum.reads}, {Name: "writes", Value: sum.writes},
+		{Name: "reads-met-writer", Value: sum.readsMetWriter}, {Name: "cas-failed", Value: sum.casFailed},
+		{Name: "backoffs", Value: sum.backoffs}, {Name: "backoff-ns", Value: sum.backoffNs},
+		{Name: "releases", Value: sum.releases}, {Name: "line-writes", Value: sum.writeVerbs}}
 }

@@ -98,6 +98,16 @@ type compute struct {
 	nextID   uint64
 	timers   uint64     // back-off timers set so far: a timer's token is unique
 	free     []*attempt // ended attempts to reuse, with their buffers
+	count    counts
+}
+
+// counts are what a compute node's accesses did (Cluster.Counters).
+type counts struct {
+	reads, writes        uint64 // accesses completed
+	readsMetWriter       uint64 // reader FAAs that found a holder (undone)
+	casFailed            uint64 // writer acquires that found the word taken
+	backoffs, backoffNs  uint64 // retries and the time waited for them
+	releases, writeVerbs uint64
 }
 
 var _ protocolapi.Role = (*compute)(nil)
@@ -231,6 +241,8 @@ func (n *compute) verbDone(token, prev uint64, err error) error {
 	switch v {
 	case vAcquire:
 		stepErr = n.acquired(a, prev)
+	case vRelease:
+		n.count.releases++
 	case vRead:
 		a.readDone = true
 		switch a.phase {
@@ -240,6 +252,7 @@ func (n *compute) verbDone(token, prev uint64, err error) error {
 			stepErr = n.finishWrite(a)
 		}
 	case vWriteHead, vWriteTail:
+		n.count.writeVerbs++
 		if a.due&writesDue == 0 && a.acc != nil {
 			n.done(a, a.old)
 		}
@@ -257,6 +270,7 @@ func (n *compute) acquired(a *attempt, prev uint64) error {
 	switch a.phase {
 	case readAcquiring:
 		if w.Holder() != 0 {
+			n.count.readsMetWriter++
 			if n.c.cfg.Mutant == MutantReaderKeepsLatch {
 				a.phase = readFailedKept
 			} else {
@@ -279,6 +293,7 @@ func (n *compute) acquired(a *attempt, prev uint64) error {
 				return nil
 			}
 		} else if prev != 0 {
+			n.count.casFailed++
 			a.phase = writeFailed
 			n.backoff(a)
 			return nil
@@ -337,6 +352,11 @@ func (n *compute) done(a *attempt, value uint64) {
 	acc := a.acc
 	a.acc, acc.at = nil, nil
 	n.accesses[acc.op.Worker] = nil
+	if acc.op.Kind == protocolapi.OpRead {
+		n.count.reads++
+	} else {
+		n.count.writes++
+	}
 	n.env.Complete(acc.op, protocolapi.Result{Value: value})
 }
 
@@ -352,6 +372,8 @@ func (n *compute) backoff(a *attempt) {
 		d = o.BackoffBase << shift
 	}
 	delay := d/2 + int64(n.env.Rand()%uint64(d/2+1))
+	n.count.backoffs++
+	n.count.backoffNs += uint64(delay)
 	n.timers++
 	acc.timer = uint64(acc.op.Worker)<<timerWorkerShift | n.timers&(1<<timerWorkerShift-1)
 	n.env.After(delay, acc.timer)

@@ -69,7 +69,7 @@ func swarm(t *testing.T, cfg simrunner.Config, seeds int) (runs int, failed *sim
 }
 
 // The swarm: 100 seeds (-seeds) under heavy faults, register and rmw, no
-// violation.
+// violation; it reaches every case of the latch, and the counters add up.
 func TestSwarmClean(t *testing.T) {
 	seeds := *seeds
 	if testing.Short() {
@@ -78,14 +78,38 @@ func TestSwarmClean(t *testing.T) {
 	for _, workload := range []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW} {
 		cfg := swarmConfig()
 		cfg.Workload = workload
-		runs, failed, verbs := swarm(t, cfg, seeds)
+		var verbs uint64
+		var ops int
+		k := map[string]uint64{}
+		runs, failed, err := simrunner.Swarm(sel.Protocol(), cfg, 1, seeds, func(r simrunner.Result) {
+			verbs += r.Verbs
+			ops += r.Ops + r.Unavailable
+			for _, c := range r.Counters {
+				k[c.Name] += c.Value
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if failed != nil {
 			t.Fatalf("%s: seed %d: %v (linearizable %v, bad keys %v)", workload, failed.Seed, failed.Violations, failed.Linearizable, failed.BadKeys)
 		}
 		if runs != seeds || verbs == 0 {
 			t.Fatalf("%s: %d runs, %d verbs", workload, runs, verbs)
 		}
-		t.Logf("%s: %d seeds clean, %d verbs", workload, runs, verbs)
+		for _, name := range []string{"reads", "writes", "reads-met-writer", "cas-failed", "backoffs", "backoff-ns"} {
+			if k[name] == 0 {
+				t.Errorf("%s: the swarm never reached %s: %v", workload, name, k)
+			}
+		}
+		// Every access completed once and released once, every reader
+		// that met a writer undid its +1, every write wrote two halves,
+		// every failed acquire backed off.
+		if k["reads"]+k["writes"] != uint64(ops) || k["releases"] != k["reads"]+k["writes"]+k["reads-met-writer"] ||
+			k["line-writes"] != 2*k["writes"] || k["backoffs"] != k["reads-met-writer"]+k["cas-failed"] {
+			t.Errorf("%s: the counters do not add up over %d accesses: %v", workload, ops, k)
+		}
+		t.Logf("%s: %d seeds clean, %d verbs, counters %v", workload, runs, verbs, k)
 	}
 }
 
