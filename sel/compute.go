@@ -62,7 +62,7 @@ type attempt struct {
 	due   uint8  // the verbs posted and not completed, a bit each
 	prev  uint64 // the acquire's old word
 	// readDone: the READ's copy is in buf. buf is the READ's destination,
-	// then the WRITEs' halves.
+	// then the WRITEs' sources (head and tail).
 	readDone bool
 	buf      []byte
 	version  uint64 // the version its WRITEs carry
@@ -324,7 +324,7 @@ func (n *compute) finishRead(a *attempt) error {
 	return nil
 }
 
-// finishWrite writes the line one version up, in two halves, and posts the
+// finishWrite writes the line one version up, head then tail, and posts the
 // release behind them (the mutant: ahead of them).
 func (n *compute) finishWrite(a *attempt) error {
 	head, tail, old := lineVersions(a.buf)
@@ -333,14 +333,14 @@ func (n *compute) finishWrite(a *attempt) error {
 			n.id, a.tag.Worker(), a.key, head, tail)
 	}
 	a.version, a.old = head+1, old
-	half := len(a.buf) / 2
-	fillLine(a.buf[:half], a.buf[half:], a.version, a.acc.op.Value)
+	h := headOf(len(a.buf))
+	fillLine(a.buf[:h], a.buf[h:], a.version, a.acc.op.Value)
 	a.phase = writeReleasing
 	if n.c.cfg.Mutant == MutantReleaseBeforeWrite {
 		n.release(a)
 	}
-	n.write(a, vWriteHead, a.buf[:half], 0)
-	n.write(a, vWriteTail, a.buf[half:], uint64(half))
+	n.write(a, vWriteHead, a.buf[:h], 0)
+	n.write(a, vWriteTail, a.buf[h:], uint64(h))
 	if n.c.cfg.Mutant != MutantReleaseBeforeWrite {
 		n.release(a)
 	}

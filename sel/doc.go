@@ -31,8 +31,8 @@
 // What an access costs, as SELCC's Fig. 12-16 compare it: no cache, so
 // every access pays its round trips, locality or not. Without a conflict
 // a read is one atomic round trip (2*Verb + Atomic of
-// sim.DefaultLatency: 2.5 us) and a write two (4.68 us: the WRITE's halves
-// carry the line); the release is not waited for. Under skew a CAS meets
+// sim.DefaultLatency: 2.5 us) and a write two (4.85 us: the WRITEs carry
+// the line, as SELCC's one WRITE of a line does); the release is not waited for. Under skew a CAS meets
 // readers or a writer and the access backs off exponentially (Options),
 // so write-heavy skew costs retries and back-off time, and readers starve
 // writers of a hot line. The simulator does not serialize atomics at the
@@ -42,8 +42,9 @@
 // The latch word (Word) keeps the number of readers in its low 32 bits and
 // the exclusive holder's tag (node and worker) in its high 32. A line
 // carries a version at its head and again at its tail, and a WRITE of a
-// line is posted as two verbs (its halves): the simulator's WRITE is
-// atomic, a NIC's is atomic only per cache line, so this is how a READ
+// line is posted as two verbs (its first cache line, then the rest): the
+// simulator's WRITE is atomic, a NIC's is atomic only per cache line,
+// and this is how a READ
 // that the latch does not exclude can see a torn line, which every READ
 // under a latch checks for. The versions also let Cluster.Check see which
 // WRITEs have landed, since it sees memory and the roles but not the

@@ -63,14 +63,18 @@ const (
 func exclusive(t Tag) uint64        { return uint64(t) << holderShift }
 func releaseExclusive(t Tag) uint64 { return -exclusive(t) }
 
-// A line's data: its version at bytes 0-7 (the head) and again in its
-// last 8 bytes (the tail), its value at bytes 8-15. A WRITE of a line is
-// posted as its first half then its second half.
+// A line's data: its version at bytes 0-7 and again in its last 8 bytes,
+// its value at bytes 8-15. A WRITE of a line is posted as two verbs: its
+// head (its first cache line, headSize bytes, or half a line of less than
+// two cache lines) and then its tail (the rest), the way a NIC places a
+// long WRITE a cache line at a time.
 const (
 	versionOff = 0
 	valueOff   = 8
-	// MinLineSize is the smallest line: head and tail in different halves.
+	// MinLineSize is the smallest line: the versions in head and tail.
 	MinLineSize = 32
+	// headSize is the head of a line: one cache line.
+	headSize = 64
 )
 
 // Region layout of a memory node: line slot s at s*stride, its latch word
@@ -125,8 +129,10 @@ func lineVersions(data []byte) (head, tail, value uint64) {
 		binary.LittleEndian.Uint64(data[valueOff:])
 }
 
-// fillLine writes a line of version and value into head (the first half)
-// and tail (the second half).
+// headOf is the size of the head of a line of size bytes.
+func headOf(size int) int { return min(headSize, size/2) }
+
+// fillLine writes a line of version and value into its head and tail.
 func fillLine(head, tail []byte, version, value uint64) {
 	clear(head)
 	clear(tail)

@@ -13,7 +13,7 @@ const Name = "sel"
 // The mutants: each breaks one rule of the latch.
 const (
 	// MutantReaderSkipsLatch: a reader READs the line without taking the
-	// shared latch. A READ that lands between the two halves of a WRITE
+	// shared latch. A READ that lands between the head and tail of a WRITE
 	// sees a torn line (the reader's own check reports it).
 	MutantReaderSkipsLatch = "reader-skips-latch"
 	// MutantReleaseBeforeWrite: a writer posts its release ahead of its
@@ -124,7 +124,7 @@ func describe(o Options) protocolapi.Protocol {
 			{
 				Name: "sel-conflict",
 				About: "node 0 reads key 0 (memory node 3) while node 1 writes it: the writer's CAS meets the reader's count " +
-					"and backs off, retries after the reader's release, writes both halves and releases; then node 2's read " +
+					"and backs off, retries after the reader's release, writes the head and the tail and releases; then node 2's read " +
 					"meets the writer's tag, undoes its +1 and retries",
 				Nodes: 3, Workers: 1, Keys: 1, Watch: 0,
 				Script: []protocolapi.ScriptOp{

@@ -218,7 +218,8 @@ func TestCostsWithoutConflict(t *testing.T) {
 	reads, writes, _, res := latencies(t, cfg)
 	lat := sim.DefaultLatency
 	atomicRTT := 2*lat.Verb + lat.Atomic
-	writeRTT := 2*lat.Verb + lat.PerKiB*int64(sel.DefaultLineSize/2)/1024
+	// The tail is the line but its first cache line, and lands last.
+	writeRTT := 2*lat.Verb + lat.PerKiB*int64(sel.DefaultLineSize-64)/1024
 	if len(reads) < 100 || len(writes) < 100 {
 		t.Fatalf("%d reads, %d writes", len(reads), len(writes))
 	}
