@@ -6,11 +6,13 @@ import (
 	"github.com/scalestore-go/scalestore/examples/msi"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/sel"
 )
 
 // plugIns are the protocols built on protocolapi: one line each.
 var plugIns = []func() protocolapi.Protocol{
 	msi.Protocol,
+	sel.Protocol,
 }
 
 // Registry returns a registry of every protocol, or the first that does
