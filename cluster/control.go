@@ -185,6 +185,10 @@ func (w *workloadThread) nextWrite() uint64 {
 	return writeID(w.node, w.t, w.seq)
 }
 
+// errStopThread, from a thread's operation, stops the thread without an
+// error of its own (its node reports why: a plug-in protocol's violation).
+var errStopThread = errors.New("cluster: the thread stops")
+
 // runThreads runs wl.Threads workload threads of node for wl.Duration and
 // merges what they measured: each thread calls the operation start gives
 // it until the run ends or the operation fails; an operation returns its
@@ -208,7 +212,9 @@ func runThreads(wl Workload, node protocol.NodeID, start func(w *workloadThread)
 			for !stop.Load() {
 				ns, err := op()
 				if err != nil {
-					errs = append(errs, err.Error())
+					if !errors.Is(err, errStopThread) {
+						errs = append(errs, err.Error())
+					}
 					break
 				}
 				_ = h.RecordValue(ns)

@@ -9,9 +9,11 @@ import (
 	"github.com/scalestore-go/scalestore/transport"
 )
 
-// The index designs and SELCC run on compute nodes (ids 0..C-1), which run
-// the workload, and memory nodes (C..), which hold the data in registered
-// memory; the nodes meet through their regions. Both answer the same
+// The index designs, SELCC and the plug-in protocols (plugin.go) run on
+// compute nodes (ids 0..C-1), which run the workload, and memory nodes
+// (C..), which hold the data in registered memory (a plug-in's nodes above
+// C are whatever its layout makes them); the nodes meet through their
+// regions. All answer the same
 // control commands: "setup" registers the node's memory and returns its
 // region, "peers" gives a compute node every node's region, "run" runs the
 // design's workload on a compute node, "stats" counts the messages the
@@ -36,6 +38,9 @@ type RegionReply struct {
 	Reply
 	Region  transport.Region `json:"region"`
 	Dropped uint64           `json:"dropped"`
+	// Violations, from a plug-in protocol's node ("stats"): the first of
+	// the violations it found (Dropped counts them all).
+	Violations []string `json:"violations,omitempty"`
 }
 
 // regionNode is a node of the index designs or of SELCC as its control
@@ -45,6 +50,8 @@ type regionNode struct {
 	peers   func(*RegionCommand) error
 	run     func(Workload) (RunResult, []checker.Op)
 	dropped func() uint64
+	// stats, if set, answers "stats" instead of dropped.
+	stats func(*RegionReply) error
 }
 
 // serveRegions answers control commands for a node of the index designs or
@@ -58,6 +65,8 @@ func serveRegions(n regionNode, in io.Reader, out io.Writer) error {
 			return n.peers(cmd)
 		case cmd.Op == "run" && cmd.Workload != nil:
 			return cmd.run(&rep.Reply, n.run)
+		case cmd.Op == "stats" && n.stats != nil:
+			return n.stats(rep)
 		case cmd.Op == "stats":
 			rep.Dropped = n.dropped()
 		default:

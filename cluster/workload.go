@@ -14,6 +14,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
@@ -48,6 +49,11 @@ type Workload struct {
 	// ScanLen bounds the keys a scan of the index workloads covers (1 to
 	// ScanLen; 0: 12).
 	ScanLen int `json:"scan_len,omitempty"`
+	// A plug-in protocol's workload (RunPlugin): RMW makes every write a
+	// read-modify-write; FinalRead reads every key once instead of the
+	// run.
+	RMW       bool `json:"rmw,omitempty"`
+	FinalRead bool `json:"final_read,omitempty"`
 }
 
 // leaveLimit bounds how long a leaving node may take to hand its pages back.
@@ -84,6 +90,9 @@ type RunResult struct {
 	ScanNanos uint64 `json:"scan_ns,omitempty"`
 	ScanWaits uint64 `json:"scan_waits,omitempty"`
 	ScanReads uint64 `json:"scan_reads,omitempty"`
+	// Counters are a plug-in protocol's own (protocolapi.Counterer) on
+	// this node.
+	Counters []protocolapi.Counter `json:"counters,omitempty"`
 }
 
 // UnknownReturn marks a history's write whose outcome is unknown (a view

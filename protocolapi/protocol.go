@@ -214,6 +214,26 @@ type Protocol struct {
 	Defaults Config
 }
 
+// OptionValues is every one of p's options: its value in set, or its
+// default. An option in set that p does not have is an error.
+func (p *Protocol) OptionValues(set map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(p.Options))
+	for _, o := range p.Options {
+		out[o.Name] = o.Default
+	}
+	for name, v := range set {
+		if _, ok := out[name]; !ok {
+			names := make([]string, len(p.Options))
+			for i, o := range p.Options {
+				names[i] = o.Name
+			}
+			return nil, fmt.Errorf("protocol %s has no option %q (it has %v)", p.Name, name, names)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
 // Mutant returns the named mutant.
 func (p *Protocol) Mutant(name string) (Mutant, bool) {
 	for _, m := range p.Mutants {
