@@ -79,7 +79,7 @@ func RunPlugin(n *procrunner.Node, wl Workload) (RunResult, []checker.Op) {
 	threadUnavailable := make([]int64, wl.Threads)
 	res, ops := runThreads(wl, id, func(w *workloadThread) func() (int64, error) {
 		pick := mrand.New(mrand.NewSource(int64(w.r.Uint64()))) // the chooser's own
-		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
+		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf)   // its generator is not safe to share
 		return func() (int64, error) {
 			op := protocolapi.Op{Worker: w.t, Kind: protocolapi.OpRead, Key: uint64(choose(pick))}
 			if w.r.Float64() >= wl.ReadRatio {
