@@ -133,8 +133,11 @@ type worker struct {
 	mu      sync.Mutex
 	pending bool
 	id      uint64
-	reply   chan protocolapi.Result // capacity 1: Complete never waits
-	timer   *time.Timer
+	// abandoned is the access the worker gave up (the node failed): its
+	// late completion is no violation of its own.
+	abandoned uint64
+	reply     chan protocolapi.Result // capacity 1: Complete never waits
+	timer     *time.Timer
 }
 
 // Node is one node of a protocol on a transport.
@@ -370,6 +373,11 @@ func (n *Node) Access(op protocolapi.Op) (protocolapi.Result, error) {
 	if n.role == nil {
 		return protocolapi.Result{}, fmt.Errorf("procrunner: node %d: an access before Connect", n.cfg.ID)
 	}
+	select {
+	case <-n.failed: // a role that broke a rule is not run on
+		return protocolapi.Result{}, fmt.Errorf("node %d worker %d: %v of key %d: %w", n.cfg.ID, op.Worker, op.Kind, op.Key, ErrFailed)
+	default:
+	}
 	w := &n.workers[op.Worker]
 	op.ID = n.nextID.Add(1)
 	w.mu.Lock()
@@ -414,7 +422,7 @@ func (n *Node) Access(op protocolapi.Op) (protocolapi.Result, error) {
 func (n *Node) abandon(w *worker, op protocolapi.Op, why error) (protocolapi.Result, error) {
 	w.mu.Lock()
 	if w.pending && w.id == op.ID {
-		w.pending = false
+		w.pending, w.abandoned = false, op.ID
 	}
 	w.mu.Unlock()
 	select {
@@ -433,8 +441,12 @@ func (n *Node) complete(op protocolapi.Op, res protocolapi.Result) {
 	w := &n.workers[op.Worker]
 	w.mu.Lock()
 	ok := w.pending && w.id == op.ID
+	late := !w.pending && w.abandoned == op.ID
 	w.pending = false
 	w.mu.Unlock()
+	if late {
+		return
+	}
 	if !ok {
 		n.violate("node %d completes access %d (%v of key %d), which is not in flight", n.cfg.ID, op.ID, op.Kind, op.Key)
 		return

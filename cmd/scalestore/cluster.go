@@ -24,7 +24,9 @@ import (
 	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/membership"
+	"github.com/scalestore-go/scalestore/procrunner"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
@@ -71,6 +73,12 @@ type clusterFlags struct {
 	lease     time.Duration
 	etcd      []string
 	clusterID uint64 // the nodes' --cluster-id with --kill (their etcd prefix)
+	// A plug-in protocol (--protocol P of the registry, run by procrunner):
+	// its cache lines a node, mutant and options (pluginFlags).
+	plugin     *protocolapi.Protocol
+	cacheLines int
+	mutant     string
+	opts       map[string]string
 }
 
 type clusterResult struct {
@@ -125,6 +133,10 @@ type clusterResult struct {
 	KilledAtS   float64 `json:"killed_at_s,omitempty"`
 	ToViewMS    float64 `json:"kill_to_view_ms,omitempty"`
 	Unavailable int64   `json:"unavailable_ops,omitempty"`
+	// A plug-in protocol's own counters, summed over its nodes, and the
+	// first violations its own history check found.
+	Counters          []protocolapi.Counter `json:"counters,omitempty"`
+	HistoryViolations []string              `json:"history_violations,omitempty"`
 }
 
 // traceResult is --trace-remote's breakdown over all nodes, in µs.
@@ -198,7 +210,10 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.keyOrder, "key-order", "ordered", "ordered (record i is key i) or hashed (YCSB's default: keys scattered by a bijective hash of i)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "break the remote page fetches into hops (outbox queueing, the peer's handler, the worker's wake-up; frames consumed by polling workers) and print them")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "passed to the nodes (see 'scalestore node --help'; negative: the node's default)")
-	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore (the B-tree under YCSB), or selcc: SELCC's compute nodes cache --records lines of passive memory nodes (the register workload: each operation reads or writes one line)")
+	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore (the B-tree under YCSB), or selcc: SELCC's compute nodes cache --records lines of passive memory nodes (the register workload: each operation reads or writes one line), or any protocol built on protocolapi ('scalestore protocols'): the nodes of its layout as processes, each a procrunner node, --nodes of them running --threads workers that read and write --records keys (--workload register or rmw; --records defaults to the protocol's keys), a final read of every key, and with --check porcupine per key or the protocol's own history check")
+	fs.IntVar(&f.cacheLines, "cache-lines", 0, "a plug-in protocol: cache lines a node (0: the protocol's default)")
+	fs.StringVar(&f.mutant, "mutate", "", "a plug-in protocol: break one of its rules on purpose (its named mutants: 'scalestore protocols')")
+	optionFlag(fs, &f.opts)
 	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler); with an index --workload: memory servers")
 	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of 1 to --scan-len keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
 	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
@@ -274,7 +289,17 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		f.clusterID = uint64(os.Getpid())<<20 | uint64(time.Now().UnixNano())&(1<<20-1)
 	}
 	run := clusterRun
+	if p, err := lookupPlugin(f.protocol); err == nil {
+		if !f.pluginFlags(fs, p, stderr) {
+			return 2
+		}
+		run = clusterRunPlugin
+	} else if f.protocol != "scalestore" && f.protocol != "selcc" {
+		fmt.Fprintf(stderr, "cluster: --protocol %q: %v\n", f.protocol, err)
+		return 2
+	}
 	switch {
+	case f.plugin != nil:
 	case f.workload == "ycsb":
 	case f.workload == "nam-cg" || f.workload == "nam-fg" || f.workload == "nam-hybrid" || f.workload == "cell":
 		if !f.memoryNodeFlags(fs, 10_000, stderr) { // a history per key porcupine checks in seconds
@@ -301,13 +326,14 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		}
 		run = clusterRunElastic
 	}
-	switch f.protocol {
-	case "index":
-	case "scalestore":
+	switch {
+	case f.plugin != nil:
+	case f.protocol == "index":
+	case f.protocol == "scalestore":
 		if f.workload == "ycsb" && !f.partitioned && !f.elastic {
 			warnOversubscribed(stderr, f.nodes, f.threads, runtime.NumCPU())
 		}
-	case "selcc":
+	case f.protocol == "selcc":
 		if !f.memoryNodeFlags(fs, 4096, stderr) { // lines of 4 KiB: the default 100,000 would map 400 MiB
 			return 2
 		}
@@ -318,18 +344,21 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		}
 		f.cacheBytes = int64(b)
 		run = clusterRunSELCC
-	default:
-		fmt.Fprintf(stderr, "cluster: --protocol %q: want scalestore or selcc\n", f.protocol)
-		return 2
 	}
 	res, err := run(f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cluster: %v\n", err)
 		return 1
 	}
+	for _, v := range res.HistoryViolations {
+		fmt.Fprintf(stderr, "cluster: history: %s\n", v)
+	}
 	check := "not checked"
 	if res.Checked {
 		check = fmt.Sprintf("linearizable: %d violations in %d operations", res.Violations, res.HistoryOps)
+		if f.plugin != nil && f.plugin.CheckHistory != nil {
+			check = fmt.Sprintf("checked (%s's own history check): %d violations in %d operations", f.plugin.Name, res.Violations, res.HistoryOps)
+		}
 		if res.Undecided {
 			check += " (porcupine ran out of time on some keys)"
 		}
@@ -345,6 +374,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  scans %d of 1..%d keys: mean %.1fus, round trips waited for per scan %.2f, READs %.2f (%s)\n",
 				res.Scans, f.scanLen, res.ScanMeanUs, res.ScanRoundTrips, res.ScanReads, heads)
 		}
+	} else if f.plugin != nil {
+		printPluginFigures(stdout, res, check)
 	} else {
 		printClusterFigures(stdout, res, check)
 	}
@@ -851,6 +882,15 @@ func checkHistories(f clusterFlags, paths []string, res *clusterResult, progress
 	if f.historyOut != "" {
 		if err := writeOps(f.historyOut, ops); err != nil {
 			return err
+		}
+	}
+	if f.plugin != nil && f.plugin.CheckHistory != nil {
+		progress("checking %d operations with %s's own history check...", len(ops), f.plugin.Name)
+		if bad, ok := procrunner.CheckHistory(*f.plugin, ops); ok {
+			progress("\n")
+			res.Violations += len(bad)
+			res.HistoryViolations = bad[:min(len(bad), 20)]
+			return nil
 		}
 	}
 	progress("checking %d operations with porcupine...", len(ops))

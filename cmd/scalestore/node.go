@@ -97,6 +97,10 @@ type nodeFlags struct {
 	etcd                   string
 	lease                  time.Duration
 	faultSignals           bool
+	// A plug-in protocol's node: its cache lines, mutant and options.
+	cacheLines int
+	mutant     string
+	opts       map[string]string
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -126,7 +130,10 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.actorDelivery, "actor-delivery", false, "route incoming frames through the handler actor's inbox (a goroutine hand-off per message) instead of the transport's goroutine")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
-	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, selcc (with --control: a node of 'scalestore cluster --protocol selcc'), or index (with --control: a node of 'scalestore cluster --workload nam-*|cell')")
+	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, selcc (with --control: a node of 'scalestore cluster --protocol selcc'), index (with --control: a node of 'scalestore cluster --workload nam-*|cell'), or a protocol built on protocolapi (with --control: a node of 'scalestore cluster --protocol P', deployed with --computes, --threads, --keys, --cache-lines, --mutate and --opt as every other node)")
+	fs.IntVar(&f.cacheLines, "cache-lines", 0, "a plug-in protocol: cache lines a node (0: the protocol's default)")
+	fs.StringVar(&f.mutant, "mutate", "", "a plug-in protocol: the mutant to apply")
+	optionFlag(fs, &f.opts)
 	fs.StringVar(&f.indexWorkload, "index-workload", "nam-hybrid", "--protocol index: nam-cg, nam-fg, nam-hybrid or cell")
 	fs.Uint64Var(&f.keys, "keys", 10_000, "--protocol index: the key space")
 	fs.IntVar(&f.computes, "computes", 1, "--protocol index: compute nodes (ids 0..computes-1; memory servers follow)")
@@ -229,7 +236,11 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		return serveIndex(f, tc, log, stdin, stdout)
 	}
 	if f.protocol != "scalestore" {
-		return fmt.Errorf("--protocol %q: want scalestore, selcc or index", f.protocol)
+		p, err := lookupPlugin(f.protocol)
+		if err != nil {
+			return fmt.Errorf("--protocol %q: want scalestore, selcc, index or a plug-in protocol: %w", f.protocol, err)
+		}
+		return servePlugin(f, p, tc, log, stdin, stdout)
 	}
 	if f.procs > 0 {
 		runtime.GOMAXPROCS(f.procs)

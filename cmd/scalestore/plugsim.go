@@ -65,17 +65,7 @@ func runPlugSim(p protocolapi.Protocol, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.Faults, "faults", cfg.Faults, "fault plan: "+simfaults.PlanNames)
 	fs.StringVar(&cfg.Workload, "workload", cfg.Workload, "register (reads and blind writes) or rmw (every write a read-modify-write)")
 	fs.StringVar(&cfg.Mutant, "mutate", "", "break one rule on purpose: "+strings.Join(p.MutantNames(), ", "))
-	fs.Func("opt", "set one of the protocol's own options, name=value (repeat for more; 'scalestore protocols --json' lists them)", func(s string) error {
-		name, val, ok := strings.Cut(s, "=")
-		if !ok || name == "" {
-			return fmt.Errorf("want name=value, got %q", s)
-		}
-		if cfg.Options == nil {
-			cfg.Options = map[string]string{}
-		}
-		cfg.Options[name] = val
-		return nil
-	})
+	optionFlag(fs, &cfg.Options)
 	fs.IntVar(&cfg.Crashes, "crashes", 0, "node crashes (refused unless the protocol supports them)")
 	fs.BoolVar(&cfg.Elastic, "elastic", false, "elastic membership (refused unless the protocol supports it)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "bound on porcupine's search per seed (0 = none)")
@@ -167,18 +157,7 @@ func runPlugSim(p protocolapi.Protocol, args []string, stdout, stderr io.Writer)
 		sum.Messages += res.Messages
 		sum.Verbs += res.Verbs
 		sum.SimulatedNanos += res.SimNanos
-		for _, c := range res.Counters {
-			found := false
-			for i := range sum.Counters {
-				if sum.Counters[i].Name == c.Name {
-					sum.Counters[i].Value += c.Value
-					found = true
-				}
-			}
-			if !found {
-				sum.Counters = append(sum.Counters, c)
-			}
-		}
+		sum.Counters = addCounters(sum.Counters, res.Counters)
 		if n == 1 {
 			sum.TraceHash = fmt.Sprintf("%016x", res.TraceHash)
 		}
