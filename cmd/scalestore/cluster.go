@@ -241,7 +241,9 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		f.nodes, f.threads = autoShape(runtime.NumCPU())
 		fmt.Fprintln(stderr, describeAutoShape(f.nodes, f.threads, runtime.NumCPU()))
 	}
-	if f.nodes < 1 || f.nodes > 64 || f.threads < 1 || f.records < f.nodes || f.readRatio < 0 || f.readRatio > 1 || f.zipf < 0 || f.zipf >= 1 {
+	// A plug-in protocol's keys may be fewer than its nodes (a hot key).
+	_, plugErr := lookupPlugin(f.protocol)
+	if f.nodes < 1 || f.nodes > 64 || f.threads < 1 || f.records < 1 || f.records < f.nodes && plugErr != nil || f.readRatio < 0 || f.readRatio > 1 || f.zipf < 0 || f.zipf >= 1 {
 		fmt.Fprintln(stderr, "cluster: want --nodes 1..64, --threads >= 1, --records >= --nodes, --read-ratio in 0..1, --zipf in [0, 1)")
 		return 2
 	}
