@@ -55,14 +55,16 @@
 // the history (porcupine, or CheckHistory). It refuses with a reason what
 // Supports does not list (a workload, crashes, elastic membership).
 //
-// A process runner (not built yet) would implement Env over
-// transport.Transport: Send through EncodeFrame and Messenger.Send, the
-// verbs through transport.OneSided, After on the node's clock, and one
-// goroutine per node feeding Step from the transport's handler, timers and
-// verb completions. Nothing in this API needs the simulator:
-// examples/msi's TestRunsOverATransport runs MSI's role that way, on
-// goroutines over sim.Net's transports, and porcupine finds it
-// linearizable.
+// The process runner (procrunner) runs any protocol with Deploy on real
+// processes: it implements Env over transport.Transport (Send through
+// EncodeFrame and Messenger.Send, the verbs through transport.OneSided in
+// the order posted to each peer, After on the node's clock, the SSD over a
+// storage.PageStore), with one goroutine per node feeding Step from the
+// transport's handler, timers and verb completions. Each process deploys
+// the same Config and builds its own node's role only; it never calls
+// Cluster.Check. `scalestore cluster --protocol NAME --check` runs it over
+// shm or tcp and checks the nodes' histories. Nothing in this API needs
+// the simulator.
 //
 // # How the seeds' baselines map onto it
 //

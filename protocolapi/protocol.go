@@ -29,7 +29,11 @@ type Supports struct {
 	Crashes bool
 	// Elastic: compute nodes may join and leave during a run.
 	Elastic bool
-	// Processes: it runs on real processes over a transport.
+	// Processes: a built-in protocol (no Deploy) runs on real processes
+	// over a transport, through its own cluster code. A protocol with
+	// Deploy need not set it: the process runner (procrunner, `scalestore
+	// cluster --protocol NAME`) runs every one, since a role acts only
+	// through its Env, and `scalestore protocols` lists it so.
 	Processes bool
 }
 

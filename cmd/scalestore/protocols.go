@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/scalestore-go/scalestore/procrunner"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/protocols"
 )
@@ -17,7 +18,8 @@ const protocolsUsage = `Usage: scalestore protocols [--json]
 
 Lists every registered protocol (package protocols is the one list of
 registrations) with what it supports: the workloads, node crashes, elastic
-membership, runs on processes, its mutants, and the run loop that runs it:
+membership, runs on processes (every plug-in protocol does, through the
+process runner: 'scalestore cluster --protocol NAME'), its mutants, and the run loop that runs it:
 "generic" (simrunner, any protocol built on protocolapi) or the sim flags of
 its own built-in loop. 'scalestore sim --protocol NAME' runs any of them.
 
@@ -92,7 +94,7 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	var rows []protocolRow
 	for _, p := range reg.All() {
 		row := protocolRow{Name: p.Name, Runner: "generic", Workloads: p.Supports.Workloads, Crashes: p.Supports.Crashes,
-			Elastic: p.Supports.Elastic, Processes: p.Supports.Processes, Mutants: p.MutantNames(), Summary: p.Summary,
+			Elastic: p.Supports.Elastic, Processes: p.Supports.Processes || procrunner.Check(p) == nil, Mutants: p.MutantNames(), Summary: p.Summary,
 			Options: p.Options}
 		if p.Deploy == nil {
 			row.Runner = "sim " + p.BuiltIn
