@@ -1,6 +1,7 @@
 package procrunner
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -66,7 +67,8 @@ func (f *fakeVerbs) FetchAndAdd(r transport.Region, off, delta uint64) (uint64, 
 // scriptRole is a role whose access does what its key says: key 0 posts
 // verbs FAAs to each of nodes 1 and 2 (token and delta counting up across
 // both) and completes when all came back in; key 1 fails its Step; key 2
-// never completes; key 3 completes with an error; key 4 completes twice.
+// never completes; key 3 completes with an error; key 4 completes twice;
+// key 5 writes op.Value to SSD slot 1, reads it back and returns it.
 type scriptRole struct {
 	env     protocolapi.Env
 	verbs   int
@@ -74,6 +76,7 @@ type scriptRole struct {
 	op      protocolapi.Op
 	seq     uint64
 	prev    []uint64
+	page    []byte
 }
 
 func (r *scriptRole) Step(ev protocolapi.Event) error {
@@ -99,6 +102,20 @@ func (r *scriptRole) Step(ev protocolapi.Event) error {
 		case 4:
 			r.env.Complete(ev.Op, protocolapi.Result{})
 			r.env.Complete(ev.Op, protocolapi.Result{})
+		case 5:
+			r.page = make([]byte, protocol.PageSize)
+			binary.LittleEndian.PutUint64(r.page, ev.Op.Value)
+			r.env.WritePage(1, r.page, 1)
+		}
+	case protocolapi.EventPage:
+		switch {
+		case ev.Err != nil:
+			return ev.Err
+		case ev.Token == 1:
+			clear(r.page)
+			r.env.ReadPage(1, r.page, 2)
+		default:
+			r.env.Complete(r.op, protocolapi.Result{Value: binary.LittleEndian.Uint64(r.page)})
 		}
 	case protocolapi.EventVerb:
 		if ev.Err != nil || ev.Prev != ev.Token {
@@ -117,7 +134,7 @@ func (r *scriptRole) Describe() string { return fmt.Sprintf("waiting for %d verb
 type scriptCluster struct{ verbs int }
 
 func (c scriptCluster) Layout() protocolapi.Layout {
-	return protocolapi.Layout{Nodes: 3, Memory: []int{0, 64, 64}}
+	return protocolapi.Layout{Nodes: 3, Memory: []int{0, 64, 64}, SSDPages: []int{2}}
 }
 func (c scriptCluster) Role(_ protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
 	return &scriptRole{env: env, verbs: c.verbs}, nil
@@ -246,5 +263,15 @@ func TestAccessRefusals(t *testing.T) {
 	if _, err := Start(Config{Protocol: scriptProtocol(1), Deploy: protocolapi.Config{Nodes: 1, Workers: 2, Keys: 5}, ID: 3,
 		NewTransport: func(transport.Handler) (transport.Transport, error) { return newFakeVerbs(3, 3), nil }}); err == nil {
 		t.Fatal("node 3 of a layout of 3 started")
+	}
+}
+
+// The SSD of a layout that gives a node pages: a page written and read
+// back through Env's page I/O (an in-memory store by default).
+func TestSSD(t *testing.T) {
+	n, _ := startScript(t, 1, time.Second)
+	res, err := n.Access(protocolapi.Op{Kind: protocolapi.OpWrite, Key: 5, Value: 0xfeed})
+	if err != nil || res.Value != 0xfeed {
+		t.Fatalf("a page written and read back: %+v %v", res, err)
 	}
 }
