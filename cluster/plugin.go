@@ -20,7 +20,7 @@ import (
 // (serveRegions): "setup" returns the node's region, "peers" gives it
 // every node's region and builds its role, "run" runs its workers (a
 // compute node's; with Workload.FinalRead, one read of every key), "stats"
-// returns the violations it found.
+// returns the violations it found and its protocol's counters.
 
 // ServePlugin answers control commands for a node of a plug-in protocol.
 func ServePlugin(n *procrunner.Node, in io.Reader, out io.Writer) error {
@@ -37,7 +37,7 @@ func ServePlugin(n *procrunner.Node, in io.Reader, out io.Writer) error {
 			if len(faults) > 0 {
 				return fmt.Errorf("the node's environment failed: %s", faults[0])
 			}
-			rep.Dropped, rep.Violations = uint64(count), viol
+			rep.Dropped, rep.Violations, rep.Counters = uint64(count), viol, n.Counters()
 			return nil
 		}}, in, out)
 }
@@ -91,7 +91,6 @@ func RunPlugin(n *procrunner.Node, wl Workload) (RunResult, []checker.Op) {
 	for _, u := range threadUnavailable {
 		res.Unavailable += u
 	}
-	res.Counters = n.Counters()
 	return res, ops
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/transport"
 )
 
@@ -41,6 +42,9 @@ type RegionReply struct {
 	// Violations, from a plug-in protocol's node ("stats"): the first of
 	// the violations it found (Dropped counts them all).
 	Violations []string `json:"violations,omitempty"`
+	// Counters, from a plug-in protocol's node ("stats"): its own
+	// (protocolapi.Counterer) for this node's role.
+	Counters []protocolapi.Counter `json:"counters,omitempty"`
 }
 
 // regionNode is a node of the index designs or of SELCC as its control

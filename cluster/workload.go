@@ -14,7 +14,6 @@ import (
 
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/checker"
-	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
@@ -90,9 +89,6 @@ type RunResult struct {
 	ScanNanos uint64 `json:"scan_ns,omitempty"`
 	ScanWaits uint64 `json:"scan_waits,omitempty"`
 	ScanReads uint64 `json:"scan_reads,omitempty"`
-	// Counters are a plug-in protocol's own (protocolapi.Counterer) on
-	// this node.
-	Counters []protocolapi.Counter `json:"counters,omitempty"`
 }
 
 // UnknownReturn marks a history's write whose outcome is unknown (a view

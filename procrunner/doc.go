@@ -6,12 +6,15 @@
 // --protocol P` drives it through the cluster package's control channel.
 //
 // A Node deploys the protocol (every node deploys the same Config, so every
-// node builds the same Cluster and Layout; a node calls Cluster.Role for
-// itself only and never Cluster.Check, the simulator's global view),
-// starts its transport, allocates and registers its Layout.Memory off the
-// Go heap (the transport's Allocator where it has one: shm maps it into
-// the peers), and once every node's region is known (Connect) builds its
-// role and starts its loop.
+// node builds the same Cluster and Layout), starts its transport, allocates
+// and registers its Layout.Memory off the Go heap (the transport's
+// Allocator where it has one: shm maps it into the peers), and once every
+// node's region is known (Connect) builds the roles and starts its loop.
+// It calls Cluster.Role for every node in order, as the API promises (GAM
+// keeps its roles in a slice by node), its own on its Env and the others
+// on shadow envs (their memory mapped but never touched, every action a
+// violation) that are never stepped; it never calls Cluster.Check, the
+// simulator's global view.
 //
 // # One loop a node
 //

@@ -149,10 +149,13 @@ type Node struct {
 	tr      transport.Transport
 	mem     []byte
 	mmapped bool // mem is our own mapping (else the transport's)
-	region  transport.Region
-	regions []transport.Region // every node's, after Connect
-	store   storage.PageStore
-	role    protocolapi.Role
+	// shadowMem is the memory of the other nodes' shadow roles (mapped,
+	// never touched by us).
+	shadowMem [][]byte
+	region    transport.Region
+	regions   []transport.Region // every node's, after Connect
+	store     storage.PageStore
+	role      protocolapi.Role
 
 	inbox chan protocolapi.Event
 	done  chan protocolapi.Event // verb and page completions (at most MaxVerbs)
@@ -271,7 +274,8 @@ func (n *Node) Layout() protocolapi.Layout { return n.lay }
 func (n *Node) Region() (transport.Region, bool) { return n.region, n.mem != nil }
 
 // Connect takes every node's region (indexed by node; Len 0: the node has
-// none), builds the node's role and starts its loop.
+// none), builds the node's role (and, to keep Cluster.Role's promise, every
+// other node's on a shadow env: shadow.go) and starts its loop.
 func (n *Node) Connect(regions []transport.Region) error {
 	if n.role != nil {
 		return fmt.Errorf("procrunner: node %d: connected twice", n.cfg.ID)
@@ -288,19 +292,10 @@ func (n *Node) Connect(regions []transport.Region) error {
 		return fmt.Errorf("procrunner: node %d: its region is given as %+v, it registered %+v", n.cfg.ID, own, n.region)
 	}
 	n.regions = append([]transport.Region(nil), regions...)
-	var role protocolapi.Role
-	err := guard("Role", func() error {
-		var err error
-		role, err = n.cl.Role(n.cfg.ID, (*nodeEnv)(n))
+	if err := n.buildRoles(); err != nil {
+		n.role = nil
 		return err
-	})
-	if err == nil && role == nil {
-		err = errors.New("no role")
 	}
-	if err != nil {
-		return fmt.Errorf("protocol %s: node %d: %w", n.p.Name, n.cfg.ID, err)
-	}
-	n.role = role
 	go n.loop()
 	return nil
 }
@@ -556,6 +551,9 @@ func (n *Node) Close() error {
 		n.postWG.Wait()
 		if n.mmapped {
 			unix.Munmap(n.mem)
+		}
+		for _, m := range n.shadowMem {
+			unix.Munmap(m)
 		}
 		if n.store != nil {
 			n.store.Close()

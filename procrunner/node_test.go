@@ -131,19 +131,38 @@ func (r *scriptRole) Step(ev protocolapi.Event) error {
 
 func (r *scriptRole) Describe() string { return fmt.Sprintf("waiting for %d verbs", r.waiting) }
 
-type scriptCluster struct{ verbs int }
+// scriptCluster builds its roles in order, as the API promises (GAM
+// refuses otherwise); with actAtBuild node 0's role sets a timer when it
+// is built.
+type scriptCluster struct {
+	verbs      int
+	built      int
+	actAtBuild bool
+}
 
-func (c scriptCluster) Layout() protocolapi.Layout {
+func (c *scriptCluster) Layout() protocolapi.Layout {
 	return protocolapi.Layout{Nodes: 3, Memory: []int{0, 64, 64}, SSDPages: []int{2}}
 }
-func (c scriptCluster) Role(_ protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
+func (c *scriptCluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
+	if int(id) != c.built || env.Self() != id {
+		return nil, fmt.Errorf("role of node %d (its env says %d) asked after %d", id, env.Self(), c.built)
+	}
+	if mem := env.Memory(); id > 0 && len(mem) != 64 {
+		return nil, fmt.Errorf("node %d has %d bytes of memory, want 64", id, len(mem))
+	}
+	if c.actAtBuild && id == 0 {
+		env.After(1, 1)
+	}
+	c.built++
 	return &scriptRole{env: env, verbs: c.verbs}, nil
 }
-func (c scriptCluster) Check(bool) []error { return nil }
+func (c *scriptCluster) Check(bool) []error { return nil }
 
 func scriptProtocol(verbs int) protocolapi.Protocol {
 	return protocolapi.Protocol{Name: "script", Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister}},
-		Deploy: func(protocolapi.Config) (protocolapi.Cluster, error) { return scriptCluster{verbs: verbs}, nil }}
+		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) {
+			return &scriptCluster{verbs: verbs, actAtBuild: cfg.Mutant == "act"}, nil
+		}, Mutants: []protocolapi.Mutant{{Name: "act"}}}
 }
 
 // startScript starts node 0 of the script protocol (one worker node, two
@@ -273,5 +292,31 @@ func TestSSD(t *testing.T) {
 	res, err := n.Access(protocolapi.Op{Kind: protocolapi.OpWrite, Key: 5, Value: 0xfeed})
 	if err != nil || res.Value != 0xfeed {
 		t.Fatalf("a page written and read back: %+v %v", res, err)
+	}
+}
+
+// A process builds every node's role in order (the API's promise), its own
+// on its Env and the others on shadow envs with their memory's size, which
+// it never steps; a shadow role that acts is a violation.
+func TestShadowRoles(t *testing.T) {
+	regions := []transport.Region{{}, {Node: 1, Key: 1, Len: 64}, {Node: 2, Key: 1, Len: 64}}
+	for _, mutant := range []string{"", "act"} {
+		f := newFakeVerbs(1, 3)
+		n, err := Start(Config{Protocol: scriptProtocol(1), Deploy: protocolapi.Config{Nodes: 1, Workers: 2, Keys: 5, Mutant: mutant}, ID: 1,
+			NewTransport: func(transport.Handler) (transport.Transport, error) { return f, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		if err := n.Connect(regions); err != nil {
+			t.Fatal(err)
+		}
+		viol, _, count := n.Failures()
+		switch {
+		case mutant == "" && count != 0:
+			t.Fatalf("violations: %v", viol)
+		case mutant == "act" && (count != 1 || !strings.Contains(viol[0], "node 0's role, built on this process only to keep Cluster.Role's order and never stepped, set a timer")):
+			t.Fatalf("a shadow role that acts: %v", viol)
+		}
 	}
 }

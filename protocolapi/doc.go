@@ -61,8 +61,8 @@
 // the order posted to each peer, After on the node's clock, the SSD over a
 // storage.PageStore), with one goroutine per node feeding Step from the
 // transport's handler, timers and verb completions. Each process deploys
-// the same Config and builds its own node's role only; it never calls
-// Cluster.Check. `scalestore cluster --protocol NAME --check` runs it over
+// the same Config and builds every node's role in order, but steps only
+// its own (the others are inert shadows); it never calls Cluster.Check. `scalestore cluster --protocol NAME --check` runs it over
 // shm or tcp and checks the nodes' histories. Nothing in this API needs
 // the simulator.
 //

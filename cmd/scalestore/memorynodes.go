@@ -104,7 +104,6 @@ func runMemoryNodes(f clusterFlags, d memoryNodeDesign, stderr io.Writer) (res c
 	var ns, waits, reads uint64
 	for _, r := range results {
 		res.Scans, ns, waits, reads = res.Scans+r.Scans, ns+r.ScanNanos, waits+r.ScanWaits, reads+r.ScanReads
-		res.Counters = addCounters(res.Counters, r.Counters)
 	}
 	if s := float64(res.Scans); s > 0 {
 		res.ScanMeanUs, res.ScanRoundTrips, res.ScanReads = float64(ns)/s/1e3, float64(waits)/s, float64(reads)/s
@@ -117,6 +116,7 @@ func runMemoryNodes(f clusterFlags, d memoryNodeDesign, stderr io.Writer) (res c
 		}
 		dropped += rep.Dropped
 		found = append(found, rep.Violations...)
+		res.Counters = addCounters(res.Counters, rep.Counters)
 	}
 	if dropped > 0 {
 		res.Violations++
