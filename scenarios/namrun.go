@@ -227,8 +227,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	if m == 0 {
 		m = DefaultMemoryNodes
 	}
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
 	if err != nil {
 		return res, err
 	}

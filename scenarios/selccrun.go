@@ -276,8 +276,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 		}
 		defer mutation.Disable(cfg.Mutate)
 	}
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
 	if err != nil {
 		return res, err
 	}

@@ -444,9 +444,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		}
 		defer mutation.Disable(cfg.Mutate)
 	}
-	// The fault plan's intensities come from the seed, so a swarm varies them.
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
 	if err != nil {
 		return res, err
 	}

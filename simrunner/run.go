@@ -355,10 +355,7 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 	if err := Check(p, cfg); err != nil {
 		return res, err
 	}
-	// The fault plan's intensities come from the seed, as in every run
-	// loop, so a swarm varies them.
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
 	if err != nil {
 		return res, err
 	}
