@@ -214,24 +214,18 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	if cfg.Faults == "lossy" {
 		return res, fmt.Errorf("--faults lossy: the index's calls assume a reliable transport, as RDMA RC gives")
 	}
-	if cfg.Mutate != "" {
-		if !mutation.NAM(cfg.Mutate) {
-			return res, fmt.Errorf("--mutate %s does not break an index (their points: nam-*, cell-*)", cfg.Mutate)
-		}
-		if err := mutation.Enable(cfg.Mutate); err != nil {
-			return res, err
-		}
-		defer mutation.Disable(cfg.Mutate)
+	if cfg.Mutate != "" && !mutation.NAM(cfg.Mutate) {
+		return res, fmt.Errorf("--mutate %s does not break an index (their points: nam-*, cell-*)", cfg.Mutate)
 	}
 	m := cfg.MemoryNodes
 	if m == 0 {
 		m = DefaultMemoryNodes
 	}
-	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
+	plan, undo, err := startRun(cfg, &res)
 	if err != nil {
 		return res, err
 	}
-	res.Plan = plan.String()
+	defer undo()
 	r, err := newNAMRun(cfg, m, plan, 4, 3, false)
 	if err != nil {
 		return res, err

@@ -270,17 +270,11 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 	if cfg.Mutate != "" && !mutation.SELCC(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks ScaleStore, not SELCC", cfg.Mutate)
 	}
-	if cfg.Mutate != "" {
-		if err := mutation.Enable(cfg.Mutate); err != nil {
-			return res, err
-		}
-		defer mutation.Disable(cfg.Mutate)
-	}
-	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
+	plan, undo, err := startRun(cfg, &res)
 	if err != nil {
 		return res, err
 	}
-	res.Plan = plan.String()
+	defer undo()
 	s, err := newSELCCCluster(cfg, plan)
 	if err != nil {
 		return res, err

@@ -438,17 +438,11 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	if cfg.Mutate != "" && mutation.SELCC(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks SELCC: use it with --protocol selcc", cfg.Mutate)
 	}
-	if cfg.Mutate != "" {
-		if err := mutation.Enable(cfg.Mutate); err != nil {
-			return res, err
-		}
-		defer mutation.Disable(cfg.Mutate)
-	}
-	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
+	plan, undo, err := startRun(cfg, &res)
 	if err != nil {
 		return res, err
 	}
-	res.Plan = plan.String()
+	defer undo()
 	btreeMode := cfg.Workload == "btree"
 	ssd := uint64(cfg.Pages/cfg.Nodes + 8)
 	if btreeMode {
@@ -1053,4 +1047,23 @@ func (p *pageWatch) Obtained(n protocol.NodeID, pid protocol.PID, m protocol.Mod
 	if pid == p.pid {
 		fmt.Fprintf(p.w, "%d   node %d obtained %v in %v after %d ns\n", p.now(), n, pid, m, waited)
 	}
+}
+
+// startRun is what every run of this package does first: it applies cfg's
+// mutant (undo takes it back) and draws the seed's fault plan, which it
+// names in res.
+func startRun(cfg SimConfig, res *SimResult) (plan sim.FaultPlan, undo func(), err error) {
+	undo = func() {}
+	if cfg.Mutate != "" {
+		if err := mutation.Enable(cfg.Mutate); err != nil {
+			return plan, undo, err
+		}
+		undo = func() { mutation.Disable(cfg.Mutate) }
+	}
+	if plan, err = sim.SeedPlan(cfg.Faults, cfg.Seed); err != nil {
+		undo()
+		return plan, func() {}, err
+	}
+	res.Plan = plan.String()
+	return plan, undo, nil
 }
