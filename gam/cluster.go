@@ -217,6 +217,27 @@ func (c *cluster) KeyState(key uint64) string {
 			fmt.Fprintf(&b, "=%d", l.value)
 		}
 	}
+	// What the nodes' workers have not served yet: a message is in the
+	// chart when it arrives, its effect only once its node served it.
+	for _, n := range c.nodes {
+		first := true
+		for _, it := range n.queue {
+			name := ""
+			switch {
+			case it.access && it.r.op.Key == key:
+				name = it.r.op.Kind.String()
+			case !it.access && it.msg.Key == key:
+				name = typeNames[it.msg.T-1]
+			default:
+				continue
+			}
+			if first {
+				fmt.Fprintf(&b, " | n%d queues", n.id)
+				first = false
+			}
+			b.WriteString(" " + name)
+		}
+	}
 	for _, n := range c.nodes {
 		if vs := n.wb.buffered(key); len(vs) > 0 {
 			fmt.Fprintf(&b, " | n%d buffers %v", n.id, vs)
