@@ -36,6 +36,7 @@ type KV interface {
 	GetBatch(keys, vals [][]byte, found []bool) error
 	Put(key, val []byte) error
 	PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error)
+	Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error
 	Delete(key []byte) (found bool, err error)
 	Scan(from, to []byte, fn func(key, val []byte) bool) error
 	NewSession() *Session
@@ -754,6 +755,11 @@ func (c *Cluster) Put(key, val []byte) error { return c.def.Put(key, val) }
 // PutIf is DB.PutIf on the default table.
 func (c *Cluster) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (bool, error) {
 	return c.def.PutIf(key, val, cond)
+}
+
+// Modify is DB.Modify on the default table.
+func (c *Cluster) Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error {
+	return c.def.Modify(key, fn)
 }
 
 // Delete is DB.Delete on the default table.
