@@ -366,7 +366,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	if o.RESP != "" {
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger}, c)
+			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
 			c.closeAfter(err)
@@ -375,6 +375,17 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	o.Logger.Info("node joined", "node", o.ID, "cluster", o.ClusterID, "peers", len(o.Peers), "transport", tc.Resolve(), "fresh", fresh)
 	return c, nil
+}
+
+// respEngine is the Cluster as the RESP server's engine: its
+// transactions are Update and View.
+type respEngine struct{ *Cluster }
+
+func (e respEngine) Atomic(readOnly bool, fn func(tx resp.Txn) error) error {
+	if readOnly {
+		return e.View(func(tx *Tx) error { return fn(tx) })
+	}
+	return e.Update(func(tx *Tx) error { return fn(tx) })
 }
 
 // closeAfter stops a node whose Join failed after it started: cleanly if

@@ -25,25 +25,27 @@ type client struct {
 	lower  [24]byte
 
 	// Reused per-command scratch space, so the hot paths do not allocate.
-	val    []byte   // GET's destination and SET GET's old value
-	vals   [][]byte // MGET's values
-	found  []bool   // MGET's found flags
-	keys   []byte   // SCAN's matching keys, back to back
-	ends   []int    // and where each ends in keys
-	last   []byte   // SCAN's last examined key
-	nCmds  uint64   // commands since the counters were last published
-	nErrs  uint64   // error replies since then
-	cond   func(old []byte, found bool) bool
-	condIf int  // condAlways, condNX or condXX for cond
-	condGt bool // cond copies the old value into val
-	condOK bool // cond saw the key existing
-}
+	val   []byte   // GET's destination and SET GET's old value
+	vals  [][]byte // MGET's values
+	found []bool   // MGET's found flags
+	keys  []byte   // SCAN's matching keys, back to back
+	ends  []int    // and where each ends in keys
+	last  []byte   // SCAN's last examined key
+	nCmds uint64   // commands since the counters were last published
+	nErrs uint64   // error replies since then
 
-const (
-	condAlways = iota
-	condNX
-	condXX
-)
+	// kv is where commands read and write: the engine, or the
+	// transaction of a multi-key command or EXEC (store.go).
+	kv    store
+	txBuf []byte
+	multi bool       // between MULTI and EXEC or DISCARD
+	tx    multiState // multi.go
+	// SET's and INCR's state, and their Modify functions made once.
+	set    setState
+	incr   incrState
+	setFn  func(old []byte, found bool) ([]byte, bool, bool)
+	incrFn func(old []byte, found bool) ([]byte, bool, bool)
+}
 
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
@@ -53,7 +55,8 @@ func newClient(s *Server, nc net.Conn) *client {
 		buf:  make([]byte, readBufSize),
 		args: make([][]byte, 0, 8),
 	}
-	c.cond = c.putIfCond
+	c.kv = engineStore{s.eng}
+	c.setFn, c.incrFn = c.setModify, c.incrModify
 	return c
 }
 

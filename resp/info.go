@@ -131,7 +131,7 @@ type commandInfo struct {
 	categories              []string
 }
 
-var commandTable = []commandInfo{
+var commandInfos = []commandInfo{
 	{"get", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@read", "@string", "@fast"}},
 	{"set", -3, []string{"write", "denyoom"}, 1, 1, 1, []string{"@write", "@string", "@slow"}},
 	{"setnx", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
@@ -139,6 +139,46 @@ var commandTable = []commandInfo{
 	{"exists", -2, []string{"readonly", "fast"}, 1, -1, 1, []string{"@keyspace", "@read", "@fast"}},
 	{"mget", -2, []string{"readonly", "fast"}, 1, -1, 1, []string{"@read", "@string", "@fast"}},
 	{"mset", -3, []string{"write", "denyoom"}, 1, -1, 2, []string{"@write", "@string", "@slow"}},
+	{"setex", 4, []string{"write", "denyoom"}, 1, 1, 1, []string{"@write", "@string", "@slow"}},
+	{"psetex", 4, []string{"write", "denyoom"}, 1, 1, 1, []string{"@write", "@string", "@slow"}},
+	{"getset", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"getdel", 2, []string{"write", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"getex", -2, []string{"write", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"append", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"strlen", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@read", "@string", "@fast"}},
+	{"getrange", 4, []string{"readonly"}, 1, 1, 1, []string{"@read", "@string", "@slow"}},
+	{"substr", 4, []string{"readonly"}, 1, 1, 1, []string{"@read", "@string", "@slow"}},
+	{"setrange", 4, []string{"write", "denyoom"}, 1, 1, 1, []string{"@write", "@string", "@slow"}},
+	{"incr", 2, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"decr", 2, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"incrby", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"decrby", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"incrbyfloat", 3, []string{"write", "denyoom", "fast"}, 1, 1, 1, []string{"@write", "@string", "@fast"}},
+	{"unlink", -2, []string{"write", "fast"}, 1, -1, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"touch", -2, []string{"readonly", "fast"}, 1, -1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"msetnx", -3, []string{"write", "denyoom"}, 1, -1, 2, []string{"@write", "@string", "@slow"}},
+	{"keys", 2, []string{"readonly"}, 0, 0, 0, []string{"@keyspace", "@read", "@slow", "@dangerous"}},
+	{"type", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"rename", 3, []string{"write"}, 1, 2, 1, []string{"@keyspace", "@write", "@slow"}},
+	{"renamenx", 3, []string{"write", "fast"}, 1, 2, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"copy", -3, []string{"write", "denyoom"}, 1, 2, 1, []string{"@keyspace", "@write", "@slow"}},
+	{"flushdb", -1, []string{"write"}, 0, 0, 0, []string{"@keyspace", "@write", "@slow", "@dangerous"}},
+	{"flushall", -1, []string{"write"}, 0, 0, 0, []string{"@keyspace", "@write", "@slow", "@dangerous"}},
+	{"randomkey", 1, []string{"readonly"}, 0, 0, 0, []string{"@keyspace", "@read", "@slow"}},
+	{"expire", -3, []string{"write", "fast"}, 1, 1, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"pexpire", -3, []string{"write", "fast"}, 1, 1, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"expireat", -3, []string{"write", "fast"}, 1, 1, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"pexpireat", -3, []string{"write", "fast"}, 1, 1, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"ttl", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"pttl", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"expiretime", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"pexpiretime", 2, []string{"readonly", "fast"}, 1, 1, 1, []string{"@keyspace", "@read", "@fast"}},
+	{"persist", 2, []string{"write", "fast"}, 1, 1, 1, []string{"@keyspace", "@write", "@fast"}},
+	{"multi", 1, []string{"noscript", "loading", "stale", "fast"}, 0, 0, 0, []string{"@fast", "@transaction"}},
+	{"exec", 1, []string{"noscript", "loading", "stale", "skip_slowlog"}, 0, 0, 0, []string{"@slow", "@transaction"}},
+	{"discard", 1, []string{"noscript", "loading", "stale", "fast"}, 0, 0, 0, []string{"@fast", "@transaction"}},
+	{"watch", -2, []string{"noscript", "loading", "stale", "fast"}, 1, -1, 1, []string{"@fast", "@transaction"}},
+	{"unwatch", 1, []string{"noscript", "loading", "stale", "fast"}, 0, 0, 0, []string{"@fast", "@transaction"}},
 	{"scan", -2, []string{"readonly"}, 0, 0, 0, []string{"@keyspace", "@read", "@slow"}},
 	{"dbsize", 1, []string{"readonly", "fast"}, 0, 0, 0, []string{"@keyspace", "@read", "@fast"}},
 	{"ping", -1, []string{"fast"}, 0, 0, 0, []string{"@fast", "@connection"}},
@@ -174,18 +214,18 @@ func (c *client) commandInfo(ci commandInfo) {
 // and COMMAND DOCS (an empty reply: redis-cli then uses its own help).
 func (c *client) cmdCommand(args [][]byte) {
 	if len(args) == 1 {
-		c.array(len(commandTable))
-		for _, ci := range commandTable {
+		c.array(len(commandInfos))
+		for _, ci := range commandInfos {
 			c.commandInfo(ci)
 		}
 		return
 	}
 	switch sub := strings.ToLower(string(args[1])); sub {
 	case "count":
-		c.int(int64(len(commandTable)))
+		c.int(int64(len(commandInfos)))
 	case "list":
-		c.array(len(commandTable))
-		for _, ci := range commandTable {
+		c.array(len(commandInfos))
+		for _, ci := range commandInfos {
 			c.bulkString(ci.name)
 		}
 	case "docs":
@@ -193,8 +233,8 @@ func (c *client) cmdCommand(args [][]byte) {
 	case "info":
 		names := args[2:]
 		if len(names) == 0 {
-			c.array(len(commandTable))
-			for _, ci := range commandTable {
+			c.array(len(commandInfos))
+			for _, ci := range commandInfos {
 				c.commandInfo(ci)
 			}
 			return
@@ -202,7 +242,7 @@ func (c *client) cmdCommand(args [][]byte) {
 		c.array(len(names))
 	next:
 		for _, n := range names {
-			for _, ci := range commandTable {
+			for _, ci := range commandInfos {
 				if strings.EqualFold(ci.name, string(n)) {
 					c.commandInfo(ci)
 					continue next

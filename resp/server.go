@@ -27,16 +27,30 @@ type Engine interface {
 	GetBatch(keys, vals [][]byte, found []bool) error
 	// Put sets key to val.
 	Put(key, val []byte) error
-	// PutIf sets key to val if cond (called with the current value and
-	// whether the key exists, atomically with the write) returns true;
-	// applied reports whether it wrote. old is valid only during cond.
-	PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error)
+	// Modify is an atomic read-modify-write of key: fn gets the current
+	// value (valid only during the call) and whether the key exists, and
+	// says what it becomes (write false: unchanged; exists false: deleted;
+	// else val). No other write of the key comes between. fn may be called
+	// more than once (only its last answer counts) and must not return old
+	// or a slice of it.
+	Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error
+	// Atomic runs fn in a transaction over any keys (serializable, all
+	// its writes or none), read-only if readOnly. fn may run more than
+	// once (after a conflict); its Txn is valid only during the call.
+	Atomic(readOnly bool, fn func(tx Txn) error) error
 	// Delete removes key; found reports whether it existed.
 	Delete(key []byte) (found bool, err error)
 	// Scan calls fn for the keys in [from,to) in order, until fn returns
 	// false; to nil means no upper bound. key and val are valid only
 	// during fn.
 	Scan(from, to []byte, fn func(key, val []byte) bool) error
+}
+
+// Txn is a transaction of Engine.Atomic.
+type Txn interface {
+	Get(key, dst []byte) ([]byte, bool, error)
+	Put(key, val []byte) error
+	Delete(key []byte) (found bool, err error)
 }
 
 // Config configures a Server. The zero value of every field but Addr has
@@ -69,6 +83,8 @@ type Config struct {
 	Info func() []InfoSection
 	// Logger receives the server's log records (nil: none).
 	Logger *slog.Logger
+	// Now is the clock of key expiry (nil: time.Now).
+	Now func() time.Time
 }
 
 // InfoSection is one section of INFO's reply, rendered as
@@ -131,6 +147,8 @@ type Server struct {
 	tlsOn     bool
 	started   time.Time
 	cursors   cursorTable
+	now       func() time.Time
+	expiry    expirer
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed when the accept loop has returned
@@ -176,6 +194,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		started:  time.Now(),
 		done:     make(chan struct{}),
 		open:     make(map[net.Conn]struct{}),
+		now:      cfg.Now,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -191,6 +210,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 	}
 	s.ln = ln
 	go s.acceptLoop()
+	s.startExpirer()
 	return s, nil
 }
 
@@ -213,6 +233,7 @@ func (s *Server) Close() error {
 		s.closing = true
 		s.mu.Unlock()
 		s.closeErr = s.ln.Close()
+		s.stopExpirer()
 		<-s.done
 		s.mu.Lock()
 		open := make([]net.Conn, 0, len(s.open))
