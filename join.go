@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,6 +92,10 @@ type ClusterOptions struct {
 	RESP         string
 	RESPPassword string
 	RESPTLS      *tls.Config
+	// RESPUnprotected turns protected mode off: without it (and without
+	// RESPPassword), RESP clients that do not connect from the loopback
+	// interface get Redis's -DENIED and are closed.
+	RESPUnprotected bool
 	// Durability is what a write that returned survives: DurabilityNone
 	// (the paper: a page lives in the caches until it is evicted or the
 	// cluster stops cleanly) or DurabilityProcess (the default: every page
@@ -255,6 +260,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	warnOpenPeerPort(o, tc)
 	store, fresh, err := openClusterStore(o)
 	if err != nil {
 		return nil, err
@@ -366,7 +372,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	if o.RESP != "" {
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger}, respEngine{c})
+			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
 			c.closeAfter(err)
@@ -386,6 +392,25 @@ func (e respEngine) Atomic(readOnly bool, fn func(tx resp.Txn) error) error {
 		return e.View(func(tx *Tx) error { return fn(tx) })
 	}
 	return e.Update(func(tx *Tx) error { return fn(tx) })
+}
+
+// warnOpenPeerPort warns when the peer port listens on an address other
+// hosts can reach and the peers do not speak TLS: anyone who reaches it
+// can read and write every page.
+func warnOpenPeerPort(o ClusterOptions, tc cluster.TransportConfig) {
+	if tc.Resolve() != "tcp" || o.TLS != nil {
+		return
+	}
+	host, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		return
+	}
+	o.Logger.Warn("the peer port listens on a non-loopback address without TLS: any host that reaches it can read and "+
+		"write every page of the cluster; give the nodes mutual TLS (--tls-cert, --tls-key, --tls-ca) or keep the port on a private network",
+		"node", o.ID, "listen", o.Listen)
 }
 
 // closeAfter stops a node whose Join failed after it started: cleanly if

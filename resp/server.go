@@ -85,6 +85,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of key expiry (nil: time.Now).
 	Now func() time.Time
+	// Unprotected turns protected mode off. In protected mode (the
+	// default, as in Redis), a server without a Password answers clients
+	// that do not connect from the loopback interface with -DENIED and
+	// closes them.
+	Unprotected bool
 }
 
 // InfoSection is one section of INFO's reply, rendered as
@@ -149,6 +154,7 @@ type Server struct {
 	cursors   cursorTable
 	now       func() time.Time
 	expiry    expirer
+	protected bool
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed when the accept loop has returned
@@ -180,21 +186,22 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		return nil, errors.New("resp: TLS config has no certificate")
 	}
 	s := &Server{
-		eng:      e,
-		log:      cfg.Logger,
-		info:     cfg.Info,
-		idle:     cfg.IdleTimeout,
-		maxKey:   orDefault(cfg.MaxKey, defaultMaxKey),
-		maxValue: orDefault(cfg.MaxValue, defaultMaxValue),
-		maxEntry: orDefault(cfg.MaxEntry, defaultMaxEntry),
-		maxConns: int64(orDefault(cfg.MaxConns, defaultMaxConns)),
-		password: cfg.Password != "",
-		pwHash:   sha256.Sum256([]byte(cfg.Password)),
-		tlsOn:    cfg.TLS != nil,
-		started:  time.Now(),
-		done:     make(chan struct{}),
-		open:     make(map[net.Conn]struct{}),
-		now:      cfg.Now,
+		eng:       e,
+		log:       cfg.Logger,
+		info:      cfg.Info,
+		idle:      cfg.IdleTimeout,
+		maxKey:    orDefault(cfg.MaxKey, defaultMaxKey),
+		maxValue:  orDefault(cfg.MaxValue, defaultMaxValue),
+		maxEntry:  orDefault(cfg.MaxEntry, defaultMaxEntry),
+		maxConns:  int64(orDefault(cfg.MaxConns, defaultMaxConns)),
+		password:  cfg.Password != "",
+		pwHash:    sha256.Sum256([]byte(cfg.Password)),
+		tlsOn:     cfg.TLS != nil,
+		started:   time.Now(),
+		done:      make(chan struct{}),
+		open:      make(map[net.Conn]struct{}),
+		now:       cfg.Now,
+		protected: !cfg.Unprotected,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -300,6 +307,10 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		s.wg.Add(1)
+		if s.denied(nc.RemoteAddr()) {
+			go s.deny(nc)
+			continue
+		}
 		if s.conns.Add(1) > s.maxConns {
 			s.conns.Add(-1)
 			s.rejected.Add(1)
