@@ -20,7 +20,7 @@ import (
 //	transport  = "tcp"
 //	data       = "/var/lib/scalestore"
 //	cache      = "4GiB"
-//	resp_password = "s3cret"
+//	resp_password = "s3cret"  # or resp_protected_mode = false (see --resp-protected-mode)
 //
 //	[[node]]
 //	id      = 0
@@ -31,21 +31,24 @@ import (
 //	address = "10.0.0.2:7000"
 //	resp    = "10.0.0.2:6379"
 type deployment struct {
-	ClusterID    uint64           `toml:"cluster_id"`
-	Bootstrap    *int             `toml:"bootstrap"`
-	Transport    string           `toml:"transport"`
-	Data         string           `toml:"data"`
-	Cache        string           `toml:"cache"`
-	SocketDir    string           `toml:"socket_dir"`
-	RESPPassword string           `toml:"resp_password"`
-	TLSCert      string           `toml:"tls_cert"`
-	TLSKey       string           `toml:"tls_key"`
-	TLSCA        string           `toml:"tls_ca"`
-	Timeout      string           `toml:"timeout"`
-	Durability   string           `toml:"durability"`
-	Etcd         string           `toml:"etcd"`
-	Lease        string           `toml:"lease"`
-	Nodes        []deploymentNode `toml:"node"`
+	ClusterID    uint64 `toml:"cluster_id"`
+	Bootstrap    *int   `toml:"bootstrap"`
+	Transport    string `toml:"transport"`
+	Data         string `toml:"data"`
+	Cache        string `toml:"cache"`
+	SocketDir    string `toml:"socket_dir"`
+	RESPPassword string `toml:"resp_password"`
+	// RESPProtectedMode false serves RESP clients from other hosts
+	// without a password (--resp-protected-mode).
+	RESPProtectedMode *bool            `toml:"resp_protected_mode"`
+	TLSCert           string           `toml:"tls_cert"`
+	TLSKey            string           `toml:"tls_key"`
+	TLSCA             string           `toml:"tls_ca"`
+	Timeout           string           `toml:"timeout"`
+	Durability        string           `toml:"durability"`
+	Etcd              string           `toml:"etcd"`
+	Lease             string           `toml:"lease"`
+	Nodes             []deploymentNode `toml:"node"`
 }
 
 type deploymentNode struct {
@@ -119,6 +122,9 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	str("tls-ca", &f.tlsCA, d.TLSCA)
 	str("durability", &f.durability, d.Durability)
 	str("etcd", &f.etcd, d.Etcd)
+	if !set["resp-protected-mode"] && d.RESPProtectedMode != nil {
+		f.respProtected = *d.RESPProtectedMode
+	}
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}
