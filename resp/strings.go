@@ -107,11 +107,13 @@ func (c *client) fits(key []byte, n int) bool {
 	return len(key) <= c.s.maxKey && n <= c.s.maxValue && len(key)+n <= c.s.maxEntry
 }
 
+// tooBig is the error of a command whose result would be a stored value
+// of n bytes, over the limits: Redis's words, then the limit.
 func (c *client) tooBig(key []byte, n int) cmdError {
 	if n > c.s.maxValue {
-		return cmdError(limitError("value", n, c.s.maxValue, "MaxValue"))
+		return cmdError("ERR string exceeds maximum allowed size (" + strconv.Itoa(n) + " bytes, over MaxValue " + strconv.Itoa(c.s.maxValue) + ")")
 	}
-	return cmdError(limitError("key+value", len(key)+n, c.s.maxEntry, "MaxEntry"))
+	return cmdError("ERR string exceeds maximum allowed size (key+value " + strconv.Itoa(len(key)+n) + " bytes, over MaxEntry " + strconv.Itoa(c.s.maxEntry) + ")")
 }
 
 func (c *client) cmdGet(args [][]byte) {
@@ -573,8 +575,8 @@ func (c *client) cmdSetRange(args [][]byte) {
 		if !ok {
 			exp = 0
 		}
-		if off+int64(len(val)) > int64(c.s.maxValue) {
-			cerr = c.tooBig(key, int(min(off+int64(len(val)), math.MaxInt32)))
+		if off > int64(c.s.maxValue) || off+int64(len(val)) > int64(c.s.maxValue) {
+			cerr = c.tooBig(key, int(min(off, math.MaxInt32-int64(len(val))))+len(val))
 			return nil, false, false
 		}
 		size := max(len(p), int(off)+len(val))

@@ -110,6 +110,29 @@ func TestCountersAndStrings(t *testing.T) {
 		{[]string{"STRLEN", "m"}, intReply(14)},
 		{[]string{"MSET", "m2", "\xffSx"}, okReply},
 		{[]string{"GET", "m2"}, bulkReply("\xffSx")},
+		// SETRANGE at offsets no value can reach: an error, not a crash.
+		{[]string{"SETRANGE", "r", "9223372036854775807", "A"}, errReply("ERR string exceeds maximum allowed size (2147483647 bytes, over MaxValue 1023)")},
+		{[]string{"SETRANGE", "r", "2000", "A"}, errReply("ERR string exceeds maximum allowed size (2001 bytes, over MaxValue 1023)")},
+		{[]string{"SETBIT", "bits", "1", "1"}, intReply(0)},
+		{[]string{"SETBIT", "bits", "1", "1"}, intReply(1)},
+		{[]string{"SETBIT", "bits", "15", "1"}, intReply(0)},
+		{[]string{"GET", "bits"}, bulkReply("\x40\x01")},
+		{[]string{"GETBIT", "bits", "1"}, intReply(1)},
+		{[]string{"GETBIT", "bits", "2"}, intReply(0)},
+		{[]string{"GETBIT", "bits", "100000"}, intReply(0)},
+		{[]string{"SETBIT", "bits", "-1", "1"}, errReply(msgBitOffset)},
+		{[]string{"SETBIT", "bits", "4294967296", "1"}, errReply(msgBitOffset)},
+		{[]string{"SETBIT", "bits", "0", "2"}, errReply(msgBitValue)},
+		{[]string{"SET", "l1", "ohmytext"}, okReply},
+		{[]string{"SET", "l2", "mynewtext"}, okReply},
+		{[]string{"LCS", "l1", "l2"}, bulkReply("mytext")},
+		{[]string{"LCS", "l1", "l2", "LEN"}, intReply(6)},
+		{[]string{"LCS", "l1", "l2", "IDX"}, "*4\r\n" + bulkReply("matches") + "*2\r\n" +
+			"*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n" + "*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n" +
+			bulkReply("len") + intReply(6)},
+		{[]string{"LCS", "l1", "l2", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"}, "*4\r\n" + bulkReply("matches") + "*1\r\n" +
+			"*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n" + bulkReply("len") + intReply(6)},
+		{[]string{"LCS", "l1", "l2", "IDX", "LEN"}, errReply("ERR If you want both the length and indexes, please just use IDX.")},
 		// Arity, word for word.
 		{[]string{"INCR"}, errReply("ERR wrong number of arguments for 'incr' command")},
 		{[]string{"get", "a", "b"}, errReply("ERR wrong number of arguments for 'get' command")},
