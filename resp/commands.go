@@ -14,6 +14,7 @@ type command struct {
 	arity int
 	// now: runs at once inside MULTI instead of being queued.
 	now bool
+	id  int // index in commandNames (cmdstats.go)
 }
 
 var dispatch map[string]command
@@ -83,7 +84,9 @@ func init() {
 		"config":      {fn: (*client).cmdConfig, arity: -2},
 		"client":      {fn: (*client).cmdClient, arity: -2},
 		"function":    {fn: (*client).cmdFunction, arity: -2},
+		"time":        {fn: (*client).cmdTime, arity: 1},
 	}
+	numberCommands()
 }
 
 // exec runs one command and appends its reply to c.out.
@@ -106,6 +109,7 @@ func (c *client) exec(args [][]byte) {
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || len(args) < -cmd.arity {
 		c.multiFailed()
+		c.countCommand(cmd.id, false, true)
 		c.arity(string(name))
 		return
 	}
@@ -113,7 +117,9 @@ func (c *client) exec(args [][]byte) {
 		c.queue(args)
 		return
 	}
+	errs := c.nErrs
 	cmd.fn(c, args)
+	c.countCommand(cmd.id, c.nErrs != errs, false)
 }
 
 // cmdFunction: there is no scripting, so no function is ever loaded:
@@ -141,6 +147,15 @@ func (c *client) cmdFunction(args [][]byte) {
 	default:
 		c.error("ERR unknown subcommand '" + clip(args[1], 128) + "'. Try FUNCTION HELP.")
 	}
+}
+
+// cmdTime answers the server's clock (the one expiry uses): Unix seconds
+// and the microseconds into that second.
+func (c *client) cmdTime(args [][]byte) {
+	us := c.s.nowMicros()
+	c.array(2)
+	c.bulkString(strconv.FormatInt(us/1e6, 10))
+	c.bulkString(strconv.FormatInt(us%1e6, 10))
 }
 
 func (c *client) cmdQuit(args [][]byte) {

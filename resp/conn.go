@@ -40,6 +40,7 @@ type client struct {
 	txBuf []byte
 	multi bool       // between MULTI and EXEC or DISCARD
 	tx    multiState // multi.go
+	stats connStats  // per-command counts (cmdstats.go)
 	// SET's and INCR's state, and their Modify functions made once.
 	set    setState
 	incr   incrState
@@ -146,7 +147,9 @@ func (c *client) next() (complete bool, args [][]byte, n int, err error) {
 		if r := recover(); r != nil {
 			c.s.log.Debug("resp: redcon parser panicked", "remote", c.remote(), "panic", r)
 			complete, args, n = false, nil, 0
-			err = protoError("invalid bulk length")
+			if _, err = checkRequest(packet); err == nil {
+				err = protoError("invalid bulk length")
+			}
 		}
 	}()
 	complete, args, _, leftover, err := redcon.ReadNextCommand(packet, c.args)
@@ -154,6 +157,16 @@ func (c *client) next() (complete bool, args [][]byte, n int, err error) {
 		c.args = args[:0]
 	} else {
 		c.args = make([][]byte, 0, 8)
+	}
+	if (err != nil || !complete) && packet[0] == '*' {
+		// Redis's reading of what redcon refused or waits on (reqcheck.go).
+		skip, cerr := checkRequest(packet)
+		switch {
+		case cerr != nil:
+			return false, nil, 0, cerr
+		case skip > 0:
+			return true, nil, skip, nil
+		}
 	}
 	if err != nil || !complete {
 		return false, nil, 0, err
@@ -247,6 +260,7 @@ func (c *client) publish() {
 		c.s.errors.Add(c.nErrs)
 		c.nErrs = 0
 	}
+	c.publishCmdStats()
 }
 
 // Replies.

@@ -155,6 +155,7 @@ type Server struct {
 	now       func() time.Time
 	expiry    expirer
 	protected bool
+	cmdStats  []cmdStat // by command id (cmdstats.go)
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed when the accept loop has returned
@@ -202,6 +203,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		open:      make(map[net.Conn]struct{}),
 		now:       cfg.Now,
 		protected: !cfg.Unprotected,
+		cmdStats:  make([]cmdStat, len(commandNames)),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

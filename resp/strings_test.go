@@ -201,6 +201,7 @@ func TestExpiry(t *testing.T) {
 		{[]string{"EXPIRETIME", "k"}, intReply(now/1000 + 100)},
 		{[]string{"PEXPIRETIME", "k"}, intReply(now + 100000)},
 		{[]string{"TTL", "missing"}, intReply(-2)},
+		{[]string{"TIME"}, "*2\r\n" + bulkReply(fmt.Sprint(now/1000)) + bulkReply(fmt.Sprint(now%1000*1000))},
 		{[]string{"SET", "p", "v"}, okReply},
 		{[]string{"TTL", "p"}, intReply(-1)},
 		{[]string{"EXPIRE", "p", "50"}, intReply(1)},

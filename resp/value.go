@@ -67,3 +67,11 @@ func (s *Server) nowMs() int64 {
 	}
 	return time.Now().UnixMilli()
 }
+
+// nowMicros is the server's clock in Unix microseconds.
+func (s *Server) nowMicros() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
