@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Engine is the key-value engine the server fronts. Both the single-node
-// *scalestore.DB and a cluster node's handle satisfy it.
+// Engine is the key-value engine the server fronts: a cluster node's
+// default table (Modify and Atomic are DB.Modify, Update and View).
 //
 // The key and val slices the server passes alias its read buffer and are
 // valid only during the call: an engine that keeps them must copy them.
