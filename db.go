@@ -197,6 +197,9 @@ type DB struct {
 	checkpoints     atomic.Uint64
 	checkpointErr   atomic.Pointer[error]
 	recovery        Recovery
+	// pins bounds the frames transaction commits latch at once; shared
+	// by the tables of a cluster node (txbudget.go).
+	pins *pinBudget
 }
 
 // Recovery is what Open did to a store that was not closed cleanly.
@@ -256,7 +259,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir,
-		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes}
+		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes, pins: newPinBudget(opts.CachePages)}
 	db.logLate = mutation.Point(mutation.WALLogAfterUnlock, func() bool { return true })
 	if db.checkpointBytes <= 0 {
 		db.checkpointBytes = 64 << 20

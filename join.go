@@ -150,6 +150,7 @@ type Cluster struct {
 	mu     sync.Mutex
 	tables map[string]*DB
 	closed atomic.Bool
+	pins   *pinBudget // the tables' transaction commits share the cache
 }
 
 // identity is what every node agrees on, kept in the catalog (the cluster)
@@ -266,7 +267,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	self, boot := protocol.NodeID(o.ID), protocol.NodeID(o.Bootstrap)
-	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}}
+	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}, pins: newPinBudget(o.CachePages)}
 	for id := range o.Peers {
 		c.peers = append(c.peers, protocol.NodeID(id))
 	}
@@ -699,7 +700,8 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 // view is a DB over one of the cluster's tables: the same runtime, another
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
-	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
+	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true,
+		pins: c.pins}
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.writesThrough() {

@@ -225,6 +225,12 @@ func (tx *Tx) commit() error {
 		}
 	}
 	db := tx.db
+	// At most a leaf per key is latched: take that many frames of the
+	// node's budget first.
+	if !db.pins.take(len(keys)) {
+		return fmt.Errorf("%w: %d keys, and the cache lets commits latch %d leaves at once", ErrTxTooLarge, len(keys), db.pins.total)
+	}
+	defer db.pins.give(len(keys))
 	for range btree.LockAttempts {
 		err := db.commitOnce(tx.s, keys, tx.reads, writes)
 		var full *btree.LeafFullError

@@ -403,3 +403,50 @@ func TestClusterUpdateViewBank(t *testing.T) {
 		t.Fatalf("hits = %d, want %d", u64(v), 3*60)
 	}
 }
+
+// Many commits of 30 leaves each on a cache of 64 frames all complete
+// (their latches are budgeted to half the cache: txbudget.go); a commit
+// that alone would latch more than that is refused.
+func TestCommitsShareTheCache(t *testing.T) {
+	db := memDB(t, 64)
+	for i := range 2000 {
+		if err := db.Put(fmt.Appendf(nil, "k%05d", i), bytes.Repeat([]byte{'x'}, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 20 {
+				err := db.Update(func(tx *Tx) error {
+					for i := range 30 {
+						k := fmt.Appendf(nil, "k%05d", (g*97+round*31+i*61)%2000)
+						if _, _, err := tx.Get(k, nil); err != nil {
+							return err
+						}
+						if err := tx.Put(k, bytes.Repeat([]byte{byte('a' + g)}, 200)); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	err := db.Update(func(tx *Tx) error {
+		for i := range 40 {
+			tx.Put(fmt.Appendf(nil, "k%05d", i*50), nil)
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrTxTooLarge) {
+		t.Fatalf("a commit of more leaves than half the cache: %v", err)
+	}
+}
