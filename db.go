@@ -200,6 +200,9 @@ type DB struct {
 	// pins bounds the frames transaction commits latch at once; shared
 	// by the tables of a cluster node (txbudget.go).
 	pins *pinBudget
+	// commitMutant breaks transaction commits on purpose, for the bank
+	// test's mutants (tx.go); the zero value is the correct commit.
+	commitMutant commitMutant
 }
 
 // Recovery is what Open did to a store that was not closed cleanly.

@@ -71,6 +71,19 @@ type txWrite struct {
 	del bool
 }
 
+// commitMutant names a broken commit the bank test must catch.
+type commitMutant int
+
+const (
+	correctCommit commitMutant = iota
+	// mutantSkipValidation commits without checking the reads: two
+	// transfers that read the same balance both apply (a lost update).
+	mutantSkipValidation
+	// mutantEarlyRelease releases the last leaf's latch before writing
+	// it: a reader can see the other leaves' new values with its old ones.
+	mutantEarlyRelease
+)
+
 // conflictError is a commit's failed validation: key changed.
 type conflictError struct{ key string }
 
@@ -289,7 +302,7 @@ func (db *DB) commitOnce(s Session, keys [][]byte, reads map[string]txRead, writ
 		var buf []byte
 		for _, k := range keys {
 			r, ok := reads[string(k)]
-			if !ok {
+			if !ok || db.commitMutant == mutantSkipValidation {
 				continue
 			}
 			var found bool
@@ -301,7 +314,11 @@ func (db *DB) commitOnce(s Session, keys [][]byte, reads map[string]txRead, writ
 		if len(writes) == 0 {
 			return nil
 		}
-		if err := l.Apply(writes); err != nil {
+		if db.commitMutant == mutantEarlyRelease {
+			if err := l.ApplyReleasingLastEarly(writes); err != nil {
+				return err
+			}
+		} else if err := l.Apply(writes); err != nil {
 			return err
 		}
 		if err := l.Persist(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/scalestore-go/scalestore/bufmgr"
@@ -372,4 +373,33 @@ func (t *Tree) MakeRoom(s Session, e *LeafFullError) error {
 		return err
 	}
 	return t.splitAt(s, p, e.Sep, e.Sep)
+}
+
+// ApplyReleasingLastEarly is Apply broken on purpose (a mutant of the
+// bank test): the last leaf's latch is released before its writes are
+// made, so a reader may see the other leaves' writes without them.
+func (l *Locked) ApplyReleasingLastEarly(writes []Write) error {
+	if len(l.leaves) < 2 {
+		return l.Apply(writes)
+	}
+	last := len(l.leaves) - 1
+	var first, rest []Write
+	for _, w := range writes {
+		if l.of[string(w.Key)] == last {
+			rest = append(rest, w)
+		} else {
+			first = append(first, w)
+		}
+	}
+	if err := l.Apply(first); err != nil {
+		return err
+	}
+	pid := l.leaves[last].PID()
+	l.leaves[last].Release()
+	l.leaves = l.leaves[:last]
+	time.Sleep(time.Millisecond) // let another transaction in
+	x := l.s.Cache.Exclusive(l.s.Worker, pid)
+	l.leaves = append(l.leaves, x)
+	l.dirty = append(l.dirty[:last], false)
+	return l.Apply(rest)
 }
