@@ -137,7 +137,7 @@ func (e *LeafFullError) Unwrap() error { return ErrLeafFull }
 type Locked struct {
 	s      Session
 	leaves []bufmgr.ExclusiveGuard // in page-id order
-	before [][]byte                // images of the leaves before Apply, to undo it
+	free   []int                   // Apply's room per leaf
 	of     map[string]int          // key -> index in leaves
 	dirty  []bool
 }
@@ -263,8 +263,10 @@ type Write struct {
 }
 
 // Apply makes every write, all or none: a leaf without room for the
-// writes meant for it gets a *LeafFullError, and every leaf is put back
-// as it was. Every key must be one of the locked keys.
+// writes meant for it gets a *LeafFullError, and nothing changes. Every
+// key must be one of the locked keys. Room is counted before anything is
+// written (what each leaf frees by its deletes, against what its other
+// writes grow), so that no leaf need be copied to be put back.
 func (l *Locked) Apply(writes []Write) error {
 	for _, w := range writes {
 		if !w.Delete {
@@ -273,63 +275,92 @@ func (l *Locked) Apply(writes []Write) error {
 			}
 		}
 	}
-	if l.before == nil {
-		l.before = make([][]byte, len(l.leaves))
+	if len(l.free) < len(l.leaves) {
+		l.free = make([]int, len(l.leaves))
 	}
-	saved := make([]bool, len(l.leaves))
-	undo := func() {
-		for i, ok := range saved {
-			if ok {
-				copy(l.leaves[i].Data(), l.before[i])
-			}
-		}
+	free := l.free[:len(l.leaves)]
+	for i := range free {
+		free[i] = -1 // not counted yet
 	}
+	grow := make([]int, len(l.leaves))
 	for _, w := range writes {
 		li, n := l.leaf(w.Key)
-		if !saved[li] {
-			l.before[li] = append(l.before[li][:0], l.leaves[li].Data()...)
-			saved[li] = true
+		if free[li] < 0 {
+			free[li] = usable - headerSize - n.live()
 		}
 		i, found := n.lowerBound(w.Key)
-		if w.Delete {
-			if found {
-				n.removeAt(i)
-			}
-			continue
-		}
+		var old int
 		if found {
-			if _, _, ovl := n.slot(i); ovl == len(w.Val) {
-				copy(n.value(i), w.Val)
+			_, okl, ovl := n.slot(i)
+			old = n.heapKey(okl) + ovl
+		}
+		switch {
+		case w.Delete && found:
+			free[li] += old + slotSize
+		case w.Delete:
+		case found:
+			grow[li] += max(0, n.heapKey(len(w.Key))+len(w.Val)-old)
+		default:
+			grow[li] += n.heapKey(len(w.Key)) + len(w.Val) + slotSize
+		}
+	}
+	for li := range l.leaves {
+		if free[li] >= 0 && grow[li] > free[li] {
+			return l.leafFull(li, writes)
+		}
+	}
+	// Deletes first, so that every write after them finds the room
+	// counted above whatever its order.
+	for pass := range 2 {
+		for _, w := range writes {
+			if w.Delete != (pass == 0) {
 				continue
 			}
-		}
-		if !n.roomFor(w.Key, len(w.Val)) {
-			undo()
-			e := &LeafFullError{Key: append([]byte(nil), w.Key...), Len: len(w.Val)}
-			var mine [][]byte
-			for _, o := range writes {
-				if oi, _ := l.leaf(o.Key); oi == li && !o.Delete {
-					mine = append(mine, o.Key)
+			li, n := l.leaf(w.Key)
+			l.dirty[li] = true
+			i, found := n.lowerBound(w.Key)
+			switch {
+			case w.Delete:
+				if found {
+					n.removeAt(i)
 				}
+				continue
+			case found:
+				if _, _, ovl := n.slot(i); ovl == len(w.Val) {
+					copy(n.value(i), w.Val)
+					continue
+				}
+				n.removeAt(i)
 			}
-			if len(mine) > 1 {
-				slices.SortFunc(mine, bytes.Compare)
-				e.Sep = append([]byte(nil), mine[(len(mine)-1)/2]...)
-			}
-			return e
+			n.insertAt(i, w.Key, w.Val)
 		}
-		if found {
-			n.removeAt(i)
-		}
-		n.insertAt(i, w.Key, w.Val)
 	}
-	for i, ok := range saved {
-		if ok {
+	for i := range l.leaves {
+		if l.dirty[i] {
 			l.leaves[i].MarkDirty()
-			l.dirty[i] = true
 		}
 	}
 	return nil
+}
+
+// leafFull is the error for leaf li, too full for its writes.
+func (l *Locked) leafFull(li int, writes []Write) error {
+	var mine [][]byte
+	var first Write
+	for _, w := range writes {
+		if oi, _ := l.leaf(w.Key); oi == li && !w.Delete {
+			if mine == nil {
+				first = w
+			}
+			mine = append(mine, w.Key)
+		}
+	}
+	e := &LeafFullError{Key: append([]byte(nil), first.Key...), Len: len(first.Val)}
+	if len(mine) > 1 {
+		slices.SortFunc(mine, bytes.Compare)
+		e.Sep = append([]byte(nil), mine[(len(mine)-1)/2]...)
+	}
+	return e
 }
 
 // Persist writes every leaf Apply changed through to its durable home (a
