@@ -75,10 +75,9 @@ type txWrite struct {
 type commitMutant int
 
 const (
-	correctCommit commitMutant = iota
 	// mutantSkipValidation commits without checking the reads: two
 	// transfers that read the same balance both apply (a lost update).
-	mutantSkipValidation
+	mutantSkipValidation commitMutant = iota + 1
 	// mutantEarlyRelease releases the last leaf's latch before writing
 	// it: a reader can see the other leaves' new values with its old ones.
 	mutantEarlyRelease
