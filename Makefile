@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/scalestore
 PKGS    := ./...
 
-.PHONY: all build run test test-short bench bench-peers bench-ssd lint fuzz swarm cover-swarm mutants crashtest crashtest-cluster clean
+.PHONY: all build run test test-short bench bench-peers bench-ssd redis-suite lint fuzz swarm cover-swarm mutants crashtest crashtest-cluster clean
 
 all: build
 
@@ -47,11 +47,18 @@ PAIRS ?= 3
 bench-ssd: build
 	bench/ssd-vs-fio.sh --pairs $(PAIRS)
 
+# Redis's own test suite (issue 49): the units of tests/ of redis 7.0.15
+# in external mode against redis-server, one node and a 3-node cluster,
+# per-unit pass counts side by side (fetches the tests and installs tcl
+# itself; about 10 minutes). UNITS="unit/type/incr" narrows it.
+redis-suite: build
+	UNITS="$(UNITS)" bench/redis-suite.sh
+
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 $(PKGS)
-	bash -n bench/ssd-vs-fio.sh bench/ab.sh
+	bash -n bench/ssd-vs-fio.sh bench/ab.sh bench/redis-suite.sh
 
 # Coverage-guided fuzzing of the decoders (runs until interrupted per target
 # for FUZZTIME, default 30s each).
