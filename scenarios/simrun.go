@@ -145,7 +145,16 @@ type SimConfig struct {
 	// 220 us with an empty cache (see crash.go). Writes are then written
 	// through to their directory's SSD before they are acknowledged.
 	Crashes int
+	// Replicas is how many nodes keep every directory's pages: 1 (or 0)
+	// the directory's own node only, 2 a primary and a backup, with
+	// failover and re-replication (docs/replication.md). With 2, writes
+	// are written through to both before they are acknowledged.
+	Replicas int
 }
+
+// durable reports whether writes are written through before they are
+// acknowledged (crashes, or replicas to keep up to date).
+func (c *SimConfig) durable() bool { return c.Crashes > 0 || c.Replicas > 1 }
 
 // MaxSteps bounds SimConfig.Steps: a chart of more messages than this is
 // not read step by step (watch a page instead).
@@ -312,6 +321,10 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--crashes %d: want at least 0", c.Crashes)
 	case c.Crashes > 0 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
 		return fmt.Errorf("--crashes: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
+	case c.Replicas < 0 || c.Replicas > 2:
+		return fmt.Errorf("--replicas %d: want 1 or 2", c.Replicas)
+	case c.Replicas == 2 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2 || c.Protocol != protocol.Chaining):
+		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore's chaining protocol on at least 2 nodes, without compute nodes")
 	case c.OpNanos < 0:
 		return fmt.Errorf("operation CPU %d ns: want at least 0", c.OpNanos)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -376,6 +389,9 @@ func MutantShape(name string, cfg SimConfig) SimConfig {
 	cfg.Workload = MutantWorkload(name)
 	if mutation.Crash(name) {
 		cfg.Crashes, cfg.CachePages = 10, 8
+	}
+	if mutation.Replica(name) {
+		cfg.Crashes, cfg.CachePages, cfg.Replicas = 10, 8, 2
 	}
 	if cfg.Workload == "btree" && cfg.Keys == 0 {
 		// Enough keys that leaves keep splitting while the nodes crash.
@@ -466,14 +482,14 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
 		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs,
-		viewChanges: cfg.Crashes > 0, observedEnds: registerEnds(btreeMode)})
+		viewChanges: cfg.durable(), observedEnds: registerEnds(btreeMode), replicas: cfg.Replicas})
 	if err != nil {
 		return res, err
 	}
 	if watch != nil {
 		watch.now = c.w.Now
 	}
-	c.w.OrderedIO = cfg.Crashes > 0
+	c.w.OrderedIO = cfg.durable()
 	if cfg.HandleCost > 0 {
 		for i := range cfg.Nodes {
 			c.w.SetHandleCost(protocol.NodeID(i), cfg.HandleCost)
@@ -551,7 +567,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			c.flush(r.pids)
 		}
 		budget := cfg.MessageBudget
-		if cfg.Crashes == 0 {
+		if !cfg.durable() {
 			// A view change aborts requests and sends them again: the cost
 			// bounds are for runs without crashes.
 			c.checkCosts()
@@ -814,7 +830,7 @@ func (r *simRun) leave(co *sim.Coroutine, k int) {
 		co.Sleep(10_000)
 	}
 	for _, pid := range r.pids {
-		meta := r.c.nodes[pid.Dir()].Directory().Meta(pid)
+		meta := r.c.dirOf(pid).Meta(pid)
 		if meta == nil {
 			continue
 		}
@@ -986,7 +1002,7 @@ func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.N
 	co.MaybeYield()
 	checker.PutPageValue(x.Data(), v, true)
 	x.MarkDirty()
-	if r.cfg.Crashes > 0 {
+	if r.cfg.durable() {
 		// Durable when acknowledged: the checker learns of it then, not
 		// when this worker next runs (a view change may come between).
 		// If the page's directory crashes first, the fence abandons the

@@ -1,0 +1,427 @@
+package scenarios
+
+import (
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/transport/sim"
+)
+
+// Replicated directories in the simulator (SimConfig.Replicas;
+// docs/replication.md). Every directory's pages are kept on two nodes: a
+// primary that serves the directory and a backup that keeps a copy of each
+// page, placed by protocol.Placement from the live nodes. Writes are
+// written through to both before they are acknowledged. A crash is a view
+// change as with one replica, but a directory whose node died is not down:
+// its backup is promoted (it hosts the directory, rebuilt from the
+// survivors' holdings), and the directory is copied to its new backup in
+// the background (re-replication) before it counts as replicated again.
+// A restarted node first takes the current copies of its pages from a node
+// that holds them, then serves its directory again.
+
+// replicaState is the coordinator's record of where every directory's
+// copies are: the membership service's view, in a real cluster.
+type replicaState struct {
+	live protocol.NodeSet
+	// current[d]: the nodes whose store of directory d holds every
+	// acknowledged write (the primary, the backup once re-replicated).
+	current []protocol.NodeSet
+	// stores[h][d]: node h's store of directory d's pages (h == d: its
+	// own, which is cluster.stores[h]).
+	stores [][]*memfile.Store
+	// gates lets the coordinator's own copies (a returning node's
+	// catch-up, the final checks) bypass the fault plan.
+	gates []*gatedInjector
+	// primary and backup of each directory in the current view.
+	primary, backup []protocol.NodeID
+	hasBackup       protocol.NodeSet
+	// promoted: directories whose primary changed in the view change
+	// under way (their new host rebuilds them from the holdings).
+	promoted protocol.NodeSet
+	// view counts the view changes; a re-replication of an older view
+	// stops.
+	view uint64
+	// copying[h]: re-replications running on node h.
+	copying [][]*sim.Coroutine
+	// Rereplicated counts the re-replications that completed.
+	rereplicated int
+}
+
+// gatedInjector passes the fault plan's decisions on, unless off.
+type gatedInjector struct {
+	w     *sim.World
+	off   bool
+	store *memfile.Store
+}
+
+// gateOf is the gate of store s.
+func (rs *replicaState) gateOf(s *memfile.Store) *gatedInjector {
+	for _, g := range rs.gates {
+		if g.store == s {
+			return g
+		}
+	}
+	return nil
+}
+
+// unfaulted is a store whose operations the fault plan leaves alone (the
+// coordinator's catch-up copies).
+type unfaulted struct {
+	*memfile.Store
+	gate *gatedInjector
+}
+
+func (u *unfaulted) WritePage(slot uint64, buf []byte) error {
+	u.gate.off = true
+	defer func() { u.gate.off = false }()
+	return u.Store.WritePage(slot, buf)
+}
+
+func (u *unfaulted) ReadPage(slot uint64, buf []byte) error {
+	u.gate.off = true
+	defer func() { u.gate.off = false }()
+	return u.Store.ReadPage(slot, buf)
+}
+
+func (g *gatedInjector) Inject(op memfile.Op, slot uint64) error {
+	if g.off {
+		return nil
+	}
+	return g.w.Inject(op, slot)
+}
+
+// newReplicaState is the record of a cluster of n nodes, before any view.
+func newReplicaState(n int) *replicaState {
+	rs := &replicaState{current: make([]protocol.NodeSet, n), stores: make([][]*memfile.Store, n),
+		primary: make([]protocol.NodeID, n), backup: make([]protocol.NodeID, n), copying: make([][]*sim.Coroutine, n)}
+	for h := range n {
+		rs.live.Add(protocol.NodeID(h))
+		rs.stores[h] = make([]*memfile.Store, n)
+	}
+	return rs
+}
+
+// setupReplicas places every directory in the first view (every node
+// live): both copies hold every page (none was written yet).
+func (c *cluster) setupReplicas() {
+	rs := c.rs
+	for d := range c.nodes {
+		p, b, hb, _ := protocol.Placement(protocol.NodeID(d), rs.live, 2)
+		rs.current[d].Add(p)
+		if hb {
+			rs.current[d].Add(b)
+		}
+	}
+	c.place()
+}
+
+// store is node h's store of directory d's pages, made at first use.
+func (c *cluster) store(h, d protocol.NodeID) *memfile.Store {
+	rs := c.rs
+	if h == d {
+		return c.stores[h]
+	}
+	if rs.stores[h][d] == nil {
+		g := &gatedInjector{w: c.w}
+		rs.gates = append(rs.gates, g)
+		rs.stores[h][d] = memfile.New(c.cc.ssdPages, g)
+		g.store = rs.stores[h][d]
+	}
+	return rs.stores[h][d]
+}
+
+// ownStore makes a node's store of its own pages, behind a gate.
+func (rs *replicaState) ownStore(w *sim.World, slots uint64) *memfile.Store {
+	g := &gatedInjector{w: w}
+	rs.gates = append(rs.gates, g)
+	g.store = memfile.New(slots, g)
+	return g.store
+}
+
+// faultsOff turns the fault plan off for the coordinator's own store
+// accesses (on), or back on.
+func (c *cluster) faultsOff(on bool) {
+	for _, g := range c.rs.gates {
+		g.off = on
+	}
+}
+
+// allocated is how many pages directory d has allocated (allocations
+// happen only on a node's own directory, while it is live).
+func (c *cluster) allocated(d protocol.NodeID) uint64 { return c.nodes[d].Directory().Allocated() }
+
+// place computes every directory's placement in the view of the live
+// nodes and tells the nodes: routes, stores, and which node hosts which
+// directory. It returns the directories that lost every current copy
+// (down: their pages wait for a node that holds them).
+func (c *cluster) place() (down protocol.NodeSet) {
+	rs := c.rs
+	rs.view++
+	rs.promoted = protocol.NodeSet{}
+	for i := range c.nodes {
+		d := protocol.NodeID(i)
+		p, b, hb, ok := protocol.Placement(d, rs.live, 2)
+		avail := rs.current[d]
+		for h := range c.nodes {
+			if !rs.live.Has(protocol.NodeID(h)) {
+				avail.Remove(protocol.NodeID(h))
+			}
+		}
+		if !ok || avail.Empty() {
+			// Both copies are gone: the directory is down until a node
+			// that holds its current copies returns.
+			down.Add(d)
+			rs.primary[d], rs.hasBackup = d, removed(rs.hasBackup, d)
+			for _, n := range c.nodes {
+				if !n.Dead() {
+					n.SetRoute(d, d, 0, false)
+				}
+			}
+			continue
+		}
+		if !rs.current[d].Has(p) {
+			c.inv.Fail("view %d: directory %d's primary %d does not hold its current copies (held by %v)", rs.view, d, p, avail)
+		}
+		// A node that is neither primary nor backup gets no more writes:
+		// its copies stop being current.
+		var keep protocol.NodeSet
+		keep.Add(p)
+		if hb && rs.current[d].Has(b) {
+			keep.Add(b)
+		}
+		rs.current[d] = keep
+		old := rs.primary[d]
+		if old != p && rs.view > 1 {
+			if old != d && !c.nodes[old].Dead() {
+				c.nodes[old].Host(d, nil)
+			}
+			if p != d {
+				rs.promoted.Add(d)
+				hd := protocol.NewHostedDirectory(d, p, c.cc.variant, c.cc.ssdPages)
+				if err := hd.Restore(c.allocated(d)); err != nil {
+					c.inv.Fail("promoting node %d for directory %d: %v", p, d, err)
+				}
+				if c.cc.mutate != "" {
+					hd.NoOwnerStability = mutation.Point(mutation.NoOwnerStability, c.fire(1))
+					hd.StaleGrant = mutation.Point(mutation.StaleGrant, c.fire(0.5))
+					hd.ForgetOwnerSharer = mutation.Point(mutation.ForgetOwnerSharer, c.fire(1))
+					hd.ConflictKeepsEpoch = mutation.Point(mutation.ConflictKeepsEpoch, c.fire(1))
+				}
+				c.nodes[p].Host(d, hd)
+			}
+		}
+		rs.primary[d], rs.backup[d] = p, b
+		if hb {
+			rs.hasBackup.Add(d)
+		} else {
+			rs.hasBackup.Remove(d)
+		}
+		for _, n := range c.nodes {
+			if !n.Dead() {
+				n.SetRoute(d, p, b, hb)
+			}
+		}
+		if p != d {
+			c.nodes[p].SetPageIO(d, &sim.NodeEnv{W: c.w, ID: p, Store: c.store(p, d)})
+		}
+		if hb && b != d {
+			c.nodes[b].SetPageIO(d, &sim.NodeEnv{W: c.w, ID: b, Store: c.store(b, d)})
+		}
+	}
+	return down
+}
+
+func removed(s protocol.NodeSet, n protocol.NodeID) protocol.NodeSet {
+	s.Remove(n)
+	return s
+}
+
+// replicaCrash is the view change after node x crashed, with replicas.
+func (r *simRun) replicaCrash(x protocol.NodeID) {
+	c := r.c
+	rs := c.rs
+	r.stopCopies(x)
+	rs.live.Remove(x)
+	for d := range rs.current {
+		rs.current[d].Remove(x)
+	}
+	down := c.place()
+	c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
+	r.startCopies()
+}
+
+// crashAllowed reports whether a crash of x leaves every directory a live
+// node with its current copies (the simulator does not schedule double
+// faults: two nodes dead in a row only once re-replication is done).
+func (r *simRun) crashAllowed(x protocol.NodeID) bool {
+	rs := r.c.rs
+	if rs == nil {
+		return true
+	}
+	for d := range rs.current {
+		left := rs.current[d]
+		left.Remove(x)
+		alive := false
+		left.Each(func(h protocol.NodeID) {
+			if rs.live.Has(h) {
+				alive = true
+			}
+		})
+		if !alive {
+			return false
+		}
+	}
+	return true
+}
+
+// catchUp copies every page of directory x from a live node that holds its
+// current copies into x's own store: a returning node never serves its own
+// older pages (docs/replication.md, decision 5). It reports false when no
+// live node holds them.
+func (r *simRun) catchUp(x protocol.NodeID) bool {
+	c := r.c
+	rs := c.rs
+	if rs.current[x].Has(x) {
+		return true
+	}
+	// From the acting primary: its store has every write it took, also one
+	// whose copy to the backup a view change cut.
+	from, ok := rs.primary[x], rs.live.Has(rs.primary[x]) && rs.current[x].Has(rs.primary[x])
+	rs.current[x].Each(func(h protocol.NodeID) {
+		if !ok && rs.live.Has(h) {
+			from, ok = h, true
+		}
+	})
+	if !ok {
+		return false
+	}
+	src, dst := c.store(from, x), c.store(x, x)
+	// The copy is read now and written through x's device in order after
+	// whatever x's old incarnation had started there (a write the device
+	// took before the crash lands after it): every later access of x to a
+	// slot completes after the slot's catch-up write (sim.World.OrderedIO).
+	env := &sim.NodeEnv{W: c.w, ID: x, Store: &unfaulted{dst, rs.gateOf(dst)}}
+	for slot := range c.allocated(x) {
+		buf := make([]byte, protocol.PageSize)
+		c.faultsOff(true)
+		err := src.ReadPage(slot, buf)
+		c.faultsOff(false)
+		if err != nil {
+			c.inv.Fail("node %d catching up from node %d: %v", x, from, err)
+			return false
+		}
+		env.WritePage(slot, buf, func(err error) {
+			if err != nil {
+				c.inv.Fail("node %d catching up from node %d: %v", x, from, err)
+			}
+		})
+	}
+	rs.current[x].Add(x)
+	return true
+}
+
+// startCopies starts a re-replication for every directory whose backup
+// does not hold its current copies yet.
+func (r *simRun) startCopies() {
+	c := r.c
+	rs := c.rs
+	for i := range c.nodes {
+		d := protocol.NodeID(i)
+		if !rs.hasBackup.Has(d) || rs.current[d].Has(rs.backup[d]) || !rs.live.Has(rs.primary[d]) {
+			continue
+		}
+		r.rereplicate(d, rs.primary[d], rs.backup[d])
+	}
+}
+
+// stopCopies stops the re-replications running on node x (it crashed).
+func (r *simRun) stopCopies(x protocol.NodeID) {
+	for _, co := range r.c.rs.copying[x] {
+		co.Stop()
+	}
+	r.c.rs.copying[x] = nil
+}
+
+// copyReadNanos is how long the mutant replica-copy-unlatched takes
+// between reading a page from the primary's store and sending it (an SSD
+// read, sim.DefaultLatency).
+const copyReadNanos = 78_000
+
+// rereplicate copies directory d's pages from its primary p to its new
+// backup b, page by page, each held shared through p's cache until b
+// acknowledged it, so that no write-through of the page can be under way
+// or start meanwhile (docs/replication.md, decision 4). It stops when the
+// view changes; once every page is copied, b holds the current copies.
+func (r *simRun) rereplicate(d, p, b protocol.NodeID) {
+	c := r.c
+	rs := c.rs
+	view := rs.view
+	unlatched := mutation.Point(mutation.ReplicaCopyUnlatched, c.fire(1))
+	co := c.w.Spawn(p, c.w.Intn(1000), func(co *sim.Coroutine) {
+		node := c.nodes[p]
+		bw := &bufmgr.Worker{ID: -1000 - int(d), P: co}
+		buf := make([]byte, protocol.PageSize)
+		for slot := range c.allocated(d) {
+			if rs.view != view || node.Dead() {
+				return
+			}
+			pid := protocol.MakePID(d, slot)
+			ok := false
+			perr := bufmgr.Catch(func() {
+				if unlatched != nil && unlatched() {
+					// Mutation: the page read from the store without
+					// holding it; a write may land on b before the copy.
+					io := &sim.NodeEnv{W: c.w, ID: p, Store: c.store(p, d)}
+					done, failed := false, false
+					io.ReadPage(slot, buf, func(err error) { done, failed = true, err != nil; co.Wake() })
+					for !done {
+						co.Park()
+					}
+					if failed || rs.view != view {
+						return
+					}
+					ok = node.Replicate(bw, pid, buf, b)
+					return
+				}
+				g := node.Cache().Shared(bw, pid)
+				if rs.view == view { // (the view may have changed while it waited)
+					ok = node.Replicate(bw, pid, g.Data(), b)
+				}
+				g.Release()
+			})
+			if perr != nil || !ok {
+				return // an unreadable page or a view change: not a replica yet
+			}
+		}
+		if rs.view == view {
+			rs.current[d].Add(b)
+			rs.rereplicated++
+		}
+	})
+	rs.copying[p] = append(rs.copying[p], co)
+}
+
+// replicaRestart is the view change that readmits node x, with replicas:
+// x first takes the current copies of its pages (catchUp), then serves its
+// directory again, and the directories whose backup it becomes are copied
+// to it in the background.
+func (r *simRun) replicaRestart(x protocol.NodeID) {
+	c := r.c
+	c.rs.live.Add(x)
+	if !r.catchUp(x) {
+		c.inv.Fail("node %d restarts, but no live node holds its directory's current copies (a double fault)", x)
+	}
+	down := c.place()
+	c.fence(down, nil)
+	r.startCopies()
+}
+
+// allocatedOf is how many pages directory d allocated, as the node that
+// serves it now knows (with one replica: d itself).
+func (c *cluster) allocatedOf(d protocol.NodeID) uint64 {
+	if c.rs == nil {
+		return c.nodes[d].Directory().Allocated()
+	}
+	return c.allocated(d)
+}
