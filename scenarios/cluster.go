@@ -34,6 +34,9 @@ type cluster struct {
 	cross crossState // crossCheck's index of the pages
 	// rs: where every directory's copies are (replicas 2), nil with one.
 	rs *replicaState
+	// stopped: the workload is over (stop); a node restarted later runs
+	// no timers.
+	stopped bool
 }
 
 // hintArena is the size of the frames' arena from which the world hints
@@ -358,6 +361,7 @@ func (c *cluster) checkContent() {
 }
 
 func (c *cluster) stop() {
+	c.stopped = true
 	c.w.StopFaults()
 	for _, n := range c.nodes {
 		n.Stop()

@@ -102,7 +102,7 @@ func (r *simRun) crash(x protocol.NodeID) {
 
 // replicaDownSpan is how much longer a crashed node may stay down with
 // replicas (simulated ns).
-const replicaDownSpan = 3_000_000
+const replicaDownSpan = 10_000_000
 
 // abandon records the operation client had under way as one of unknown
 // outcome if it had begun to write; a read that did not return never
@@ -146,9 +146,12 @@ func (r *simRun) restart(x protocol.NodeID) {
 	c.nodes[x] = n
 	w.Revive(x)
 	n.Start()
+	if c.stopped {
+		n.Stop() // after the workload: its timers lapse, so the cluster comes to rest
+	}
 	if c.rs != nil {
 		r.replicaRestart(x)
-		r.crashes[len(r.crashes)-1].Restart = w.Now()
+		r.restarted(x)
 		r.spawnWorkers(int(x), n)
 		return
 	}
@@ -161,8 +164,19 @@ func (r *simRun) restart(x protocol.NodeID) {
 		}
 	}
 	c.fence(protocol.NodeSet{}, nil)
-	r.crashes[len(r.crashes)-1].Restart = w.Now()
+	r.restarted(x)
 	r.spawnWorkers(int(x), n)
+}
+
+// restarted records the restart of x in its crash event (the latest of
+// x's: with replicas, another node may have crashed since).
+func (r *simRun) restarted(x protocol.NodeID) {
+	for i := len(r.crashes) - 1; i >= 0; i-- {
+		if r.crashes[i].Node == int(x) {
+			r.crashes[i].Restart = r.c.w.Now()
+			return
+		}
+	}
 }
 
 // fence is the view change: every message in flight is dropped, every

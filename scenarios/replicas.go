@@ -44,8 +44,11 @@ type replicaState struct {
 	view uint64
 	// copying[h]: re-replications running on node h.
 	copying [][]*sim.Coroutine
-	// Rereplicated counts the re-replications that completed.
+	// rereplicated counts the re-replications that completed.
 	rereplicated int
+	// second: a crash asked for another node to crash once the
+	// directories are replicated again, while it is still down.
+	second bool
 }
 
 // gatedInjector passes the fault plan's decisions on, unless off.
@@ -181,6 +184,12 @@ func (c *cluster) place() (down protocol.NodeSet) {
 			continue
 		}
 		if !rs.current[d].Has(p) {
+			// p becomes the primary (it returned, and precedes the
+			// acting primary in id order): it takes the current copies
+			// first, and never serves older ones of its own.
+			c.catchUp(d, p)
+		}
+		if !rs.current[d].Has(p) {
 			c.inv.Fail("view %d: directory %d's primary %d does not hold its current copies (held by %v)", rs.view, d, p, avail)
 		}
 		// A node that is neither primary nor backup gets no more writes:
@@ -237,6 +246,38 @@ func removed(s protocol.NodeSet, n protocol.NodeID) protocol.NodeSet {
 	return s
 }
 
+// maybeSecondCrash crashes another node, if a crash asked for it, once
+// every directory has its two copies again while a node is still down:
+// two nodes dead in a row, the second after re-replication.
+func (r *simRun) maybeSecondCrash() {
+	c := r.c
+	rs := c.rs
+	if !rs.second {
+		return
+	}
+	for i := range c.nodes {
+		d := protocol.NodeID(i)
+		if rs.hasBackup.Has(d) && !rs.current[d].Has(rs.backup[d]) {
+			return // still copying
+		}
+	}
+	var live []protocol.NodeID
+	down := false
+	for i := range c.nodes {
+		if rs.live.Has(protocol.NodeID(i)) {
+			live = append(live, protocol.NodeID(i))
+		} else {
+			down = true
+		}
+	}
+	if !down || len(live) < 3 {
+		return // nobody down any more, or too few left for two copies
+	}
+	rs.second = false
+	x := live[c.w.Intn(int64(len(live)))]
+	c.w.After(x, 0, func() { r.crash(x) })
+}
+
 // replicaCrash is the view change after node x crashed, with replicas.
 func (r *simRun) replicaCrash(x protocol.NodeID) {
 	c := r.c
@@ -246,6 +287,7 @@ func (r *simRun) replicaCrash(x protocol.NodeID) {
 	for d := range rs.current {
 		rs.current[d].Remove(x)
 	}
+	rs.second = rs.second || c.w.Chance(0.5)
 	down := c.place()
 	c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
 	r.startCopies()
@@ -276,13 +318,12 @@ func (r *simRun) crashAllowed(x protocol.NodeID) bool {
 }
 
 // catchUp copies every page of directory x from a live node that holds its
-// current copies into x's own store: a returning node never serves its own
-// older pages (docs/replication.md, decision 5). It reports false when no
-// live node holds them.
-func (r *simRun) catchUp(x protocol.NodeID) bool {
-	c := r.c
+// current copies into node to's store of it: a returning node never serves
+// its own older pages (docs/replication.md, decision 5). It reports false
+// when no live node holds them.
+func (c *cluster) catchUp(x, to protocol.NodeID) bool {
 	rs := c.rs
-	if rs.current[x].Has(x) {
+	if rs.current[x].Has(to) {
 		return true
 	}
 	// From the acting primary: its store has every write it took, also one
@@ -296,28 +337,28 @@ func (r *simRun) catchUp(x protocol.NodeID) bool {
 	if !ok {
 		return false
 	}
-	src, dst := c.store(from, x), c.store(x, x)
+	src, dst := c.store(from, x), c.store(to, x)
 	// The copy is read now and written through x's device in order after
 	// whatever x's old incarnation had started there (a write the device
 	// took before the crash lands after it): every later access of x to a
 	// slot completes after the slot's catch-up write (sim.World.OrderedIO).
-	env := &sim.NodeEnv{W: c.w, ID: x, Store: &unfaulted{dst, rs.gateOf(dst)}}
+	env := &sim.NodeEnv{W: c.w, ID: to, Store: &unfaulted{dst, rs.gateOf(dst)}}
 	for slot := range c.allocated(x) {
 		buf := make([]byte, protocol.PageSize)
 		c.faultsOff(true)
 		err := src.ReadPage(slot, buf)
 		c.faultsOff(false)
 		if err != nil {
-			c.inv.Fail("node %d catching up from node %d: %v", x, from, err)
+			c.inv.Fail("node %d catching up directory %d from node %d: %v", to, x, from, err)
 			return false
 		}
 		env.WritePage(slot, buf, func(err error) {
 			if err != nil {
-				c.inv.Fail("node %d catching up from node %d: %v", x, from, err)
+				c.inv.Fail("node %d catching up directory %d from node %d: %v", to, x, from, err)
 			}
 		})
 	}
-	rs.current[x].Add(x)
+	rs.current[x].Add(to)
 	return true
 }
 
@@ -397,6 +438,7 @@ func (r *simRun) rereplicate(d, p, b protocol.NodeID) {
 		if rs.view == view {
 			rs.current[d].Add(b)
 			rs.rereplicated++
+			r.maybeSecondCrash()
 		}
 	})
 	rs.copying[p] = append(rs.copying[p], co)
@@ -409,9 +451,6 @@ func (r *simRun) rereplicate(d, p, b protocol.NodeID) {
 func (r *simRun) replicaRestart(x protocol.NodeID) {
 	c := r.c
 	c.rs.live.Add(x)
-	if !r.catchUp(x) {
-		c.inv.Fail("node %d restarts, but no live node holds its directory's current copies (a double fault)", x)
-	}
 	down := c.place()
 	c.fence(down, nil)
 	r.startCopies()

@@ -198,33 +198,37 @@ func DefaultSimConfig() SimConfig {
 
 // SimResult is what one run found.
 type SimResult struct {
-	Seed            uint64
-	Plan            string
-	Ops             int
-	Messages        uint64
-	PageBytes       uint64
-	Steps           uint64
-	TraceHash       uint64
-	SimNanos        int64         // simulated time
-	SimWall         time.Duration // wall time of the simulation loop (checking excluded)
-	CheckWall       time.Duration // wall time of porcupine
-	Violations      []string
-	Left            []LeftNode // Elastic: the compute nodes that left, and when
-	Crashes         []CrashEvent
-	UnknownOps      int // writes of unknown outcome (a crash during their write-through)
-	ViolationCount  int
-	Linearizable    bool
-	LinearUnknown   bool
-	BadPages        []uint64
-	History         *checker.History
-	Info            any // porcupine.LinearizationInfo, for the visualization
-	Hits, Misses    uint64
-	RemoteFetches   uint64
-	Evictions       uint64
-	EvictDeclined   uint64
-	Pulls           uint64
-	IORetries       uint64
-	OptimisticRetry uint64
+	Seed       uint64
+	Plan       string
+	Ops        int
+	Messages   uint64
+	PageBytes  uint64
+	Steps      uint64
+	TraceHash  uint64
+	SimNanos   int64         // simulated time
+	SimWall    time.Duration // wall time of the simulation loop (checking excluded)
+	CheckWall  time.Duration // wall time of porcupine
+	Violations []string
+	Left       []LeftNode // Elastic: the compute nodes that left, and when
+	Crashes    []CrashEvent
+	UnknownOps int // writes of unknown outcome (a crash during their write-through)
+	// Rereplications counts the directories copied to a new backup
+	// (Replicas 2); CrashesWhileDown the crashes that struck while another
+	// node was down.
+	Rereplications, CrashesWhileDown int
+	ViolationCount                   int
+	Linearizable                     bool
+	LinearUnknown                    bool
+	BadPages                         []uint64
+	History                          *checker.History
+	Info                             any // porcupine.LinearizationInfo, for the visualization
+	Hits, Misses                     uint64
+	RemoteFetches                    uint64
+	Evictions                        uint64
+	EvictDeclined                    uint64
+	Pulls                            uint64
+	IORetries                        uint64
+	OptimisticRetry                  uint64
 	// UnreadableReads counts the reads a directory could not do (the
 	// lossy fault plan); FailedOps the operations that failed because
 	// their page was unreadable (left out of the history: they did not
@@ -641,6 +645,14 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	res.Left = r.left
 	res.Crashes = r.crashes
 	res.UnknownOps = len(r.unknown)
+	if c.rs != nil {
+		res.Rereplications = c.rs.rereplicated
+	}
+	for _, e := range r.crashes {
+		if e.OthersDown > 0 {
+			res.CrashesWhileDown++
+		}
+	}
 	res.FailedOps = r.failed
 	res.UnreadableReads = c.inv.UnreadableReads()
 	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
