@@ -82,6 +82,10 @@ const (
 	// store without holding it, so a copy older than the page's last
 	// acknowledged write can land on the new backup after it.
 	ReplicaCopyUnlatched = "replica-copy-unlatched"
+	// ReplicaReturnStale: a node that returns serves its directory from
+	// its own store, older than the copies kept while it was down, without
+	// catching up first.
+	ReplicaReturnStale = "replica-return-stale"
 
 	// SELCC's mutation points (linecache.Mutations).
 
@@ -173,7 +177,7 @@ func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
 	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, ConflictKeepsEpoch, EncodeDropsPred,
 	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages, BTreeSplitNodeFirst,
-	ReplicaAckBeforeBackup, ReplicaPromoteUnfenced, ReplicaCopyUnlatched,
+	ReplicaAckBeforeBackup, ReplicaPromoteUnfenced, ReplicaCopyUnlatched, ReplicaReturnStale,
 	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
 
 // StoreNames lists the embedded store's mutation points, which crashtest

@@ -337,6 +337,10 @@ func (c *cluster) catchUp(x, to protocol.NodeID) bool {
 	if !ok {
 		return false
 	}
+	if stale := mutation.Point(mutation.ReplicaReturnStale, c.fire(1)); stale != nil && stale() {
+		rs.current[x].Add(to) // mutation: its own older copies count as current
+		return true
+	}
 	src, dst := c.store(from, x), c.store(to, x)
 	// The copy is read now and written through x's device in order after
 	// whatever x's old incarnation had started there (a write the device

@@ -50,7 +50,7 @@ func TestReplicaSwarm(t *testing.T) {
 // Each replica mutant is caught by the checks within 100 seeds of its
 // shape (scenarios.MutantShape: 10 crashes a run, 8 frames a node).
 func TestReplicaMutantsAreCaught(t *testing.T) {
-	for _, m := range []string{mutation.ReplicaAckBeforeBackup, mutation.ReplicaPromoteUnfenced, mutation.ReplicaCopyUnlatched} {
+	for _, m := range []string{mutation.ReplicaAckBeforeBackup, mutation.ReplicaPromoteUnfenced, mutation.ReplicaCopyUnlatched, mutation.ReplicaReturnStale} {
 		caught := uint64(0)
 		var why []string
 		for seed := uint64(1); seed <= 100 && caught == 0; seed++ {
