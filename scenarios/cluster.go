@@ -114,9 +114,9 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 		} else {
 			store = memfile.New(cc.ssdPages, w)
 		}
+		c.stores = append(c.stores, store)
 		n := c.makeNode(protocol.NodeID(i), store)
 		c.nodes = append(c.nodes, n)
-		c.stores = append(c.stores, store)
 	}
 	if c.rs != nil {
 		c.setupReplicas()
@@ -131,7 +131,10 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 	w.PayloadEnds = cc.observedEnds
 	frameBytes := cc.cachePages * protocol.PageSize
 	i := int(id)
-	env := &sim.NodeEnv{W: w, ID: id, Store: store}
+	var env actors.Env = &sim.NodeEnv{W: w, ID: id, Store: store}
+	if c.rs != nil {
+		env = c.io(id, id)
+	}
 	cfg := actors.Config{
 		ID: id, Variant: cc.variant, CacheFrames: cc.cachePages, SSDPages: cc.ssdPages,
 		FreeTarget: cc.freeTarget, ProviderInterval: cc.providerInterval, ViewChanges: cc.viewChanges,

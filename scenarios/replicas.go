@@ -46,6 +46,9 @@ type replicaState struct {
 	copying [][]*sim.Coroutine
 	// rereplicated counts the re-replications that completed.
 	rereplicated int
+	// ios[h][d]: node h's storage of directory d's pages, in its current
+	// incarnation.
+	ios [][]*replicaIO
 	// second: a crash asked for another node to crash once the
 	// directories are replicated again, while it is still down.
 	second bool
@@ -53,38 +56,8 @@ type replicaState struct {
 
 // gatedInjector passes the fault plan's decisions on, unless off.
 type gatedInjector struct {
-	w     *sim.World
-	off   bool
-	store *memfile.Store
-}
-
-// gateOf is the gate of store s.
-func (rs *replicaState) gateOf(s *memfile.Store) *gatedInjector {
-	for _, g := range rs.gates {
-		if g.store == s {
-			return g
-		}
-	}
-	return nil
-}
-
-// unfaulted is a store whose operations the fault plan leaves alone (the
-// coordinator's catch-up copies).
-type unfaulted struct {
-	*memfile.Store
-	gate *gatedInjector
-}
-
-func (u *unfaulted) WritePage(slot uint64, buf []byte) error {
-	u.gate.off = true
-	defer func() { u.gate.off = false }()
-	return u.Store.WritePage(slot, buf)
-}
-
-func (u *unfaulted) ReadPage(slot uint64, buf []byte) error {
-	u.gate.off = true
-	defer func() { u.gate.off = false }()
-	return u.Store.ReadPage(slot, buf)
+	w   *sim.World
+	off bool
 }
 
 func (g *gatedInjector) Inject(op memfile.Op, slot uint64) error {
@@ -94,13 +67,106 @@ func (g *gatedInjector) Inject(op memfile.Op, slot uint64) error {
 	return g.w.Inject(op, slot)
 }
 
+// incarnationStore is a store as one incarnation of a node writes it.
+// Once the node crashed, the writes its device had not completed are lost
+// (with replicas; with one replica they land, docs/protocol.md): a write
+// of a crashed incarnation could otherwise land after the copies its
+// successor took at its return (catchUp), over them. A lost write was not
+// acknowledged: an acknowledgement follows the write. pending are the
+// writes issued and not landed yet, the newest of each slot: what a read
+// issued now would see (sim.World.OrderedIO), and what a copy of the
+// store must take.
+type incarnationStore struct {
+	*memfile.Store
+	dead    bool
+	seq     uint64
+	pending map[uint64]pendingWrite
+}
+
+type pendingWrite struct {
+	seq  uint64
+	page []byte
+}
+
+func (s *incarnationStore) WritePage(slot uint64, buf []byte) error {
+	if s.dead {
+		return nil
+	}
+	return s.Store.WritePage(slot, buf)
+}
+
+// read reads slot as a read issued now would: the newest pending write,
+// or the store.
+func (s *incarnationStore) read(slot uint64, buf []byte) error {
+	if p, ok := s.pending[slot]; ok {
+		copy(buf, p.page)
+		return nil
+	}
+	return s.Store.ReadPage(slot, buf)
+}
+
+// replicaIO is a node's storage of one directory's pages (its own, through
+// its Env, or another's), recording its writes in flight.
+type replicaIO struct {
+	*sim.NodeEnv
+	inc *incarnationStore
+}
+
+// WritePage implements actors.PageIO (and actors.Env's).
+func (r *replicaIO) WritePage(slot uint64, buf []byte, done func(error)) {
+	inc := r.inc
+	inc.seq++
+	seq := inc.seq
+	if inc.pending == nil {
+		inc.pending = map[uint64]pendingWrite{}
+	}
+	inc.pending[slot] = pendingWrite{seq, append([]byte(nil), buf...)}
+	r.NodeEnv.WritePage(slot, buf, func(err error) {
+		if p, ok := inc.pending[slot]; ok && p.seq == seq && err == nil {
+			delete(inc.pending, slot)
+		}
+		done(err)
+	})
+}
+
+// io is node h's storage of directory d's pages in its current
+// incarnation, made at first use.
+func (c *cluster) io(h, d protocol.NodeID) *replicaIO {
+	rs := c.rs
+	if r := rs.ios[h][d]; r != nil {
+		return r
+	}
+	inc := &incarnationStore{Store: c.store(h, d)}
+	r := &replicaIO{NodeEnv: &sim.NodeEnv{W: c.w, ID: h, Store: inc}, inc: inc}
+	rs.ios[h][d] = r
+	return r
+}
+
+// retire makes the writes node h has under way to its store of d lost (a
+// copy replaces the store's content).
+func (rs *replicaState) retire(h, d protocol.NodeID) {
+	if r := rs.ios[h][d]; r != nil {
+		r.inc.dead = true
+		rs.ios[h][d] = nil
+	}
+}
+
+// crashed ends node h's incarnation: its writes still in flight are lost.
+func (rs *replicaState) crashed(h protocol.NodeID) {
+	for d := range rs.ios[h] {
+		rs.retire(h, protocol.NodeID(d))
+	}
+}
+
 // newReplicaState is the record of a cluster of n nodes, before any view.
 func newReplicaState(n int) *replicaState {
 	rs := &replicaState{current: make([]protocol.NodeSet, n), stores: make([][]*memfile.Store, n),
-		primary: make([]protocol.NodeID, n), backup: make([]protocol.NodeID, n), copying: make([][]*sim.Coroutine, n)}
+		primary: make([]protocol.NodeID, n), backup: make([]protocol.NodeID, n), copying: make([][]*sim.Coroutine, n),
+		ios: make([][]*replicaIO, n)}
 	for h := range n {
 		rs.live.Add(protocol.NodeID(h))
 		rs.stores[h] = make([]*memfile.Store, n)
+		rs.ios[h] = make([]*replicaIO, n)
 	}
 	return rs
 }
@@ -129,7 +195,6 @@ func (c *cluster) store(h, d protocol.NodeID) *memfile.Store {
 		g := &gatedInjector{w: c.w}
 		rs.gates = append(rs.gates, g)
 		rs.stores[h][d] = memfile.New(c.cc.ssdPages, g)
-		g.store = rs.stores[h][d]
 	}
 	return rs.stores[h][d]
 }
@@ -138,8 +203,7 @@ func (c *cluster) store(h, d protocol.NodeID) *memfile.Store {
 func (rs *replicaState) ownStore(w *sim.World, slots uint64) *memfile.Store {
 	g := &gatedInjector{w: w}
 	rs.gates = append(rs.gates, g)
-	g.store = memfile.New(slots, g)
-	return g.store
+	return memfile.New(slots, g)
 }
 
 // faultsOff turns the fault plan off for the coordinator's own store
@@ -232,10 +296,10 @@ func (c *cluster) place() (down protocol.NodeSet) {
 			}
 		}
 		if p != d {
-			c.nodes[p].SetPageIO(d, &sim.NodeEnv{W: c.w, ID: p, Store: c.store(p, d)})
+			c.nodes[p].SetPageIO(d, c.io(p, d))
 		}
 		if hb && b != d {
-			c.nodes[b].SetPageIO(d, &sim.NodeEnv{W: c.w, ID: b, Store: c.store(b, d)})
+			c.nodes[b].SetPageIO(d, c.io(b, d))
 		}
 	}
 	return down
@@ -283,6 +347,7 @@ func (r *simRun) replicaCrash(x protocol.NodeID) {
 	c := r.c
 	rs := c.rs
 	r.stopCopies(x)
+	rs.crashed(x)
 	rs.live.Remove(x)
 	for d := range rs.current {
 		rs.current[d].Remove(x)
@@ -341,26 +406,28 @@ func (c *cluster) catchUp(x, to protocol.NodeID) bool {
 		rs.current[x].Add(to) // mutation: its own older copies count as current
 		return true
 	}
-	src, dst := c.store(from, x), c.store(to, x)
-	// The copy is read now and written through x's device in order after
-	// whatever x's old incarnation had started there (a write the device
-	// took before the crash lands after it): every later access of x to a
-	// slot completes after the slot's catch-up write (sim.World.OrderedIO).
-	env := &sim.NodeEnv{W: c.w, ID: to, Store: &unfaulted{dst, rs.gateOf(dst)}}
+	src, dst := c.io(from, x).inc, c.store(to, x)
+	// The copy is made in the view change's step, over what the store
+	// holds now: the writes the stores acknowledged have landed, and a
+	// crashed incarnation's writes that had not would never land
+	// (replicaState.incarnation).
+	if to != x {
+		// Writes to's device may still have under way there, from when it
+		// was x's backup before, must not land over the copy.
+		rs.retire(to, x)
+	}
+	buf := make([]byte, protocol.PageSize)
+	c.faultsOff(true)
+	defer c.faultsOff(false)
 	for slot := range c.allocated(x) {
-		buf := make([]byte, protocol.PageSize)
-		c.faultsOff(true)
-		err := src.ReadPage(slot, buf)
-		c.faultsOff(false)
-		if err != nil {
+		if err := src.read(slot, buf); err != nil {
 			c.inv.Fail("node %d catching up directory %d from node %d: %v", to, x, from, err)
 			return false
 		}
-		env.WritePage(slot, buf, func(err error) {
-			if err != nil {
-				c.inv.Fail("node %d catching up directory %d from node %d: %v", to, x, from, err)
-			}
-		})
+		if err := dst.WritePage(slot, buf); err != nil {
+			c.inv.Fail("node %d catching up directory %d from node %d: %v", to, x, from, err)
+			return false
+		}
 	}
 	rs.current[x].Add(to)
 	return true
@@ -417,7 +484,7 @@ func (r *simRun) rereplicate(d, p, b protocol.NodeID) {
 				if unlatched != nil && unlatched() {
 					// Mutation: the page read from the store without
 					// holding it; a write may land on b before the copy.
-					io := &sim.NodeEnv{W: c.w, ID: p, Store: c.store(p, d)}
+					io := c.io(p, d)
 					done, failed := false, false
 					io.ReadPage(slot, buf, func(err error) { done, failed = true, err != nil; co.Wake() })
 					for !done {
