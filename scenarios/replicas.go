@@ -122,7 +122,9 @@ func (r *replicaIO) WritePage(slot uint64, buf []byte, done func(error)) {
 	}
 	inc.pending[slot] = pendingWrite{seq, append([]byte(nil), buf...)}
 	r.NodeEnv.WritePage(slot, buf, func(err error) {
-		if p, ok := inc.pending[slot]; ok && p.seq == seq && err == nil {
+		if p, ok := inc.pending[slot]; ok && p.seq == seq {
+			// Landed, or failed (the node retries it, as a new write,
+			// unless a view change came between).
 			delete(inc.pending, slot)
 		}
 		done(err)
