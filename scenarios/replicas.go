@@ -318,8 +318,8 @@ func removed(s protocol.NodeSet, n protocol.NodeID) protocol.NodeSet {
 func (r *simRun) maybeSecondCrash() {
 	c := r.c
 	rs := c.rs
-	if !rs.second {
-		return
+	if !rs.second || r.started >= r.cfg.Ops {
+		return // (not after the workload: the final reads run then)
 	}
 	for i := range c.nodes {
 		d := protocol.NodeID(i)
@@ -336,8 +336,8 @@ func (r *simRun) maybeSecondCrash() {
 			down = true
 		}
 	}
-	if !down || len(live) < 3 {
-		return // nobody down any more, or too few left for two copies
+	if !down || len(live) < 2 {
+		return // nobody down any more, or one node left
 	}
 	rs.second = false
 	x := live[c.w.Intn(int64(len(live)))]
