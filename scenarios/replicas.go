@@ -457,11 +457,6 @@ func (r *simRun) stopCopies(x protocol.NodeID) {
 	r.c.rs.copying[x] = nil
 }
 
-// copyReadNanos is how long the mutant replica-copy-unlatched takes
-// between reading a page from the primary's store and sending it (an SSD
-// read, sim.DefaultLatency).
-const copyReadNanos = 78_000
-
 // rereplicate copies directory d's pages from its primary p to its new
 // backup b, page by page, each held shared through p's cache until b
 // acknowledged it, so that no write-through of the page can be under way
@@ -527,13 +522,4 @@ func (r *simRun) replicaRestart(x protocol.NodeID) {
 	down := c.place()
 	c.fence(down, nil)
 	r.startCopies()
-}
-
-// allocatedOf is how many pages directory d allocated, as the node that
-// serves it now knows (with one replica: d itself).
-func (c *cluster) allocatedOf(d protocol.NodeID) uint64 {
-	if c.rs == nil {
-		return c.nodes[d].Directory().Allocated()
-	}
-	return c.allocated(d)
 }

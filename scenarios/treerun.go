@@ -319,7 +319,7 @@ func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
 func (r *simRun) allPIDs() []protocol.PID {
 	var out []protocol.PID
 	for _, n := range r.c.nodes {
-		for slot := range r.c.allocatedOf(n.ID()) {
+		for slot := range r.c.allocated(n.ID()) {
 			out = append(out, protocol.MakePID(n.ID(), slot))
 		}
 	}
