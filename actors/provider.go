@@ -144,8 +144,8 @@ func (n *Node) cleanInPlace(f *bufmgr.Frame) {
 
 // EvictPage starts the eviction of one page if its frame is evictable now.
 func (n *Node) EvictPage(pid protocol.PID) bool {
-	if n.gated {
-		return false // a view change: see providerTick
+	if n.gated || n.dead {
+		return false // a view change: see providerTick; or a crashed node's timer
 	}
 	f := n.cache.Lookup(pid)
 	if f == nil || !n.cache.Claim(f) {
