@@ -354,6 +354,12 @@ func (n *Node) Host(dir protocol.NodeID, d *protocol.Directory) {
 	n.hosted[dir] = d
 }
 
+// SetLost marks directory dir as lost (err, which wraps ErrDirectoryDown
+// and names the nodes that held its copies): every node that held its
+// current copies is out of the view, so its pages fail at once
+// (Reachable) until one returns; SetLost(dir, nil) clears it.
+func (n *Node) SetLost(dir protocol.NodeID, err error) { n.lostDirs[dir] = err }
+
 // Hosted is the directory the node serves for dir's pages, nil if none.
 func (n *Node) Hosted(dir protocol.NodeID) *protocol.Directory { return n.hosted[dir] }
 

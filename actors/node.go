@@ -104,7 +104,10 @@ type Node struct {
 	hasBackup protocol.NodeSet
 	hosted    [protocol.MaxNodes]*protocol.Directory
 	pageIO    [protocol.MaxNodes]PageIO
-	Stats     Stats
+	// lostDirs: directories whose every replica is out of the view, with the
+	// error that names their nodes (SetLost).
+	lostDirs [protocol.MaxNodes]error
+	Stats    Stats
 }
 
 // PageIO reads and writes the slots of one directory's pages on a node's

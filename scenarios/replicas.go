@@ -1,6 +1,9 @@
 package scenarios
 
 import (
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -49,6 +52,8 @@ type replicaState struct {
 	// ios[h][d]: node h's storage of directory d's pages, in its current
 	// incarnation.
 	ios [][]*replicaIO
+	// err[d]: the error of a directory that lost both copies.
+	err []error
 	// second: a crash asked for another node to crash once the
 	// directories are replicated again, while it is still down.
 	second bool
@@ -239,15 +244,29 @@ func (c *cluster) place() (down protocol.NodeSet) {
 		}
 		if !ok || avail.Empty() {
 			// Both copies are gone: the directory is down until a node
-			// that holds its current copies returns.
+			// that holds its current copies returns; its pages fail at
+			// once, naming those nodes.
 			down.Add(d)
+			if old := rs.primary[d]; old != d && !c.nodes[old].Dead() {
+				c.nodes[old].Host(d, nil)
+			}
+			err := c.lostError(d)
 			rs.primary[d], rs.hasBackup = d, removed(rs.hasBackup, d)
 			for _, n := range c.nodes {
 				if !n.Dead() {
 					n.SetRoute(d, d, 0, false)
+					n.SetLost(d, err)
 				}
 			}
 			continue
+		}
+		if rs.err != nil {
+			rs.err[d] = nil
+		}
+		for _, n := range c.nodes {
+			if !n.Dead() {
+				n.SetLost(d, nil)
+			}
 		}
 		if !rs.current[d].Has(p) {
 			// p becomes the primary (it returned, and precedes the
@@ -307,6 +326,30 @@ func (c *cluster) place() (down protocol.NodeSet) {
 	return down
 }
 
+// lostError is the error of directory d's pages once no live node holds
+// its current copies: it names the primary and the backup it had.
+func (c *cluster) lostError(d protocol.NodeID) error {
+	rs := c.rs
+	if rs.err != nil && rs.err[d] != nil {
+		return rs.err[d] // lost in an earlier view already
+	}
+	p, b := rs.primary[d], rs.backup[d]
+	var err error
+	switch {
+	case !rs.hasBackup.Has(d):
+		err = fmt.Errorf("%w: directory %d lost both copies: node %d, its primary, is down and it had no backup", actors.ErrDirectoryDown, d, p)
+	case rs.live.Has(b):
+		err = fmt.Errorf("%w: directory %d lost both copies: node %d, its primary, is down and node %d, its backup, was still being copied", actors.ErrDirectoryDown, d, p, b)
+	default:
+		err = fmt.Errorf("%w: directory %d lost both copies: nodes %d and %d, its primary and backup, are down", actors.ErrDirectoryDown, d, p, b)
+	}
+	if rs.err == nil {
+		rs.err = make([]error, len(c.nodes))
+	}
+	rs.err[d] = err
+	return err
+}
+
 func removed(s protocol.NodeSet, n protocol.NodeID) protocol.NodeSet {
 	s.Remove(n)
 	return s
@@ -351,9 +394,9 @@ func (r *simRun) replicaCrash(x protocol.NodeID) {
 	r.stopCopies(x)
 	rs.crashed(x)
 	rs.live.Remove(x)
-	for d := range rs.current {
-		rs.current[d].Remove(x)
-	}
+	// x stays a holder of the current copies of the directories it held
+	// until a view serves them without it (place): if every holder is
+	// down, the first to return has them all.
 	rs.second = rs.second || c.w.Chance(0.5)
 	down := c.place()
 	c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
@@ -367,6 +410,11 @@ func (r *simRun) crashAllowed(x protocol.NodeID) bool {
 	rs := r.c.rs
 	if rs == nil {
 		return true
+	}
+	if r.cfg.DoubleFaults {
+		left := rs.live
+		left.Remove(x)
+		return !left.Empty() // any node but the last
 	}
 	for d := range rs.current {
 		left := rs.current[d]

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/scalestore-go/scalestore/mutation"
@@ -105,4 +106,40 @@ func TestOneReplicaIsToday(t *testing.T) {
 	if d.TraceHash != c.TraceHash {
 		t.Fatalf("--replicas 2 is not deterministic: %x vs %x", d.TraceHash, c.TraceHash)
 	}
+}
+
+// Double faults: crashes may take both copies of a directory. Its pages
+// then fail at once with an error naming the nodes that held them (out of
+// the history: they did not happen), the other pages serve, and once a
+// node with the copies returns the directory serves again, with every
+// acknowledged write.
+func TestReplicaDoubleFaults(t *testing.T) {
+	seeds := uint64(seedsFor(t, 30, 6))
+	lost, ops := 0, 0
+	msg := ""
+	for _, workload := range []string{"register", "rmw"} {
+		for seed := uint64(1); seed <= seeds; seed++ {
+			cfg := acceptanceConfig(seed)
+			cfg.Workload, cfg.Crashes, cfg.Replicas, cfg.DoubleFaults = workload, 6, 2, true
+			res, err := RunSim(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Failed() || res.Undecided() {
+				t.Fatalf("%s seed %d: %v (bad pages %v)", workload, seed, res.Violations, res.BadPages)
+			}
+			lost += res.LostOps
+			ops += res.Ops
+			if msg == "" {
+				msg = res.LostError
+			}
+		}
+	}
+	if lost == 0 || lost >= ops/2 {
+		t.Fatalf("%d of %d operations failed on a directory that lost both copies", lost, ops)
+	}
+	if !strings.Contains(msg, "lost both copies") || !strings.Contains(msg, "its primary") || !strings.Contains(msg, "the page's directory is down") {
+		t.Fatalf("the error does not say which directory and nodes: %q", msg)
+	}
+	t.Logf("%d operations, %d failed on a directory that lost both copies; e.g. %q", ops, lost, msg)
 }

@@ -150,6 +150,11 @@ type SimConfig struct {
 	// failover and re-replication (docs/replication.md). With 2, writes
 	// are written through to both before they are acknowledged.
 	Replicas int
+	// DoubleFaults lets crashes take both copies of a directory
+	// (Replicas 2, register and rmw): its pages then fail at once with
+	// an error naming the nodes that held them, until one returns, and
+	// the other pages serve.
+	DoubleFaults bool
 }
 
 // durable reports whether writes are written through before they are
@@ -216,6 +221,11 @@ type SimResult struct {
 	// (Replicas 2); CrashesWhileDown the crashes that struck while another
 	// node was down.
 	Rereplications, CrashesWhileDown int
+	// LostOps counts the operations that failed because their page's
+	// directory had lost both copies (DoubleFaults; out of the history:
+	// they did not happen), LostError is the first one's error.
+	LostOps   int
+	LostError string
 	ViolationCount                   int
 	Linearizable                     bool
 	LinearUnknown                    bool
@@ -329,6 +339,8 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--replicas %d: want 1 or 2", c.Replicas)
 	case c.Replicas == 2 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2 || c.Protocol != protocol.Chaining):
 		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore's chaining protocol on at least 2 nodes, without compute nodes")
+	case c.DoubleFaults && (c.Replicas != 2 || c.Workload == "btree"):
+		return fmt.Errorf("double faults: with --replicas 2 and the register or rmw workload")
 	case c.OpNanos < 0:
 		return fmt.Errorf("operation CPU %d ns: want at least 0", c.OpNanos)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -433,6 +445,10 @@ type simRun struct {
 	started   int
 	completed int
 	failed    int // operations that failed on an unreadable page
+	// lostOps, lostError: operations that failed on a directory that
+	// lost both copies (DoubleFaults)
+	lostOps   int
+	lostError string
 	nextValue uint64
 	lastOp    int64
 	hist      *checker.History
@@ -648,6 +664,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	if c.rs != nil {
 		res.Rereplications = c.rs.rereplicated
 	}
+	res.LostOps, res.LostError = r.lostOps, r.lostError
 	for _, e := range r.crashes {
 		if e.OthersDown > 0 {
 			res.CrashesWhileDown++
@@ -947,6 +964,14 @@ func (r *simRun) partitionPage(i, node int) int {
 // so it stays out of the history; any other failure is a violation, and
 // failedOp reports false.
 func (r *simRun) failedOp(err error, what any) bool {
+	if r.cfg.DoubleFaults && errors.Is(err, actors.ErrDirectoryDown) {
+		// Its guard failed before it read or wrote: it did not happen.
+		if r.lostOps == 0 {
+			r.lostError = err.Error()
+		}
+		r.lostOps++
+		return true
+	}
 	if !errors.Is(err, bufmgr.ErrUnreadable) {
 		r.c.inv.Fail("%v: %v", what, err)
 		return false
