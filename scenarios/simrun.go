@@ -224,21 +224,21 @@ type SimResult struct {
 	// LostOps counts the operations that failed because their page's
 	// directory had lost both copies (DoubleFaults; out of the history:
 	// they did not happen), LostError is the first one's error.
-	LostOps   int
-	LostError string
-	ViolationCount                   int
-	Linearizable                     bool
-	LinearUnknown                    bool
-	BadPages                         []uint64
-	History                          *checker.History
-	Info                             any // porcupine.LinearizationInfo, for the visualization
-	Hits, Misses                     uint64
-	RemoteFetches                    uint64
-	Evictions                        uint64
-	EvictDeclined                    uint64
-	Pulls                            uint64
-	IORetries                        uint64
-	OptimisticRetry                  uint64
+	LostOps         int
+	LostError       string
+	ViolationCount  int
+	Linearizable    bool
+	LinearUnknown   bool
+	BadPages        []uint64
+	History         *checker.History
+	Info            any // porcupine.LinearizationInfo, for the visualization
+	Hits, Misses    uint64
+	RemoteFetches   uint64
+	Evictions       uint64
+	EvictDeclined   uint64
+	Pulls           uint64
+	IORetries       uint64
+	OptimisticRetry uint64
 	// UnreadableReads counts the reads a directory could not do (the
 	// lossy fault plan); FailedOps the operations that failed because
 	// their page was unreadable (left out of the history: they did not
