@@ -107,7 +107,11 @@ type Node struct {
 	// lostDirs: directories whose every replica is out of the view, with the
 	// error that names their nodes (SetLost).
 	lostDirs [protocol.MaxNodes]error
-	Stats    Stats
+	// writeSeq numbers the node's page writes, lastWrite the newest of
+	// each page (storageOpSeq; nodes that see view changes).
+	writeSeq  uint64
+	lastWrite map[protocol.PID]uint64
+	Stats     Stats
 }
 
 // PageIO reads and writes the slots of one directory's pages on a node's
@@ -428,6 +432,30 @@ func (n *Node) writeSSD(pid protocol.PID, buf []byte, attempt int, done func()) 
 // back-off (up to cfg.MaxIORetries); any other error, or one that does not
 // go away, is passed to done, wrapped with ErrStorage.
 func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, done func(error)) {
+	n.storageOpSeq(write, pid, buf, attempt, 0, done)
+}
+
+// storageOpSeq is storageOp; wseq numbers a write among this node's
+// writes of pid (0: a new write), so that a retry of a write that a newer
+// write of the same page overtook is dropped instead of landing over it
+// (nodes that see view changes: a primary's forward that a view change
+// cut and re-sent, docs/replication.md, may retry while the page's next
+// write is already on its way).
+func (n *Node) storageOpSeq(write bool, pid protocol.PID, buf []byte, attempt int, wseq uint64, done func(error)) {
+	if write && n.cfg.ViewChanges {
+		if wseq == 0 {
+			if n.lastWrite == nil {
+				n.lastWrite = map[protocol.PID]uint64{}
+			}
+			n.writeSeq++
+			wseq = n.writeSeq
+			n.lastWrite[pid] = wseq
+		} else if n.lastWrite[pid] != wseq {
+			done(nil) // superseded: the newer write carries a newer page
+			n.drain()
+			return
+		}
+	}
 	op, verb := n.env.ReadPage, "reading"
 	if write {
 		op, verb = n.env.WritePage, "writing"
@@ -453,7 +481,7 @@ func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, 
 			n.Stats.IORetries++
 			n.env.After(n.cfg.RetryDelay, func() {
 				if n.gen == gen && !n.dead {
-					n.storageOp(write, pid, buf, attempt+1, done)
+					n.storageOpSeq(write, pid, buf, attempt+1, wseq, done)
 				}
 			})
 			return
