@@ -338,7 +338,7 @@ func (c *SimConfig) validate() error {
 	case c.Replicas < 0 || c.Replicas > 2:
 		return fmt.Errorf("--replicas %d: want 1 or 2", c.Replicas)
 	case c.Replicas == 2 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
-		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore's chaining protocol on at least 2 nodes, without compute nodes")
+		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
 	case c.DoubleFaults && (c.Replicas != 2 || c.Workload == "btree"):
 		return fmt.Errorf("double faults: with --replicas 2 and the register or rmw workload")
 	case c.OpNanos < 0:
