@@ -28,13 +28,14 @@ import (
 type replicaState struct {
 	live protocol.NodeSet
 	// current[d]: the nodes whose store of directory d holds every
-	// acknowledged write (the primary, the backup once re-replicated).
+	// acknowledged write (the primary, the backup once re-replicated); a
+	// holder that dies stays one until a view serves d without it.
 	current []protocol.NodeSet
 	// stores[h][d]: node h's store of directory d's pages (h == d: its
 	// own, which is cluster.stores[h]).
 	stores [][]*memfile.Store
-	// gates lets the coordinator's own copies (a returning node's
-	// catch-up, the final checks) bypass the fault plan.
+	// gates lets the coordinator's own copies (catchUp) bypass the fault
+	// plan.
 	gates []*gatedInjector
 	// primary and backup of each directory in the current view.
 	primary, backup []protocol.NodeID
