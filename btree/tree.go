@@ -254,7 +254,11 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 // split splits p.current, whose parent is p.parent (or the catalog, for the
 // root); both are latched exclusively, parent first. A restart of the
 // descent follows either way.
-func (t *Tree) split(s Session, p path, key []byte) error {
+func (t *Tree) split(s Session, p path, key []byte) error { return t.splitAt(s, p, key, nil) }
+
+// splitAt is split; a leaf is split at sep when sep is set (its keys above
+// sep move to the new page), whatever it holds.
+func (t *Tree) splitAt(s Session, p path, key, at []byte) error {
 	px, err := p.parent.ToExclusive(s.Worker)
 	if err != nil {
 		return notRestart(err) // changed: restart
@@ -304,7 +308,12 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 		}
 	}
 	initNode(right.Data(), n.kind())
-	sep := n.splitInto(node(right.Data()), uint64(right.PID()), key)
+	var sep []byte
+	if at != nil && n.isLeaf() {
+		sep = n.splitLeafAt(node(right.Data()), uint64(right.PID()), at)
+	} else {
+		sep = n.splitInto(node(right.Data()), uint64(right.PID()), key)
+	}
 	nx.MarkDirty()
 	right.MarkDirty()
 	undo := func(err error) error {
