@@ -77,7 +77,8 @@
 // which has every node's history (cmd/scalestore: porcupine per key, or
 // Protocol.CheckHistory).
 //
-// It imports protocolapi, protocol, transport, storage and storage/memfile;
+// It imports protocolapi, protocol, transport, storage, storage/memfile and
+// checker (its ViolationLog, the one violation collector of every runner);
 // never the simulator, a concrete transport, a protocol's package, or the
 // cluster package (which imports it).
 package procrunner

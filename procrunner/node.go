@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/storage"
@@ -27,9 +28,6 @@ const (
 	MaxVerbs = 1 << 10
 	// MaxLocal bounds the messages a node sent itself and has not handled.
 	MaxLocal = 1 << 14
-	// MaxViolations bounds the violations and faults a node keeps the text
-	// of (it counts them all).
-	MaxViolations = 20
 )
 
 // DefaultWatchdog is how long an access may wait before it is a violation.
@@ -178,10 +176,9 @@ type Node struct {
 	nextID  atomic.Uint64
 
 	mu     sync.Mutex
-	viol   []string
-	violN  int
-	faults []string
-	failed chan struct{} // closed at the first violation or fault
+	viol   checker.ViolationLog // the protocol's
+	faults checker.ViolationLog // the environment's
+	failed chan struct{}        // closed at the first violation or fault
 }
 
 // Start deploys the protocol, starts the node's transport and registers
@@ -206,6 +203,8 @@ func Start(cfg Config) (*Node, error) {
 	if n.watchdog <= 0 {
 		n.watchdog = DefaultWatchdog
 	}
+	now := (*nodeEnv)(n).Now
+	n.viol, n.faults = checker.NewViolationLog(now), checker.NewViolationLog(now)
 	if id < cfg.Deploy.Nodes {
 		n.workers = make([]worker, cfg.Deploy.Workers)
 		for i := range n.workers {
@@ -504,14 +503,11 @@ func (n *Node) Counters() []protocolapi.Counter {
 	return out
 }
 
-func (n *Node) record(list *[]string, format string, args ...any) {
+func (n *Node) record(log *checker.ViolationLog, format string, args ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.violN++
-	if len(n.viol)+len(n.faults) < MaxViolations {
-		*list = append(*list, fmt.Sprintf(format, args...))
-	}
-	if n.violN == 1 {
+	log.Fail(format, args...)
+	if n.viol.Count()+n.faults.Count() == 1 {
 		close(n.failed)
 	}
 }
@@ -523,12 +519,12 @@ func (n *Node) violate(format string, args ...any) { n.record(&n.viol, format, a
 func (n *Node) fault(format string, args ...any) { n.record(&n.faults, format, args...) }
 
 // Failures are what the node found: the violations of the protocol and the
-// faults of its environment (the first MaxViolations of them together),
-// and how many there were in all.
+// faults of its environment (the first checker.MaxViolations of each, with
+// the time since the node started), and how many there were in all.
 func (n *Node) Failures() (violations, faults []string, count int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]string(nil), n.viol...), append([]string(nil), n.faults...), n.violN
+	return append([]string(nil), n.viol.List()...), append([]string(nil), n.faults.List()...), n.viol.Count() + n.faults.Count()
 }
 
 // Close stops the loop, the transport and the posters, and releases the

@@ -7,17 +7,22 @@ import (
 	"testing"
 )
 
-// TestClusterPlugin: the plug-in protocols MSI (messages) and SEL (verbs to
-// memory nodes of its layout) run on processes over shm and tcp through
-// the process runner: a checked run with accesses, no violation, every
-// node's counters summed, and the final read in the history.
+// TestClusterPlugin: the plug-in protocols MSI (messages), SEL (verbs to
+// memory nodes of its layout) and GAM in both modes (TSO checked by its own
+// history check) run on processes over shm and tcp through the process
+// runner: a checked run with accesses, no violation, every node's counters
+// summed, and the final read in the history.
 func TestClusterPlugin(t *testing.T) {
 	bin := scalestoreBinary(t)
-	for _, proto := range []string{"msi", "sel"} {
+	for _, proto := range []string{"msi", "sel", "gam-seq", "gam-tso"} {
 		for _, kind := range []string{"shm", "tcp"} {
 			t.Run(proto+"/"+kind, func(t *testing.T) {
+				workload := "rmw"
+				if proto == "gam-tso" {
+					workload = "register" // TSO's writes do not read
+				}
 				out, err := exec.Command(bin, "cluster", "--protocol", proto, "--nodes", "2", "--threads", "2", "--transport", kind,
-					"--records", "16", "--read-ratio", "0.5", "--workload", "rmw", "--duration", "700ms", "--check", "--json", "--quiet").CombinedOutput()
+					"--records", "16", "--read-ratio", "0.5", "--workload", workload, "--duration", "600ms", "--check", "--json", "--quiet").CombinedOutput()
 				if err != nil {
 					t.Fatalf("%v\n%s", err, out)
 				}
@@ -61,6 +66,7 @@ func TestClusterPluginRefusals(t *testing.T) {
 		{[]string{"--protocol", "msi", "--kill", "1@1s"}, "--kill"},
 		{[]string{"--protocol", "msi", "--elastic"}, "--elastic is not for a plug-in protocol"},
 		{[]string{"--protocol", "msi", "--workload", "nam-cg"}, "runs register and rmw"},
+		{[]string{"--protocol", "gam-tso", "--workload", "rmw"}, "does not support the rmw workload"},
 		{[]string{"--protocol", "msi", "--mutate", "no-such"}, "has no mutant"},
 		{[]string{"--protocol", "sel", "--opt", "no-such=1"}, "has no option"},
 	} {
