@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,16 +83,10 @@ func Deploy(p protocolapi.Protocol, cfg protocolapi.Config) (protocolapi.Cluster
 	if err := Check(p); err != nil {
 		return nil, lay, err
 	}
-	if cfg.Mutant != "" {
-		if _, ok := p.Mutant(cfg.Mutant); !ok {
-			return nil, lay, fmt.Errorf("protocol %s has no mutant %q (it has %s)", p.Name, cfg.Mutant, strings.Join(p.MutantNames(), ", "))
-		}
-	}
-	opts, err := p.OptionValues(cfg.Options)
+	cfg, err := p.WithDefaults(cfg)
 	if err != nil {
 		return nil, lay, err
 	}
-	cfg.Options = opts
 	err = guard("Deploy", func() error {
 		var err error
 		if cl, err = p.Deploy(cfg); err == nil && cl == nil {

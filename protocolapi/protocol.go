@@ -3,6 +3,7 @@ package protocolapi
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -218,24 +219,31 @@ type Protocol struct {
 	Defaults Config
 }
 
-// OptionValues is every one of p's options: its value in set, or its
-// default. An option in set that p does not have is an error.
-func (p *Protocol) OptionValues(set map[string]string) (map[string]string, error) {
+// WithDefaults is cfg as Deploy gets it: Options holds every one of p's
+// options, cfg's value or its default. A mutant or an option that p does
+// not have is an error. Every runner calls it.
+func (p *Protocol) WithDefaults(cfg Config) (Config, error) {
+	if cfg.Mutant != "" {
+		if _, ok := p.Mutant(cfg.Mutant); !ok {
+			return cfg, fmt.Errorf("protocol %s has no mutant %q (it has %s)", p.Name, cfg.Mutant, strings.Join(p.MutantNames(), ", "))
+		}
+	}
 	out := make(map[string]string, len(p.Options))
 	for _, o := range p.Options {
 		out[o.Name] = o.Default
 	}
-	for name, v := range set {
+	for name, v := range cfg.Options {
 		if _, ok := out[name]; !ok {
 			names := make([]string, len(p.Options))
 			for i, o := range p.Options {
 				names[i] = o.Name
 			}
-			return nil, fmt.Errorf("protocol %s has no option %q (it has %v)", p.Name, name, names)
+			return cfg, fmt.Errorf("protocol %s has no option %q (it has %v)", p.Name, name, names)
 		}
 		out[name] = v
 	}
-	return out, nil
+	cfg.Options = out
+	return cfg, nil
 }
 
 // Mutant returns the named mutant.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/scalestore-go/scalestore/checker"
@@ -137,42 +136,8 @@ func Check(p protocolapi.Protocol, cfg Config) error {
 	case cfg.Zipf < 0 || cfg.Zipf >= 1:
 		return fmt.Errorf("--zipf %v: want 0 (uniform) up to below 1", cfg.Zipf)
 	}
-	for name := range cfg.Options {
-		if !hasOption(p, name) {
-			var names []string
-			for _, o := range p.Options {
-				names = append(names, o.Name)
-			}
-			return fmt.Errorf("protocol %s has no option %q (it has %v)", p.Name, name, names)
-		}
-	}
-	if cfg.Mutant != "" {
-		if _, ok := p.Mutant(cfg.Mutant); !ok {
-			return fmt.Errorf("protocol %s has no mutant %q (it has %s)", p.Name, cfg.Mutant, strings.Join(p.MutantNames(), ", "))
-		}
-	}
-	return nil
-}
-
-func hasOption(p protocolapi.Protocol, name string) bool {
-	for _, o := range p.Options {
-		if o.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// options is every option of p: cfg's value, or its default.
-func options(p protocolapi.Protocol, cfg Config) map[string]string {
-	out := make(map[string]string, len(p.Options))
-	for _, o := range p.Options {
-		out[o.Name] = o.Default
-		if v, ok := cfg.Options[o.Name]; ok {
-			out[o.Name] = v
-		}
-	}
-	return out
+	_, err := p.WithDefaults(protocolapi.Config{Mutant: cfg.Mutant, Options: cfg.Options})
+	return err
 }
 
 // waiter is a worker's access in flight.
@@ -397,8 +362,12 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	var lay protocolapi.Layout
 	var err error
 	if perr := guard("Deploy", func() {
-		cl, err = p.Deploy(protocolapi.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Keys,
-			CacheLines: cfg.CacheLines, Mutant: cfg.Mutant, Options: options(p, cfg)})
+		var pcfg protocolapi.Config
+		pcfg, err = p.WithDefaults(protocolapi.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Keys,
+			CacheLines: cfg.CacheLines, Mutant: cfg.Mutant, Options: cfg.Options})
+		if err == nil {
+			cl, err = p.Deploy(pcfg)
+		}
 		if err == nil && cl != nil {
 			lay = cl.Layout()
 		}
