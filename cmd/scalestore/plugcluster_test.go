@@ -40,16 +40,42 @@ func TestClusterPlugin(t *testing.T) {
 	}
 }
 
-// TestClusterPluginMutant: a mutant on processes is caught. SEL's readers
+// TestClusterPluginMutant: mutants on processes are caught. SEL's readers
 // that skip the latch read a line torn by a writer's two WRITEs, which the
-// reader's own check reports: the node's violation, printed, exit 1.
+// reader's own check reports: the node's violation, printed, exit 1. MSI's
+// home that forgets an evicted line's value loses writes, which porcupine
+// sees in the history.
 func TestClusterPluginMutant(t *testing.T) {
 	bin := scalestoreBinary(t)
-	out, err := exec.Command(bin, "cluster", "--protocol", "sel", "--mutate", "reader-skips-latch", "--nodes", "2", "--threads", "2",
-		"--transport", "shm", "--records", "1", "--read-ratio", "0.5", "--duration", "1s", "--check", "--quiet").CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "protocol violations") || !strings.Contains(string(out), "torn line") {
-		t.Fatalf("the mutant was not caught: %v\n%s", err, out)
+	for _, tc := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"--protocol", "sel", "--mutate", "reader-skips-latch", "--transport", "shm", "--records", "1"},
+			[]string{"protocol violations", "torn line"}},
+		{[]string{"--protocol", "msi", "--mutate", "forget-writeback", "--transport", "tcp", "--records", "8", "--cache-lines", "2", "--json"},
+			[]string{"linearizable: "}},
+	} {
+		t.Run(tc.args[1], func(t *testing.T) {
+			args := append([]string{"cluster", "--nodes", "2", "--threads", "2", "--read-ratio", "0.5", "--duration", "1s", "--check", "--quiet"}, tc.args...)
+			out, err := exec.Command(bin, args...).CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("the mutant was not caught: %v\n%s", err, out)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(string(out), want) {
+					t.Fatalf("no %q in the output:\n%s", want, out)
+				}
+			}
+			if tc.args[1] == "msi" {
+				var res clusterResult
+				lastJSON(t, out, &res)
+				if res.Violations == 0 || !res.Checked {
+					t.Fatalf("porcupine found no lost write: violations %d checked %v\n%s", res.Violations, res.Checked, out)
+				}
+			}
+		})
 	}
 }
 
