@@ -602,7 +602,11 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 		return nil, false, fmt.Errorf("scalestore: %w", err)
 	}
 	path := o.storePath()
-	opts := nvme.Options{Slots: slots}
+	// With write-through, a write is acknowledged once its page is in the
+	// store's write log, many pages in one log write (a group commit), and
+	// written in place later (storage/nvme's wlog.go); a killed node's log
+	// is written back when its store opens.
+	opts := nvme.Options{Slots: slots, WriteLog: o.writesThrough()}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || o.Reformat {
 		opts.Create, fresh = true, true
 	} else if err != nil {
