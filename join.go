@@ -658,7 +658,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 	s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate,
 		AllocateInner: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, boot) }}
 	if c.opts.writesThrough() {
-		s.Persist = c.node.RT.Persist
+		s.Persist, s.PersistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return s
 }
@@ -670,7 +670,7 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.writesThrough() {
-		db.persist = c.node.RT.Persist
+		db.persist, db.persistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return db
 }

@@ -65,16 +65,22 @@ const (
 	wlogMinBytes = 4 * (wlogMaxBatch + 1) * PageSize
 )
 
-// wlogEntry is the newest image of a slot not yet written in place.
+// wlogEntry is the newest image of a slot not yet written in place, and
+// the newest one whose log write completed: a checkpoint writes only that
+// one in place. A write queued with others (a B-tree split's pages) must
+// never reach its slot before the writes queued ahead of it are durable.
 type wlogEntry struct {
-	data []byte // PageSize bytes, the trailer's bytes zero
-	seq  uint64 // which write it is (writeLog.writes at the time)
+	data      []byte // PageSize bytes, the trailer's bytes zero
+	seq       uint64 // which write it is (writeLog.writes at the time)
+	logged    []byte // the image of write loggedSeq
+	loggedSeq uint64 // 0: none logged yet
 }
 
 // wlogBatch is a log write being filled or in flight.
 type wlogBatch struct {
 	buf   []byte // aligned: the header block and wlogMaxBatch pages
 	slots []uint64
+	seqs  []uint64 // each page's write (wlogEntry.seq)
 	dones []func(error)
 }
 
@@ -352,12 +358,7 @@ func (s *Store) logWrite(slot uint64, buf []byte, done func(error)) error {
 	w.writes++
 	e := w.dirty[slot]
 	if e == nil {
-		e = &wlogEntry{}
-		if n := len(w.spare); n > 0 {
-			e.data, w.spare = w.spare[n-1], w.spare[:n-1]
-		} else {
-			e.data = make([]byte, PageSize)
-		}
+		e = &wlogEntry{data: w.page(), logged: w.page()}
 		w.dirty[slot] = e
 	}
 	copy(e.data[:DataSize], buf)
@@ -368,8 +369,19 @@ func (s *Store) logWrite(slot uint64, buf []byte, done func(error)) error {
 	copy(page[:DataSize], buf)
 	stamp(page, slot)
 	b.slots = append(b.slots, slot)
+	b.seqs = append(b.seqs, e.seq)
 	b.dones = append(b.dones, done)
 	return nil
+}
+
+// page is a free entry buffer.
+func (w *writeLog) page() []byte {
+	if n := len(w.spare); n > 0 {
+		p := w.spare[n-1]
+		w.spare = w.spare[:n-1]
+		return p
+	}
+	return make([]byte, PageSize)
 }
 
 // logRead serves a read of a slot whose newest image is in the log from
@@ -472,8 +484,16 @@ func (s *Store) batchDone(k int, err error, now bool) {
 	if err != nil && w.err == nil {
 		w.err = err
 	}
+	if err == nil {
+		for i, slot := range b.slots {
+			if e := w.dirty[slot]; e != nil && e.loggedSeq < b.seqs[i] {
+				copy(e.logged[:DataSize], b.buf[PageSize*(1+i):])
+				e.loggedSeq = b.seqs[i]
+			}
+		}
+	}
 	dones := b.dones
-	b.slots, b.dones = b.slots[:0], nil
+	b.slots, b.seqs, b.dones = b.slots[:0], b.seqs[:0], nil
 	w.inflight = false
 	if w.ckWaitBatch {
 		w.ckWaitBatch = false
@@ -488,7 +508,7 @@ func (s *Store) batchDone(k int, err error, now bool) {
 			s.completed = append(s.completed, completion{done: done, err: err})
 		}
 	}
-	s.maybeFinishCheckpoint()
+	s.pumpCheckpoint()
 	s.issueBatch()
 }
 
@@ -511,16 +531,18 @@ func (s *Store) startCheckpoint() {
 // buffers to spare (a quarter of them stay for reads and other writes).
 func (s *Store) pumpCheckpoint() {
 	w := s.wlog
-	for w.ck && len(w.ckQueue) > 0 && w.err == nil && !s.closed && (s.ring == nil || len(s.free) > s.depth/4) {
+	// Until the batch in flight at the start has landed, a slot's
+	// logged image may miss a write before the checkpoint's tail.
+	for w.ck && !w.ckWaitBatch && len(w.ckQueue) > 0 && w.err == nil && !s.closed && (s.ring == nil || len(s.free) > s.depth/4) {
 		slot := w.ckQueue[len(w.ckQueue)-1]
 		w.ckQueue = w.ckQueue[:len(w.ckQueue)-1]
 		e := w.dirty[slot]
-		if e == nil {
-			continue
+		if e == nil || e.loggedSeq == 0 {
+			continue // every write of it is past the checkpoint's tail
 		}
-		seq := e.seq
+		seq := e.loggedSeq
 		w.ckPending++
-		err := s.submit(slot, e.data, func(err error) { s.applied(slot, seq, err) }, true)
+		err := s.submit(slot, e.logged, func(err error) { s.applied(slot, seq, err) }, true)
 		if err != nil {
 			w.ckPending--
 			if w.err == nil {
@@ -544,7 +566,7 @@ func (s *Store) applied(slot, seq uint64, err error) {
 	}
 	if e := w.dirty[slot]; e != nil && e.seq == seq {
 		delete(w.dirty, slot)
-		w.spare = append(w.spare, e.data)
+		w.spare = append(w.spare, e.data, e.logged)
 	}
 	s.pumpCheckpoint() // a buffer is free again
 }

@@ -208,3 +208,38 @@ func TestWriteLogOptions(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint writes in place only what the log holds: a newer image still
+// queued (a later page of a B-tree split, say) must not reach its slot
+// before the log has it, or a crash could leave it in place without the
+// pages written ahead of it.
+func TestWriteLogCheckpointWritesOnlyLogged(t *testing.T) {
+	e := engines[1] // pread: the checkpoint's writes happen as it starts
+	path := filepath.Join(testDir(t), "store")
+	s := openLogged(t, e, path, true, 8, 0)
+	defer s.Close()
+	if err := s.WriteAsync(3, pattern(3, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, s)
+	if err := s.WriteAsync(3, pattern(3, 2), nil); err != nil { // queued, not in the log
+		t.Fatal(err)
+	}
+	if err := s.WriteAsync(5, pattern(5, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.startCheckpoint()
+	raw := readRaw(t, path, offsetOf(3))
+	if err := verify(raw, 3); err != nil {
+		t.Fatal(err)
+	}
+	checkPage(t, 3, append(raw[:DataSize:DataSize], make([]byte, TrailerSize)...), pattern(3, 1))
+	if raw := readRaw(t, path, offsetOf(5)); !allZero(raw) {
+		t.Fatal("slot 5 written in place before its log write")
+	}
+	buf := make([]byte, PageSize)
+	if err := s.ReadPage(3, buf); err != nil {
+		t.Fatal(err)
+	}
+	checkPage(t, 3, buf, pattern(3, 2)) // reads see the newest
+}
