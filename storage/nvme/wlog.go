@@ -54,7 +54,7 @@ const WriteLogSuffix = ".wlog"
 
 // DefaultWriteLogBytes is the write log's size when Options.WriteLogBytes
 // is zero.
-const DefaultWriteLogBytes = 64 << 20
+const DefaultWriteLogBytes = 256 << 20
 
 const (
 	wlogMagic      = "SSWLOG01"
@@ -70,10 +70,11 @@ const (
 // one in place. A write queued with others (a B-tree split's pages) must
 // never reach its slot before the writes queued ahead of it are durable.
 type wlogEntry struct {
-	data      []byte // PageSize bytes, the trailer's bytes zero
-	seq       uint64 // which write it is (writeLog.writes at the time)
-	logged    []byte // the image of write loggedSeq
+	seq       uint64 // the newest write of the slot (writeLog.writes then)
+	logged    []byte // PageSize bytes: the image of write loggedSeq
 	loggedSeq uint64 // 0: none logged yet
+	// While seq > loggedSeq, write seq's image is page index of batch.
+	batch, index int
 }
 
 // wlogBatch is a log write being filled or in flight.
@@ -358,13 +359,12 @@ func (s *Store) logWrite(slot uint64, buf []byte, done func(error)) error {
 	w.writes++
 	e := w.dirty[slot]
 	if e == nil {
-		e = &wlogEntry{data: w.page(), logged: w.page()}
+		e = &wlogEntry{logged: w.page()}
 		w.dirty[slot] = e
 	}
-	copy(e.data[:DataSize], buf)
-	e.seq = w.writes
 	b := &w.batches[w.fill]
 	i := len(b.slots)
+	e.seq, e.batch, e.index = w.writes, w.fill, i
 	page := b.buf[PageSize*(1+i) : PageSize*(2+i)]
 	copy(page[:DataSize], buf)
 	stamp(page, slot)
@@ -387,11 +387,16 @@ func (w *writeLog) page() []byte {
 // logRead serves a read of a slot whose newest image is in the log from
 // memory; it reports false if the slot has none.
 func (s *Store) logRead(slot uint64, buf []byte, done func(error)) (bool, error) {
-	e := s.wlog.dirty[slot]
+	w := s.wlog
+	e := w.dirty[slot]
 	if e == nil {
 		return false, nil
 	}
-	copy(buf[:DataSize], e.data)
+	src := e.logged
+	if e.seq > e.loggedSeq {
+		src = w.batches[e.batch].buf[PageSize*(1+e.index):]
+	}
+	copy(buf[:DataSize], src)
 	clear(buf[DataSize:])
 	s.Reads++
 	s.completed = append(s.completed, completion{done: done})
@@ -566,7 +571,7 @@ func (s *Store) applied(slot, seq uint64, err error) {
 	}
 	if e := w.dirty[slot]; e != nil && e.seq == seq {
 		delete(w.dirty, slot)
-		w.spare = append(w.spare, e.data, e.logged)
+		w.spare = append(w.spare, e.logged)
 	}
 	s.pumpCheckpoint() // a buffer is free again
 }
