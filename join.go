@@ -605,8 +605,10 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 	// With write-through, a write is acknowledged once its page is in the
 	// store's write log, many pages in one log write (a group commit), and
 	// written in place later (storage/nvme's wlog.go); a killed node's log
-	// is written back when its store opens.
-	opts := nvme.Options{Slots: slots, WriteLog: o.writesThrough()}
+	// is written back when its store opens. Under durability process the
+	// log goes through the page cache: what the kernel took survives the
+	// process; sync flushes it with O_DIRECT writes and fdatasync.
+	opts := nvme.Options{Slots: slots, WriteLog: o.writesThrough(), WriteLogCached: o.Durability == DurabilityProcess}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || o.Reformat {
 		opts.Create, fresh = true, true
 	} else if err != nil {

@@ -56,6 +56,12 @@ type Options struct {
 	// WriteLogBytes is the write log's size (default
 	// DefaultWriteLogBytes): a checkpoint starts when half of it is used.
 	WriteLogBytes int
+	// WriteLogCached writes the log through the page cache: a write is
+	// acknowledged once the kernel holds it, which a killed process cannot
+	// undo but a power failure can (until DataSync). Without it the log is
+	// written with O_DIRECT, like the pages, and a DataSync after it only
+	// flushes the device's cache: cheaper where every group is synced.
+	WriteLogCached bool
 }
 
 // ErrDirectUnsupported is returned by Open when the filesystem rejects
@@ -272,7 +278,7 @@ func (s *Store) open(opts Options, base string) error {
 			s.journal.reset(s.epoch)
 		}
 		if opts.WriteLog {
-			if err := s.openWriteLog(base+WriteLogSuffix, opts.WriteLogBytes, true); err != nil {
+			if err := s.openWriteLog(base+WriteLogSuffix, opts.WriteLogBytes, true, opts.WriteLogCached); err != nil {
 				return err
 			}
 		}
@@ -287,7 +293,7 @@ func (s *Store) open(opts Options, base string) error {
 		}
 		if opts.WriteLog {
 			// A clean store's log is empty (Close wrote it back).
-			if err := s.openWriteLog(base+WriteLogSuffix, opts.WriteLogBytes, false); err != nil {
+			if err := s.openWriteLog(base+WriteLogSuffix, opts.WriteLogBytes, false, opts.WriteLogCached); err != nil {
 				return err
 			}
 		}

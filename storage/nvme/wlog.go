@@ -120,7 +120,7 @@ type writeLog struct {
 
 // openWriteLog opens (or creates) the write log at path and, for an
 // existing store, replays it into s. fresh discards what the log held.
-func (s *Store) openWriteLog(path string, size int, fresh bool) error {
+func (s *Store) openWriteLog(path string, size int, fresh, cached bool) error {
 	if size == 0 {
 		size = DefaultWriteLogBytes
 	}
@@ -129,7 +129,7 @@ func (s *Store) openWriteLog(path string, size int, fresh bool) error {
 		return fmt.Errorf("nvme: write log of %d bytes: want at least %d", size, wlogMinBytes)
 	}
 	flags := unix.O_RDWR | unix.O_CLOEXEC | unix.O_CREAT
-	if s.direct {
+	if s.direct && !cached {
 		flags |= unix.O_DIRECT
 	}
 	fd, err := openRetry(path, flags, 0o644)

@@ -11,7 +11,12 @@ import (
 
 func openLogged(t *testing.T, e engine, path string, create bool, slots uint64, logBytes int) *Store {
 	t.Helper()
-	s, err := Open(path, Options{Slots: slots, Create: create, NoIOUring: e.noIOUring, WriteLog: true, WriteLogBytes: logBytes})
+	return openLoggedCached(t, e, path, create, slots, logBytes, false)
+}
+
+func openLoggedCached(t *testing.T, e engine, path string, create bool, slots uint64, logBytes int, cached bool) *Store {
+	t.Helper()
+	s, err := Open(path, Options{Slots: slots, Create: create, NoIOUring: e.noIOUring, WriteLog: true, WriteLogBytes: logBytes, WriteLogCached: cached})
 	if err != nil {
 		t.Fatalf("Open(write log): %v", err)
 	}
@@ -90,11 +95,15 @@ func TestWriteLogGroupsWrites(t *testing.T) {
 // checkpointed to the end, the ring wrapped many times) holds each slot's
 // last acknowledged write after the next Open.
 func TestWriteLogReplaysAfterKill(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
+	for _, c := range []struct {
+		e      engine
+		cached bool
+	}{{engines[0], false}, {engines[1], false}, {engines[0], true}, {engines[1], true}} {
+		e, cached := c.e, c.cached
+		t.Run(fmt.Sprintf("%s/cached=%v", e.name, cached), func(t *testing.T) {
 			path := filepath.Join(testDir(t), "store")
 			const slots = 300
-			s := openLogged(t, e, path, true, slots, wlogMinBytes)
+			s := openLoggedCached(t, e, path, true, slots, wlogMinBytes, cached)
 			r := rand.New(rand.NewPCG(7, 7))
 			last := map[uint64]uint64{}
 			for i := range 4000 {
@@ -126,7 +135,7 @@ func TestWriteLogReplaysAfterKill(t *testing.T) {
 			}
 			// Killed: nothing is written back, the superblock says in use.
 			s.release(true)
-			s = openLogged(t, e, path, false, 0, wlogMinBytes)
+			s = openLoggedCached(t, e, path, false, 0, wlogMinBytes, cached)
 			defer s.Close()
 			if s.WasClean() {
 				t.Fatal("killed store reads as clean")
