@@ -103,6 +103,11 @@ type writeLog struct {
 	writes     uint64 // page images logged so far
 	dirty      map[uint64]*wlogEntry
 	spare      [][]byte // free entry buffers
+	// cached: the log goes through the page cache (Options.WriteLogCached),
+	// whose promise is the process's death only: a checkpoint flushes
+	// neither the store nor the log (a flush of the log would write back
+	// up to half of it at once, stalling every write).
+	cached bool
 
 	// The checkpoint under way, if ck.
 	ck          bool
@@ -136,7 +141,7 @@ func (s *Store) openWriteLog(path string, size int, fresh, cached bool) error {
 	if err != nil {
 		return fmt.Errorf("nvme: open write log %s: %w", path, err)
 	}
-	w := &writeLog{fd: fd, path: path, dirty: map[uint64]*wlogEntry{}, nextSeq: 1}
+	w := &writeLog{fd: fd, path: path, dirty: map[uint64]*wlogEntry{}, nextSeq: 1, cached: cached}
 	s.wlog = w
 	batchBytes := (wlogMaxBatch + 1) * PageSize
 	w.mem, err = unix.Mmap(-1, 0, 2*batchBytes+PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -194,6 +199,9 @@ func (s *Store) writeLogHeader(head, seq uint64) error {
 	le.PutUint32(b[PageSize-4:], crc32.Checksum(b[:PageSize-4], castagnoli))
 	if err := pioFD(w.fd, true, b, 0); err != nil {
 		return wrapIO("nvme: write log header of "+w.path, s.directErr(err))
+	}
+	if w.cached {
+		return nil
 	}
 	if err := unix.Fdatasync(w.fd); err != nil {
 		return wrapIO("nvme: sync write log "+w.path, err)
@@ -585,9 +593,11 @@ func (s *Store) maybeFinishCheckpoint() {
 		return // Submit and Poll pump the rest of the queue
 	}
 	w.ck = false
-	if err := unix.Fdatasync(s.fd); err != nil {
-		w.err = s.fileErr("sync", err)
-		return
+	if !w.cached {
+		if err := unix.Fdatasync(s.fd); err != nil {
+			w.err = s.fileErr("sync", err)
+			return
+		}
 	}
 	if err := s.writeLogHeader(w.ckTail%w.dataLen, w.ckSeq); err != nil {
 		w.err = err
