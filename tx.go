@@ -217,6 +217,13 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 // wraps ErrTxConflict and names the key. An error from fn aborts: nothing
 // is written and Update returns it. fn must not keep the Tx.
 //
+// fn may run more than once, so it must do nothing outside the
+// transaction that cannot be repeated. The values it reads are checked
+// only at the commit: during a run that is then retried, two of them may
+// come from different instants (a sum of balances may be off), so fn
+// must not fail or loop on what it reads; only what a run that commits
+// read is consistent.
+//
 // On a DB with a log, the commit is one log record: after a crash the
 // transaction is there whole or not at all. On a cluster, each leaf the
 // commit changed is written through (durability process or sync) before
