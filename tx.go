@@ -72,6 +72,9 @@ type txRead struct {
 	key   []byte
 	val   []byte
 	found bool
+	// leaf is the leaf the value was read in, as it was then: a View
+	// whose leaves are all unchanged at its end commits without latches.
+	leaf bufmgr.OptimisticGuard
 }
 
 type txWrite struct {
@@ -163,11 +166,18 @@ func (tx *Tx) Get(key, dst []byte) ([]byte, bool, error) {
 		return append(dst, r.val...), true, nil
 	}
 	s := Session{db: tx.db, w: st.w}
-	v, ok, err := s.Get(key, nil)
+	var v []byte
+	var ok bool
+	var leaf bufmgr.OptimisticGuard
+	err := s.do(func(w *bufmgr.Worker) error {
+		var err error
+		v, ok, leaf, err = tx.db.tree.GetGuarded(tx.db.session(w), key, nil)
+		return err
+	})
 	if err != nil {
 		return dst, false, err
 	}
-	st.reads[k] = txRead{db: tx.db, key: bytes.Clone(key), val: v, found: ok}
+	st.reads[k] = txRead{db: tx.db, key: bytes.Clone(key), val: v, found: ok, leaf: leaf}
 	return append(dst, v...), ok, nil
 }
 
@@ -252,6 +262,9 @@ func (db *DB) run(readOnly bool, fn func(tx *Tx) error) error {
 		if err != nil {
 			return err
 		}
+		if readOnly && st.unchanged() {
+			return nil // every leaf it read is as it read it, now: a snapshot
+		}
 		err = db.commit(s, st)
 		var ce *conflictError
 		if !errors.As(err, &ce) {
@@ -260,6 +273,20 @@ func (db *DB) run(readOnly bool, fn func(tx *Tx) error) error {
 		last = err
 	}
 	return fmt.Errorf("%w: %d attempts, each found a key it read changed at commit; the last: %v", ErrTxConflict, TxAttempts, last)
+}
+
+// unchanged reports whether every leaf the transaction read a key in is
+// still as it was when it read it. Each was unchanged from its read to
+// this check, so at the check every value read was there, all together:
+// a read-only transaction whose leaves are unchanged needs no latch.
+func (st *txState) unchanged() bool {
+	for k := range st.reads {
+		r := st.reads[k]
+		if r.leaf.HasChanged() {
+			return false
+		}
+	}
+	return true
 }
 
 // commit checks the reads and applies the writes under the latches of
