@@ -452,6 +452,33 @@ func (t *Tree) Get(s Session, key, dst []byte) (val []byte, ok bool, err error) 
 	}
 }
 
+// GetGuarded is Get that also returns the optimistic guard of the leaf it
+// read the key in: while the guard's HasChanged is false, the leaf (and so
+// the key's value or absence) is as read. A read-only transaction checks
+// all of its guards at the end instead of latching anything.
+func (t *Tree) GetGuarded(s Session, key, dst []byte) (val []byte, ok bool, g bufmgr.OptimisticGuard, err error) {
+	if err := checkSizes(key, 0); err != nil {
+		return dst, false, g, err
+	}
+	for {
+		p, err := t.descend(s, key, false, 0, 0)
+		if err != nil {
+			return dst, false, g, err
+		}
+		n := node(p.current.Data())
+		mark := len(dst)
+		i, found := n.lowerBound(key)
+		if found {
+			dst = append(dst, n.value(i)...)
+		}
+		if p.current.HasChanged() {
+			dst = dst[:mark]
+			continue
+		}
+		return dst, found, p.current, nil
+	}
+}
+
 // Put inserts key or replaces its value.
 func (t *Tree) Put(s Session, key, val []byte) error {
 	_, err := t.PutIf(s, key, val, nil)
