@@ -92,14 +92,14 @@ func (c *cache) request(key uint64, l *line, read bool) {
 		c.used++
 		if read {
 			l.state = lineToShared
-			c.n.env.Send(home, Msg{T: ReadShared, Key: key})
+			c.n.send(home, Msg{T: ReadShared, Key: key})
 		} else {
 			l.state = lineToDirty
-			c.n.env.Send(home, Msg{T: ReadExclusive, Key: key})
+			c.n.send(home, Msg{T: ReadExclusive, Key: key})
 		}
 	case lineShared:
 		l.state = lineUpgrading
-		c.n.env.Send(home, Msg{T: ReadExclusive, Key: key})
+		c.n.send(home, Msg{T: ReadExclusive, Key: key})
 	}
 }
 
@@ -125,7 +125,7 @@ func (c *cache) evict() bool {
 		return true
 	}
 	l.state = lineEvicting
-	c.n.env.Send(c.n.homeOf(k), Msg{T: Evict, Key: k, Value: l.value})
+	c.n.send(c.n.homeOf(k), Msg{T: Evict, Key: k, Value: l.value})
 	return false
 }
 
@@ -163,7 +163,7 @@ func (c *cache) receive(from protocol.NodeID, m Msg) error {
 		c.progress(m.Key)
 		return nil
 	case Invalidate:
-		c.n.env.Send(from, Msg{T: InvalidateAck, Key: m.Key})
+		c.n.send(from, Msg{T: InvalidateAck, Key: m.Key})
 		switch l.state {
 		case lineShared:
 			c.drop(m.Key, l)
@@ -176,7 +176,7 @@ func (c *cache) receive(from protocol.NodeID, m Msg) error {
 		if l.state != lineDirty && l.state != lineEvicting {
 			return fmt.Errorf("gam: cache of node %d: %v in state %s", c.n.id, m, lineNames[l.state])
 		}
-		c.n.env.Send(from, Msg{T: WriteBack, Key: m.Key, Value: l.value})
+		c.n.send(from, Msg{T: WriteBack, Key: m.Key, Value: l.value})
 		switch {
 		case l.state == lineEvicting:
 			// Its EvictAck is coming.

@@ -66,7 +66,8 @@ func (c *cluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Rol
 		return nil, fmt.Errorf("gam: role of node %d asked after %d of %d nodes", id, len(c.nodes), c.cfg.Nodes)
 	}
 	n := &node{env: env, id: id, nodes: c.cfg.Nodes, keys: uint64(c.cfg.Keys), mode: c.opts.Mode,
-		cost: c.opts.Cost, mut: c.mut, cl: c}
+		cost: c.opts.Cost, mut: c.mut, cl: c, sent: make([]uint32, c.cfg.Nodes), got: make([]uint32, c.cfg.Nodes),
+		early: make([][]Msg, c.cfg.Nodes)}
 	homed := (c.cfg.Keys - int(id) + c.cfg.Nodes - 1) / c.cfg.Nodes
 	n.dir = directory{n: n, entries: make([]entry, max(homed, 0))}
 	lines := c.cfg.CacheLines
@@ -130,7 +131,11 @@ func (c *cluster) Check(atRest bool) []error {
 	}
 	if atRest {
 		for _, n := range c.nodes {
-			if len(n.queue) > 0 || n.busy || n.wb.accepted > 0 || len(n.cache.blocked) > 0 {
+			early := 0
+			for _, e := range n.early {
+				early += len(e)
+			}
+			if len(n.queue) > 0 || n.busy || n.wb.pending() > 0 || len(n.cache.blocked) > 0 || early > 0 {
 				errs = append(errs, fmt.Errorf("node %d: at rest, %s", n.id, n.Describe()))
 			}
 		}

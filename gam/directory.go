@@ -118,7 +118,7 @@ func (d *directory) serve(key uint64, e *entry) error {
 // start begins rq's transaction; it completes at once when no cache must
 // act first.
 func (d *directory) start(key uint64, e *entry, rq dreq) error {
-	env := d.n.env
+	send := d.n.send
 	if rq.t == Evict {
 		if e.state == dirDirty && e.owner == rq.from {
 			if !d.n.mut.loseWriteBack {
@@ -128,7 +128,7 @@ func (d *directory) start(key uint64, e *entry, rq dreq) error {
 		}
 		// Otherwise a fetch took the line already, and its WriteBack
 		// brought the same value. The owner frees the frame either way.
-		env.Send(rq.from, Msg{T: EvictAck, Key: key})
+		send(rq.from, Msg{T: EvictAck, Key: key})
 		return nil
 	}
 	e.cur = rq
@@ -138,9 +138,9 @@ func (d *directory) start(key uint64, e *entry, rq dreq) error {
 		}
 		e.busy, e.fetch = true, true
 		if rq.shared() {
-			env.Send(e.owner, Msg{T: FetchShared, Key: key})
+			send(e.owner, Msg{T: FetchShared, Key: key})
 		} else {
-			env.Send(e.owner, Msg{T: FetchInvalidate, Key: key})
+			send(e.owner, Msg{T: FetchInvalidate, Key: key})
 		}
 		return nil
 	}
@@ -152,7 +152,7 @@ func (d *directory) start(key uint64, e *entry, rq dreq) error {
 		e.sharers.Each(func(s protocol.NodeID) {
 			if s != rq.from {
 				e.acks++
-				env.Send(s, Msg{T: Invalidate, Key: key})
+				send(s, Msg{T: Invalidate, Key: key})
 			}
 		})
 		if e.acks > 0 {
@@ -183,10 +183,10 @@ func (d *directory) complete(key uint64, e *entry) {
 	case rq.shared():
 		e.state = dirShared
 		e.sharers.Add(rq.from)
-		d.n.env.Send(rq.from, Msg{T: Grant, Key: key, Shared: true, Value: e.mem})
+		d.n.send(rq.from, Msg{T: Grant, Key: key, Shared: true, Value: e.mem})
 	default:
 		e.state, e.owner, e.sharers = dirDirty, rq.from, protocol.NodeSet{}
-		d.n.env.Send(rq.from, Msg{T: Grant, Key: key, Value: e.mem})
+		d.n.send(rq.from, Msg{T: Grant, Key: key, Value: e.mem})
 	}
 }
 

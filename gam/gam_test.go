@@ -204,3 +204,5 @@ func TestReproducible(t *testing.T) {
 		}
 	}
 }
+
+func simrunnerRun(cfg simrunner.Config) (simrunner.Result, error) { return simrunner.Run(seq(), cfg) }

@@ -42,6 +42,9 @@ type Msg struct {
 	Key    uint64
 	Shared bool   // Grant: a read-only copy (else the writable one)
 	Value  uint64 // Grant, WriteBack, Evict
+	// Seq numbers the messages on one link from 1 (node.send): the
+	// receiver takes them in that order (see node.arrive).
+	Seq uint32
 }
 
 // Type implements protocolapi.Message.
@@ -72,11 +75,12 @@ func (m Msg) String() string {
 func hasValue(t uint8) bool { return t == Grant || t == WriteBack || t == Evict }
 
 // The body's layout: bytes 0-7 the key (little endian), byte 8 the
-// shared flag of a Grant, the rest zero. The value travels as an 8-byte
+// shared flag of a Grant, 9-12 the link's sequence number, the rest zero. The value travels as an 8-byte
 // payload, as a line's data does.
 const (
 	offShared = 8
-	bodyUsed  = 9
+	offSeq    = 9
+	bodyUsed  = 13
 )
 
 // codec is GAM's protocolapi.Codec.
@@ -96,6 +100,7 @@ func (codec) Encode(m protocolapi.Message, body []byte) ([]byte, error) {
 	if msg.Shared {
 		body[offShared] = 1
 	}
+	binary.LittleEndian.PutUint32(body[offSeq:], msg.Seq)
 	if !hasValue(msg.T) {
 		if msg.Value != 0 {
 			return nil, fmt.Errorf("gam: %v carries value %d", msg, msg.Value)
@@ -117,7 +122,7 @@ func (codec) Decode(t uint8, body, payload []byte) (protocolapi.Message, error) 
 			return nil, fmt.Errorf("byte %d of the body is %#x, want 0", i, body[i])
 		}
 	}
-	m := Msg{T: t, Key: binary.LittleEndian.Uint64(body)}
+	m := Msg{T: t, Key: binary.LittleEndian.Uint64(body), Seq: binary.LittleEndian.Uint32(body[offSeq:])}
 	switch f := body[offShared]; {
 	case f > 1:
 		return nil, fmt.Errorf("shared flag %d", f)

@@ -3,6 +3,7 @@ package gam
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/scalestore-go/scalestore/protocol"
@@ -64,6 +65,13 @@ type node struct {
 	busy  bool   // an item is being served (its timer is out)
 	svc   uint64 // the service timer's token
 
+	// Per-link order: sent numbers the messages to each node; got is
+	// the last number taken from each node, early the messages that
+	// overtook one still on its way (see arrive).
+	sent  []uint32
+	got   []uint32
+	early [][]Msg
+
 	dir   directory
 	cache cache
 	wb    writeBuffer
@@ -105,7 +113,7 @@ func (n *node) Step(ev protocolapi.Event) error {
 		if !ok {
 			return fmt.Errorf("gam: node %d got a %T, not a GAM message", n.id, ev.Msg)
 		}
-		return n.enqueue(item{from: ev.From, msg: m})
+		return n.arrive(ev.From, m)
 	case protocolapi.EventTimer:
 		if !n.busy || ev.Token != n.svc {
 			return fmt.Errorf("gam: node %d: timer %d, but its worker waits for %d (busy %v)", n.id, ev.Token, n.svc, n.busy)
@@ -120,6 +128,50 @@ func (n *node) Step(ev protocolapi.Event) error {
 		return err
 	}
 	return fmt.Errorf("gam: node %d has no use for a %v event", n.id, ev.Kind)
+}
+
+// send sends m to node to, numbered on the link.
+func (n *node) send(to protocol.NodeID, m Msg) {
+	n.sent[to]++
+	m.Seq = n.sent[to]
+	n.env.Send(to, m)
+}
+
+// arrive takes a message in its link's order. The protocol needs
+// per-link FIFO (a Grant before the fetch the home sent after it), which
+// the transports give; the simulator breaks it when the fault plan stops
+// (sim.World.StopFaults forgets the stalls while frames they held back
+// keep their later times, so a frame sent after overtakes them). A
+// message that overtook waits here for the ones before it.
+func (n *node) arrive(from protocol.NodeID, m Msg) error {
+	switch {
+	case int(from) >= len(n.got):
+		return fmt.Errorf("gam: node %d: %v from node %d, outside the %d nodes", n.id, m, from, len(n.got))
+	case m.Seq <= n.got[from]:
+		return fmt.Errorf("gam: node %d: %v from node %d numbered %d, after %d", n.id, m, from, m.Seq, n.got[from])
+	case m.Seq > n.got[from]+1:
+		if len(n.early[from]) >= maxQueue {
+			return fmt.Errorf("gam: node %d: %d messages from node %d wait for number %d", n.id, len(n.early[from]), from, n.got[from]+1)
+		}
+		n.early[from] = append(n.early[from], m)
+		return nil
+	}
+	n.got[from]++
+	if err := n.enqueue(item{from: from, msg: m}); err != nil {
+		return err
+	}
+	for {
+		i := slices.IndexFunc(n.early[from], func(e Msg) bool { return e.Seq == n.got[from]+1 })
+		if i < 0 {
+			return nil
+		}
+		next := n.early[from][i]
+		n.early[from] = slices.Delete(n.early[from], i, i+1)
+		n.got[from]++
+		if err := n.enqueue(item{from: from, msg: next}); err != nil {
+			return err
+		}
+	}
 }
 
 // enqueue puts it behind the items the worker has not served yet.
@@ -194,7 +246,7 @@ func (n *node) issue(r req) {
 func (n *node) finish(r req, v uint64) {
 	switch {
 	case r.drain:
-		n.wb.drained()
+		n.wb.drained(r.op.Worker)
 	case !r.early:
 		n.env.Complete(r.op, protocolapi.Result{Value: v})
 	}
@@ -219,6 +271,11 @@ func (n *node) receive(from protocol.NodeID, m Msg) error {
 // Describe implements protocolapi.Role.
 func (n *node) Describe() string {
 	var b strings.Builder
+	for from, e := range n.early {
+		if len(e) > 0 {
+			fmt.Fprintf(&b, " %d messages from node %d wait for number %d", len(e), from, n.got[from]+1)
+		}
+	}
 	if len(n.queue) > 0 || n.busy {
 		fmt.Fprintf(&b, " serial queue: %d items (serving %v)", len(n.queue), n.busy)
 	}

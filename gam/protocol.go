@@ -46,13 +46,13 @@ var DefaultCost = Cost{Service: 500}
 type Options struct {
 	Mode Mode
 	Cost Cost
-	// WriteBuffer bounds, in TSO mode, the writes a node has told its
-	// threads done but not made visible; a write beyond it waits.
+	// WriteBuffer bounds, in TSO mode, the writes a thread has been told
+	// are done but that are not visible yet; a write beyond it waits.
 	WriteBuffer int
 }
 
 // DefaultWriteBuffer is the TSO write buffer's default size, in writes.
-const DefaultWriteBuffer = 16
+const DefaultWriteBuffer = 8
 
 // The mutants.
 const (

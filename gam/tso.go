@@ -6,102 +6,142 @@ import (
 	"github.com/scalestore-go/scalestore/protocolapi"
 )
 
-// writeBuffer is a TSO node's store buffer: the writes its workers were
-// told are done, made visible one at a time in the order the node's
-// worker took them (GAM's worker serves a node's requests in order). A
-// worker's read of a key it has a buffered write to returns its newest
-// such write (a thread reads its own writes); everything else reads
-// through the cache and the directory, which see only drained writes.
+// writeBuffer is a TSO node's store buffers, one a thread (worker), as a
+// processor core has: the writes a thread was told are done, made visible
+// one at a time in the thread's order, while other threads' writes drain
+// beside them. A thread's read of a key it has a buffered write to
+// returns its newest such write (a thread reads its own writes);
+// everything else reads through the cache and the directory, which see
+// only drained writes.
 type writeBuffer struct {
-	n *node
+	n       *node
+	threads []threadBuffer
+	cap     int
+}
+
+// threadBuffer is one thread's store buffer.
+type threadBuffer struct {
 	// entries wait to drain, oldest first; head is draining (headOn).
 	entries []protocolapi.Op
 	head    protocolapi.Op
 	headOn  bool
-	// accepted counts the writes told done or held, not drained yet;
-	// held are the writes beyond cap whose workers wait for room.
+	// accepted counts the thread's writes told done or held, not drained
+	// yet; held is the write beyond cap whose thread waits for room.
 	accepted int
-	held     []protocolapi.Op
-	cap      int
+	held     protocolapi.Op
+	heldOn   bool
 }
 
-// accept takes a worker's write as GAM's asynchronous write does: the
-// worker goes on at once while fewer than cap of the node's writes are
-// waiting to drain, and otherwise waits until one drained.
+func (b *writeBuffer) thread(worker int) *threadBuffer {
+	for worker >= len(b.threads) {
+		b.threads = append(b.threads, threadBuffer{})
+	}
+	return &b.threads[worker]
+}
+
+// accept takes a thread's write as GAM's asynchronous write does: the
+// thread goes on at once while fewer than cap of its writes wait to
+// drain, and otherwise waits until one drained.
 func (b *writeBuffer) accept(op protocolapi.Op) {
-	b.accepted++
-	if b.accepted-len(b.held) <= b.cap {
+	t := b.thread(op.Worker)
+	t.accepted++
+	if t.accepted <= b.cap {
 		b.n.env.Complete(op, protocolapi.Result{})
 		return
 	}
-	b.held = append(b.held, op)
+	t.held, t.heldOn = op, true
 }
 
-// push puts a write the node's worker has taken behind the others.
-func (b *writeBuffer) push(op protocolapi.Op) { b.entries = append(b.entries, op) }
+// push puts a write the node's worker has taken behind its thread's
+// others.
+func (b *writeBuffer) push(op protocolapi.Op) {
+	t := b.thread(op.Worker)
+	t.entries = append(t.entries, op)
+}
 
-// drainNext starts draining the next write unless one is draining: it
-// goes to its key's home or cache as a write that no worker waits for.
-// It is called after every item the worker served, never from inside a
-// line's or a directory entry's loop.
+// drainNext starts draining every thread's next write unless one of the
+// thread's is draining: it goes to its key's home or cache as a write
+// that no thread waits for. It is called after every item the node's
+// worker served, never from inside a line's or a directory entry's loop.
 func (b *writeBuffer) drainNext() {
-	for !b.headOn && len(b.entries) > 0 {
-		i := 0
-		if b.n.mut.drainOutOfOrder {
-			i = int(b.n.env.Rand() % uint64(len(b.entries)))
+	for w := range b.threads {
+		t := &b.threads[w]
+		for !t.headOn && len(t.entries) > 0 {
+			i := 0
+			if b.n.mut.drainOutOfOrder {
+				i = int(b.n.env.Rand() % uint64(len(t.entries)))
+			}
+			t.head, t.headOn = t.entries[i], true
+			t.entries = append(t.entries[:i], t.entries[i+1:]...)
+			b.n.issue(req{op: t.head, drain: true})
 		}
-		b.head, b.headOn = b.entries[i], true
-		b.entries = append(b.entries[:i], b.entries[i+1:]...)
-		b.n.issue(req{op: b.head, drain: true})
 	}
 }
 
-// drained is called when the head's write is visible: a held worker, if
-// any, goes on.
-func (b *writeBuffer) drained() {
-	b.headOn = false
-	b.accepted--
-	if len(b.held) > 0 {
-		op := b.held[0]
-		b.held = b.held[1:]
-		b.n.env.Complete(op, protocolapi.Result{})
+// drained is called when worker's head write is visible: the thread, if
+// it waits for room, goes on.
+func (b *writeBuffer) drained(worker int) {
+	t := b.thread(worker)
+	t.headOn = false
+	t.accepted--
+	if t.heldOn {
+		t.heldOn = false
+		b.n.env.Complete(t.held, protocolapi.Result{})
 	}
 }
 
 // forward returns worker's newest buffered write of key.
 func (b *writeBuffer) forward(worker int, key uint64) (uint64, bool) {
-	for i := len(b.entries) - 1; i >= 0; i-- {
-		if op := b.entries[i]; op.Worker == worker && op.Key == key {
+	t := b.thread(worker)
+	for i := len(t.entries) - 1; i >= 0; i-- {
+		if op := t.entries[i]; op.Key == key {
 			return op.Value, true
 		}
 	}
-	if b.headOn && b.head.Worker == worker && b.head.Key == key {
-		return b.head.Value, true
+	if t.headOn && t.head.Key == key {
+		return t.head.Value, true
 	}
 	return 0, false
 }
 
-// buffered lists the values of key's writes not yet visible, oldest first.
+// pending counts the writes told done or held, not yet visible.
+func (b *writeBuffer) pending() int {
+	n := 0
+	for w := range b.threads {
+		n += b.threads[w].accepted
+	}
+	return n
+}
+
+// buffered lists the values of key's writes not yet visible, per thread
+// oldest first.
 func (b *writeBuffer) buffered(key uint64) []uint64 {
 	var out []uint64
-	if b.headOn && b.head.Key == key {
-		out = append(out, b.head.Value)
-	}
-	for _, op := range b.entries {
-		if op.Key == key {
-			out = append(out, op.Value)
+	for w := range b.threads {
+		t := &b.threads[w]
+		if t.headOn && t.head.Key == key {
+			out = append(out, t.head.Value)
+		}
+		for _, op := range t.entries {
+			if op.Key == key {
+				out = append(out, op.Value)
+			}
 		}
 	}
 	return out
 }
 
 func (b *writeBuffer) describe() string {
-	if b.accepted == 0 {
-		return ""
-	}
-	s := fmt.Sprintf(" write buffer: %d writes not visible (%d buffered, draining %v, %d workers held)", b.accepted, len(b.entries), b.headOn, len(b.held))
-	if b.headOn {
-		s += fmt.Sprintf(", head: key %d value %d", b.head.Key, b.head.Value)
+	s := ""
+	for w := range b.threads {
+		t := &b.threads[w]
+		if t.accepted == 0 {
+			continue
+		}
+		s += fmt.Sprintf(" thread %d's buffer: %d writes not visible (%d buffered, held %v)", w, t.accepted, len(t.entries), t.heldOn)
+		if t.headOn {
+			s += fmt.Sprintf(", draining key %d value %d", t.head.Key, t.head.Value)
+		}
 	}
 	return s
 }

@@ -106,7 +106,7 @@ func checkKey(ops []checker.Op, key uint64, idx []int, report func(string, ...an
 				if curWrote {
 					report("key %d: thread %d wrote %d, then read %d, which it had seen before (a thread must see its own writes)", key, c, cur, op.Value)
 				} else {
-					report("key %d: thread %d read %d after %d, which it had seen later (its reads went back)", key, c, op.Value, cur)
+					report("key %d: thread %d read %d after it had seen %d, which came after %d (its reads went back)", key, c, op.Value, cur, op.Value)
 				}
 			}
 			edges[vertex[cur]] = append(edges[vertex[cur]], v)
