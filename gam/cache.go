@@ -125,6 +125,7 @@ func (c *cache) evict() bool {
 		return true
 	}
 	l.state = lineEvicting
+	c.n.count.evictions++
 	c.n.send(c.n.homeOf(k), Msg{T: Evict, Key: k, Value: l.value})
 	return false
 }

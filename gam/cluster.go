@@ -175,8 +175,8 @@ func (c *cluster) checkRest(key uint64, e *entry, owners, readers []protocol.Nod
 	return errs
 }
 
-// KeyState implements protocolapi.KeyStater: the home's entry, every
-// node's line, and the writes buffered for it.
+// KeyState implements protocolapi.KeyStater, on one line: the home's
+// entry, every other node's line, and the writes buffered for the key.
 func (c *cluster) KeyState(key uint64) string {
 	if key >= uint64(c.cfg.Keys) || len(c.nodes) < c.cfg.Nodes {
 		return fmt.Sprintf("key %d: none", key)
@@ -195,22 +195,37 @@ func (c *cluster) KeyState(key uint64) string {
 	if e.busy {
 		fmt.Fprintf(&b, " busy for node %d", e.cur.from)
 	}
-	b.WriteString("\n")
+	b.WriteString(" |")
 	for _, n := range c.nodes {
 		if uint64(n.id) == home {
 			continue
 		}
 		l := &n.cache.lines[key]
-		fmt.Fprintf(&b, "node %d: %s", n.id, lineNames[l.state])
+		fmt.Fprintf(&b, " n%d:%s", n.id, lineNames[l.state])
 		if l.readable() || l.state == lineEvicting {
-			fmt.Fprintf(&b, " value=%d", l.value)
+			fmt.Fprintf(&b, "=%d", l.value)
 		}
-		b.WriteString("\n")
 	}
 	for _, n := range c.nodes {
 		if vs := n.wb.buffered(key); len(vs) > 0 {
-			fmt.Fprintf(&b, "node %d buffers %v\n", n.id, vs)
+			fmt.Fprintf(&b, " | n%d buffers %v", n.id, vs)
 		}
 	}
 	return b.String()
+}
+
+// Counters implements protocolapi.Counterer, summed over the nodes: what
+// the homes did (grants, invalidations, fetches), the owners' evictions,
+// the items the nodes' workers served (each Cost.Service ns of a
+// worker's time), TSO's reads served from a thread's own buffer and
+// writes that waited for room, and the messages that overtook one on
+// their link (see node.arrive).
+func (c *cluster) Counters() []protocolapi.Counter {
+	var sum counts
+	for _, n := range c.nodes {
+		sum.add(n.count)
+	}
+	return []protocolapi.Counter{{Name: "grants", Value: sum.grants}, {Name: "invalidations", Value: sum.invalidations},
+		{Name: "fetches", Value: sum.fetches}, {Name: "evictions", Value: sum.evictions}, {Name: "served", Value: sum.served},
+		{Name: "forwarded", Value: sum.forwarded}, {Name: "held-writes", Value: sum.held}, {Name: "overtaken", Value: sum.overtaken}}
 }

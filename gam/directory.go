@@ -137,6 +137,7 @@ func (d *directory) start(key uint64, e *entry, rq dreq) error {
 			return fmt.Errorf("gam: home of key %d: %v from its owner, node %d", key, typeNames[rq.t-1], rq.from)
 		}
 		e.busy, e.fetch = true, true
+		d.n.count.fetches++
 		if rq.shared() {
 			send(e.owner, Msg{T: FetchShared, Key: key})
 		} else {
@@ -152,6 +153,7 @@ func (d *directory) start(key uint64, e *entry, rq dreq) error {
 		e.sharers.Each(func(s protocol.NodeID) {
 			if s != rq.from {
 				e.acks++
+				d.n.count.invalidations++
 				send(s, Msg{T: Invalidate, Key: key})
 			}
 		})
@@ -181,10 +183,12 @@ func (d *directory) complete(key uint64, e *entry) {
 		d.n.cl.wrote(key, e.mem)
 		d.n.finish(rq.r, old)
 	case rq.shared():
+		d.n.count.grants++
 		e.state = dirShared
 		e.sharers.Add(rq.from)
 		d.n.send(rq.from, Msg{T: Grant, Key: key, Shared: true, Value: e.mem})
 	default:
+		d.n.count.grants++
 		e.state, e.owner, e.sharers = dirDirty, rq.from, protocol.NodeSet{}
 		d.n.send(rq.from, Msg{T: Grant, Key: key, Value: e.mem})
 	}

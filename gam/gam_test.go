@@ -120,7 +120,14 @@ func TestSwarmClean(t *testing.T) {
 		seeds := swarmSeeds(t)
 		var msgs uint64
 		var ops int
-		runs, failed, err := simrunner.Swarm(tc.p, cfg, 1, seeds, func(r simrunner.Result) { msgs += r.Messages; ops += r.Ops })
+		counters := map[string]uint64{}
+		runs, failed, err := simrunner.Swarm(tc.p, cfg, 1, seeds, func(r simrunner.Result) {
+			msgs += r.Messages
+			ops += r.Ops
+			for _, c := range r.Counters {
+				counters[c.Name] += c.Value
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +137,17 @@ func TestSwarmClean(t *testing.T) {
 		if runs != seeds || msgs == 0 || ops < seeds*cfg.Ops {
 			t.Fatalf("%s %s: %d runs, %d messages, %d ops", tc.p.Name, tc.workload, runs, msgs, ops)
 		}
-		t.Logf("%s %s: %d seeds clean, %d ops, %d messages", tc.p.Name, tc.workload, runs, ops, msgs)
+		// Every case of the protocol was reached.
+		reached := []string{"grants", "invalidations", "fetches", "evictions", "served"}
+		if tc.p.Name == gam.NameTSO {
+			reached = append(reached, "forwarded", "held-writes")
+		}
+		for _, name := range reached {
+			if counters[name] == 0 {
+				t.Errorf("%s %s: no %s in %d seeds", tc.p.Name, tc.workload, name, runs)
+			}
+		}
+		t.Logf("%s %s: %d seeds clean, %d ops, %d messages, counters %v", tc.p.Name, tc.workload, runs, ops, msgs, counters)
 	}
 }
 

@@ -75,6 +75,24 @@ type node struct {
 	dir   directory
 	cache cache
 	wb    writeBuffer
+	count counts
+}
+
+// counts are a node's counters (cluster.Counters).
+type counts struct {
+	grants, invalidations, fetches, evictions uint64
+	served, forwarded, held, overtaken        uint64
+}
+
+func (c *counts) add(o counts) {
+	c.grants += o.grants
+	c.invalidations += o.invalidations
+	c.fetches += o.fetches
+	c.evictions += o.evictions
+	c.served += o.served
+	c.forwarded += o.forwarded
+	c.held += o.held
+	c.overtaken += o.overtaken
 }
 
 var _ protocolapi.Role = (*node)(nil)
@@ -154,6 +172,7 @@ func (n *node) arrive(from protocol.NodeID, m Msg) error {
 			return fmt.Errorf("gam: node %d: %d messages from node %d wait for number %d", n.id, len(n.early[from]), from, n.got[from]+1)
 		}
 		n.early[from] = append(n.early[from], m)
+		n.count.overtaken++
 		return nil
 	}
 	n.got[from]++
@@ -200,6 +219,7 @@ func (n *node) startService() {
 
 // serve handles one item, then lets the write buffer go on.
 func (n *node) serve(it item) error {
+	n.count.served++
 	var err error
 	if it.access {
 		n.access(it.r)
@@ -222,6 +242,7 @@ func (n *node) access(r req) {
 		}
 		if !n.mut.readSkipsBuffer {
 			if v, ok := n.wb.forward(op.Worker, op.Key); ok {
+				n.count.forwarded++
 				n.env.Complete(op, protocolapi.Result{Value: v})
 				return
 			}

@@ -33,6 +33,7 @@ func (f *fakeEnv) CompareAndSwap(transport.Region, uint64, uint64, uint64, uint6
 func (f *fakeEnv) FetchAndAdd(transport.Region, uint64, uint64, uint64)            {}
 func (f *fakeEnv) ReadPage(uint64, []byte, uint64)                                 {}
 func (f *fakeEnv) WritePage(uint64, []byte, uint64)                                {}
+func (f *fakeEnv) Busy(int64)                                                      {}
 func (f *fakeEnv) Complete(op protocolapi.Op, res protocolapi.Result) {
 	f.done = append(f.done, fmt.Sprintf("%v %d -> %d %v", op.Kind, op.Value, res.Value, res.Err))
 }

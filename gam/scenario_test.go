@@ -70,7 +70,7 @@ func TestScenarios(t *testing.T) {
 			if strings.Join(got, " ") != tc.msgs {
 				t.Errorf("%s: messages %v, want %s", sc.Name, got, tc.msgs)
 			}
-			if last := res.Steps[len(res.Steps)-1]; !strings.Contains(last.State, "home node 0:") || !strings.Contains(last.State, "node 2:") {
+			if last := res.Steps[len(res.Steps)-1]; !strings.Contains(last.State, "home node 0:") || !strings.Contains(last.State, "n2:") {
 				t.Errorf("%s: the chart's state %q does not show the home and the caches", sc.Name, last.State)
 			}
 			tc.ops(t, res.Result.History.Ops())

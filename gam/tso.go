@@ -50,6 +50,7 @@ func (b *writeBuffer) accept(op protocolapi.Op) {
 		return
 	}
 	t.held, t.heldOn = op, true
+	b.n.count.held++
 }
 
 // push puts a write the node's worker has taken behind its thread's
