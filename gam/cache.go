@@ -40,11 +40,12 @@ func (l *line) stable() bool { return l.state <= lineDirty }
 // cache is a node's cache of the keys other nodes home, bounded to cap
 // lines: a line not invalid holds a frame, in transit too.
 type cache struct {
-	n       *node
-	lines   []line // by key; the keys this node homes stay invalid
-	used    int
-	cap     int
-	blocked []uint64 // keys whose next access waits for a free frame, in order
+	n        *node
+	lines    []line // by key; the keys this node homes stay invalid
+	used     int
+	cap      int
+	evicting int      // lines evicting: a frame is coming free
+	blocked  []uint64 // keys whose next access waits for a free frame, in order
 }
 
 // access queues r on its key's line and serves what the line allows.
@@ -83,7 +84,7 @@ func (c *cache) request(key uint64, l *line, read bool) {
 	home := c.n.homeOf(key)
 	switch l.state {
 	case lineInvalid:
-		if c.used >= c.cap && !c.evict() {
+		if c.used >= c.cap && (c.evicting > 0 || !c.evict()) {
 			if !slices.Contains(c.blocked, key) {
 				c.blocked = append(c.blocked, key)
 			}
@@ -125,26 +126,32 @@ func (c *cache) evict() bool {
 		return true
 	}
 	l.state = lineEvicting
+	c.evicting++
 	c.n.count.evictions++
 	c.n.send(c.n.homeOf(k), Msg{T: Evict, Key: k, Value: l.value})
 	return false
 }
 
-// freed lets the keys that wait for a frame go on.
-func (c *cache) freed() {
-	for len(c.blocked) > 0 && c.used < c.cap {
-		k := c.blocked[0]
-		c.blocked = c.blocked[1:]
+// retry lets the keys that wait for a frame try again, in order, when
+// one may be free or a line may have become one to evict (its request
+// answered, its accesses served); those that still find none wait again.
+func (c *cache) retry() {
+	keys := c.blocked
+	c.blocked = nil
+	for _, k := range keys {
 		c.progress(k)
 	}
 }
 
 // drop invalidates a line that held a frame and serves what waits.
 func (c *cache) drop(key uint64, l *line) {
+	if l.state == lineEvicting {
+		c.evicting--
+	}
 	l.state = lineInvalid
 	c.used--
 	c.progress(key)
-	c.freed()
+	c.retry()
 }
 
 // receive handles a message from key's home.
@@ -162,6 +169,7 @@ func (c *cache) receive(from protocol.NodeID, m Msg) error {
 		}
 		l.value = m.Value
 		c.progress(m.Key)
+		c.retry()
 		return nil
 	case Invalidate:
 		c.n.send(from, Msg{T: InvalidateAck, Key: m.Key})

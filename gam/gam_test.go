@@ -104,20 +104,31 @@ func swarmSeeds(t *testing.T) int {
 	return 100
 }
 
-// The swarm: 100 seeds under heavy faults for each mode and workload, no
-// violation.
+// The swarm: 100 seeds under heavy faults for each mode and workload,
+// and 30 of the CLI's shape, no violation.
 func TestSwarmClean(t *testing.T) {
 	for _, tc := range []struct {
 		p        protocolapi.Protocol
 		workload string
+		cli      bool // the shape of `sim --protocol P`: its defaults, uniform keys
 	}{
-		{seq(), protocolapi.WorkloadRegister},
-		{seq(), protocolapi.WorkloadRMW},
-		{tso(), protocolapi.WorkloadRegister},
+		{seq(), protocolapi.WorkloadRegister, false},
+		{seq(), protocolapi.WorkloadRMW, false},
+		{tso(), protocolapi.WorkloadRegister, false},
+		// Seed 10 of this shape hung before a key waiting for a frame
+		// retried when a line became one to evict.
+		{seq(), protocolapi.WorkloadRegister, true},
+		{tso(), protocolapi.WorkloadRegister, true},
 	} {
 		cfg := swarmConfig()
-		cfg.Workload = tc.workload
 		seeds := swarmSeeds(t)
+		if tc.cli {
+			cfg = simrunner.DefaultConfig()
+			d := tc.p.Defaults
+			cfg.Nodes, cfg.Workers, cfg.Keys, cfg.CacheLines, cfg.Faults = d.Nodes, d.Workers, d.Keys, d.CacheLines, "heavy"
+			seeds = 30
+		}
+		cfg.Workload = tc.workload
 		var msgs uint64
 		var ops int
 		counters := map[string]uint64{}

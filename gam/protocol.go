@@ -90,11 +90,15 @@ const (
 
 // Protocols returns GAM's two registrations, gam-seq and gam-tso, with
 // the default cost.
-func Protocols() []protocolapi.Protocol {
-	return []protocolapi.Protocol{
-		New(Options{Mode: SEQ, Cost: DefaultCost}),
-		New(Options{Mode: TSO, Cost: DefaultCost, WriteBuffer: DefaultWriteBuffer}),
-	}
+func Protocols() []protocolapi.Protocol { return []protocolapi.Protocol{ProtocolSEQ(), ProtocolTSO()} }
+
+// ProtocolSEQ is gam-seq with the default cost (one line of a list of
+// registrations).
+func ProtocolSEQ() protocolapi.Protocol { return New(Options{Mode: SEQ, Cost: DefaultCost}) }
+
+// ProtocolTSO is gam-tso with the default cost and write buffer.
+func ProtocolTSO() protocolapi.Protocol {
+	return New(Options{Mode: TSO, Cost: DefaultCost, WriteBuffer: DefaultWriteBuffer})
 }
 
 // New describes GAM in opts' mode and cost to the framework (the figure
