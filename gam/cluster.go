@@ -13,6 +13,8 @@ type cluster struct {
 	cfg   protocolapi.Config
 	opts  Options
 	mut   flags
+	total int // nodes in the deployment: cfg.Nodes and the memory nodes
+	homes stripes
 	nodes []*node
 	// last is, per key, the value of the last write that became visible
 	// (a ghost the invariants compare the copies and the memory with; the
@@ -22,8 +24,10 @@ type cluster struct {
 
 func newCluster(opts Options, cfg protocolapi.Config) (*cluster, error) {
 	switch {
-	case cfg.Nodes < 1 || cfg.Nodes > protocol.MaxNodes:
-		return nil, fmt.Errorf("gam: %d nodes, want 1..%d", cfg.Nodes, protocol.MaxNodes)
+	case opts.MemoryNodes < 0:
+		return nil, fmt.Errorf("gam: %d memory nodes", opts.MemoryNodes)
+	case cfg.Nodes < 1 || cfg.Nodes+opts.MemoryNodes > protocol.MaxNodes:
+		return nil, fmt.Errorf("gam: %d nodes and %d memory nodes, want 1..%d in all", cfg.Nodes, opts.MemoryNodes, protocol.MaxNodes)
 	case cfg.Workers < 1:
 		return nil, fmt.Errorf("gam: %d workers a node, want at least 1", cfg.Workers)
 	case cfg.Keys < 1:
@@ -35,7 +39,10 @@ func newCluster(opts Options, cfg protocolapi.Config) (*cluster, error) {
 	case opts.Mode == TSO && opts.WriteBuffer < 1:
 		return nil, fmt.Errorf("gam: a write buffer of %d writes, want at least 1", opts.WriteBuffer)
 	}
-	c := &cluster{cfg: cfg, opts: opts, last: make([]uint64, cfg.Keys)}
+	c := &cluster{cfg: cfg, opts: opts, last: make([]uint64, cfg.Keys), total: cfg.Nodes, homes: stripes{0, cfg.Nodes}}
+	if opts.MemoryNodes > 0 {
+		c.total, c.homes = cfg.Nodes+opts.MemoryNodes, stripes{cfg.Nodes, opts.MemoryNodes}
+	}
 	switch cfg.Mutant {
 	case "":
 	case MutantGrantWithoutInvalidation:
@@ -57,19 +64,19 @@ func newCluster(opts Options, cfg protocolapi.Config) (*cluster, error) {
 	return c, nil
 }
 
-// Layout implements protocolapi.Cluster: no memory for verbs, no SSD.
-func (c *cluster) Layout() protocolapi.Layout { return protocolapi.Layout{Nodes: c.cfg.Nodes} }
+// Layout implements protocolapi.Cluster: the memory nodes above the
+// compute nodes, if any; no memory for verbs, no SSD.
+func (c *cluster) Layout() protocolapi.Layout { return protocolapi.Layout{Nodes: c.total} }
 
 // Role implements protocolapi.Cluster.
 func (c *cluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
-	if int(id) != len(c.nodes) || int(id) >= c.cfg.Nodes {
-		return nil, fmt.Errorf("gam: role of node %d asked after %d of %d nodes", id, len(c.nodes), c.cfg.Nodes)
+	if int(id) != len(c.nodes) || int(id) >= c.total {
+		return nil, fmt.Errorf("gam: role of node %d asked after %d of %d nodes", id, len(c.nodes), c.total)
 	}
-	n := &node{env: env, id: id, nodes: c.cfg.Nodes, keys: uint64(c.cfg.Keys), mode: c.opts.Mode,
-		cost: c.opts.Cost, mut: c.mut, cl: c, sent: make([]uint32, c.cfg.Nodes), got: make([]uint32, c.cfg.Nodes),
-		early: make([][]Msg, c.cfg.Nodes)}
-	homed := (c.cfg.Keys - int(id) + c.cfg.Nodes - 1) / c.cfg.Nodes
-	n.dir = directory{n: n, entries: make([]entry, max(homed, 0))}
+	n := &node{env: env, id: id, nodes: c.total, homes: c.homes, keys: uint64(c.cfg.Keys), mode: c.opts.Mode,
+		cost: c.opts.Cost, mut: c.mut, cl: c, sent: make([]uint32, c.total), got: make([]uint32, c.total),
+		early: make([][]Msg, c.total)}
+	n.dir = directory{n: n, entries: make([]entry, c.homes.homed(id, c.cfg.Keys))}
 	lines := c.cfg.CacheLines
 	if lines == 0 || lines > c.cfg.Keys {
 		lines = c.cfg.Keys
@@ -84,7 +91,7 @@ func (c *cluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Rol
 func (c *cluster) wrote(key, value uint64) { c.last[key] = value }
 
 func (c *cluster) entry(key uint64) *entry {
-	return c.nodes[key%uint64(len(c.nodes))].dir.entry(key)
+	return c.nodes[c.homes.of(key)].dir.entry(key)
 }
 
 // Check implements protocolapi.Cluster. At every instant, per key: one
@@ -95,7 +102,7 @@ func (c *cluster) entry(key uint64) *entry {
 // queued, in transit or buffered, and the directory agrees with the
 // caches.
 func (c *cluster) Check(atRest bool) []error {
-	if len(c.nodes) < c.cfg.Nodes {
+	if len(c.nodes) < c.total {
 		return nil // the roles are still being built
 	}
 	var errs []error
@@ -178,11 +185,11 @@ func (c *cluster) checkRest(key uint64, e *entry, owners, readers []protocol.Nod
 // KeyState implements protocolapi.KeyStater, on one line: the home's
 // entry, every other node's line, and the writes buffered for the key.
 func (c *cluster) KeyState(key uint64) string {
-	if key >= uint64(c.cfg.Keys) || len(c.nodes) < c.cfg.Nodes {
+	if key >= uint64(c.cfg.Keys) || len(c.nodes) < c.total {
 		return fmt.Sprintf("key %d: none", key)
 	}
 	var b strings.Builder
-	home := key % uint64(len(c.nodes))
+	home := c.homes.of(key)
 	e := c.entry(key)
 	fmt.Fprintf(&b, "home node %d: %s", home, dirNames[e.state])
 	switch e.state {
@@ -197,7 +204,7 @@ func (c *cluster) KeyState(key uint64) string {
 	}
 	b.WriteString(" |")
 	for _, n := range c.nodes {
-		if uint64(n.id) == home {
+		if n.id == home || int(n.id) >= c.cfg.Nodes {
 			continue
 		}
 		l := &n.cache.lines[key]

@@ -55,10 +55,10 @@ type entry struct {
 // queues the rest.
 type directory struct {
 	n       *node
-	entries []entry // key k at k / nodes
+	entries []entry // key k at k / stripes.count
 }
 
-func (d *directory) entry(key uint64) *entry { return &d.entries[key/uint64(d.n.nodes)] }
+func (d *directory) entry(key uint64) *entry { return &d.entries[key/uint64(d.n.homes.count)] }
 
 // local takes an access of this node's workers to a key it homes: served
 // on the home's memory, behind the key's queued requests.
@@ -200,7 +200,7 @@ func (d *directory) describe() string {
 	for i := range d.entries {
 		e := &d.entries[i]
 		if e.busy || len(e.queue) > 0 {
-			key := uint64(i)*uint64(d.n.nodes) + uint64(d.n.id)
+			key := uint64(i)*uint64(d.n.homes.count) + uint64(int(d.n.id)-d.n.homes.first)
 			fmt.Fprintf(&b, " home of key %d: %s, busy %v for node %d (acks due %d, write-back due %v), %d queued",
 				key, dirNames[e.state], e.busy, e.cur.from, e.acks, e.fetch, len(e.queue))
 		}

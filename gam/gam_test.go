@@ -12,6 +12,10 @@ import (
 )
 
 func seq() protocolapi.Protocol { return gam.Protocols()[0] }
+
+func disaggregated(mode gam.Mode) protocolapi.Protocol {
+	return gam.New(gam.Options{Mode: mode, Cost: gam.DefaultCost, MemoryNodes: 2})
+}
 func tso() protocolapi.Protocol { return gam.Protocols()[1] }
 
 // swarmConfig is the swarm's shape: 4 nodes of 3 workers on 48 keys with
@@ -119,6 +123,9 @@ func TestSwarmClean(t *testing.T) {
 		// retried when a line became one to evict.
 		{seq(), protocolapi.WorkloadRegister, true},
 		{tso(), protocolapi.WorkloadRegister, true},
+		// On disaggregated memory: 2 memory nodes home the keys.
+		{disaggregated(gam.SEQ), protocolapi.WorkloadRMW, false},
+		{disaggregated(gam.TSO), protocolapi.WorkloadRegister, false},
 	} {
 		cfg := swarmConfig()
 		seeds := swarmSeeds(t)
@@ -162,45 +169,48 @@ func TestSwarmClean(t *testing.T) {
 	}
 }
 
-// Each mutant is caught within the swarm, by the check its comment names.
+// Each mutant is caught within the swarm, by the check its comment names,
+// on GAM's own layout and on disaggregated memory.
 func TestMutantsCaught(t *testing.T) {
 	for _, tc := range []struct {
-		p      protocolapi.Protocol
+		mode   gam.Mode
 		mutant string
 		want   string // "" : porcupine
 	}{
-		{seq(), gam.MutantGrantWithoutInvalidation, "invariant: key"},
-		{seq(), gam.MutantLoseWriteBack, "no cache owns it and no write-back is due"},
-		{seq(), gam.MutantEarlyAck, ""},
-		{tso(), gam.MutantGrantWithoutInvalidation, "invariant: key"},
-		{tso(), gam.MutantLoseWriteBack, "no cache owns it and no write-back is due"},
-		{tso(), gam.MutantDrainOutOfOrder, "history: key"},
-		{tso(), gam.MutantReadSkipsBuffer, "history: key"},
+		{gam.SEQ, gam.MutantGrantWithoutInvalidation, "invariant: key"},
+		{gam.SEQ, gam.MutantLoseWriteBack, "no cache owns it and no write-back is due"},
+		{gam.SEQ, gam.MutantEarlyAck, ""},
+		{gam.TSO, gam.MutantGrantWithoutInvalidation, "invariant: key"},
+		{gam.TSO, gam.MutantLoseWriteBack, "no cache owns it and no write-back is due"},
+		{gam.TSO, gam.MutantDrainOutOfOrder, "history: key"},
+		{gam.TSO, gam.MutantReadSkipsBuffer, "history: key"},
 	} {
-		cfg := swarmConfig()
-		cfg.Mutant = tc.mutant
-		runs, failed, err := simrunner.Swarm(tc.p, cfg, 1, 50, nil)
-		if err != nil {
-			t.Fatal(err)
+		for layout, p := range []protocolapi.Protocol{gam.Protocols()[tc.mode-1], disaggregated(tc.mode)} {
+			cfg := swarmConfig()
+			cfg.Mutant = tc.mutant
+			runs, failed, err := simrunner.Swarm(p, cfg, 1, 50, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if failed == nil {
+				t.Fatalf("%s %s: not caught in %d seeds", p.Name, tc.mutant, runs)
+			}
+			all := strings.Join(failed.Violations, "\n")
+			if tc.want != "" && !strings.Contains(all, tc.want) {
+				t.Fatalf("%s %s: caught at seed %d, but not by %q: %v", p.Name, tc.mutant, failed.Seed, tc.want, all)
+			}
+			if tc.want == "" && (failed.Linearizable || len(failed.BadKeys) == 0) {
+				t.Fatalf("%s %s: caught at seed %d, but not by porcupine: %v", p.Name, tc.mutant, failed.Seed, all)
+			}
+			// The seed reproduces it.
+			again := cfg
+			again.Seed = failed.Seed
+			res, err := simrunner.Run(p, again)
+			if err != nil || !res.Failed() || res.TraceHash != failed.TraceHash {
+				t.Fatalf("%s %s: seed %d again: failed %v, hash %x vs %x, %v", p.Name, tc.mutant, failed.Seed, res.Failed(), res.TraceHash, failed.TraceHash, err)
+			}
+			t.Logf("%s %s (memory nodes: %v): caught at seed %d (%d runs): %.200s bad keys %v", p.Name, tc.mutant, layout == 1, failed.Seed, runs, all, failed.BadKeys)
 		}
-		if failed == nil {
-			t.Fatalf("%s %s: not caught in %d seeds", tc.p.Name, tc.mutant, runs)
-		}
-		all := strings.Join(failed.Violations, "\n")
-		if tc.want != "" && !strings.Contains(all, tc.want) {
-			t.Fatalf("%s %s: caught at seed %d, but not by %q: %v", tc.p.Name, tc.mutant, failed.Seed, tc.want, all)
-		}
-		if tc.want == "" && (failed.Linearizable || len(failed.BadKeys) == 0) {
-			t.Fatalf("%s %s: caught at seed %d, but not by porcupine: %v", tc.p.Name, tc.mutant, failed.Seed, all)
-		}
-		// The seed reproduces it.
-		again := cfg
-		again.Seed = failed.Seed
-		res, err := simrunner.Run(tc.p, again)
-		if err != nil || !res.Failed() || res.TraceHash != failed.TraceHash {
-			t.Fatalf("%s %s: seed %d again: failed %v, hash %x vs %x, %v", tc.p.Name, tc.mutant, failed.Seed, res.Failed(), res.TraceHash, failed.TraceHash, err)
-		}
-		t.Logf("%s %s: caught at seed %d (%d runs): %.200s bad keys %v", tc.p.Name, tc.mutant, failed.Seed, runs, all, failed.BadKeys)
 	}
 }
 

@@ -47,14 +47,15 @@ type flags struct {
 }
 
 // node is one node's role: GAM's worker thread. It is the home of the
-// keys striped to it (key mod nodes) and caches every other key. Every
+// keys striped to it (stripes) and caches every other key. Every
 // input, a worker's access or a message from another node, goes through
 // one FIFO queue that the worker serves one item at a time, each taking
 // Cost.Service ns of the node's time.
 type node struct {
 	env   protocolapi.Env
 	id    protocol.NodeID
-	nodes int
+	nodes int // in the deployment, memory nodes included
+	homes stripes
 	keys  uint64
 	mode  Mode
 	cost  Cost
@@ -97,7 +98,24 @@ func (c *counts) add(o counts) {
 
 var _ protocolapi.Role = (*node)(nil)
 
-func (n *node) homeOf(key uint64) protocol.NodeID { return protocol.NodeID(key % uint64(n.nodes)) }
+func (n *node) homeOf(key uint64) protocol.NodeID { return n.homes.of(key) }
+
+// stripes places the keys on their homes: key k on node first + k mod
+// count, the k / count-th key that node homes.
+type stripes struct{ first, count int }
+
+func (s stripes) of(key uint64) protocol.NodeID {
+	return protocol.NodeID(uint64(s.first) + key%uint64(s.count))
+}
+
+// homed is how many of keys node id homes.
+func (s stripes) homed(id protocol.NodeID, keys int) int {
+	i := int(id) - s.first
+	if i < 0 || i >= s.count {
+		return 0
+	}
+	return (keys - i + s.count - 1) / s.count
+}
 
 // Step implements protocolapi.Role.
 func (n *node) Step(ev protocolapi.Event) error {

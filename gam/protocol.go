@@ -46,6 +46,13 @@ var DefaultCost = Cost{Service: 500}
 type Options struct {
 	Mode Mode
 	Cost Cost
+	// MemoryNodes, when above 0, puts that many memory nodes above the
+	// compute nodes (Layout.Nodes = Config.Nodes + MemoryNodes), which
+	// home every key while the compute nodes only cache: GAM on
+	// disaggregated memory as SELCC's evaluation runs it, each memory
+	// node with its one serial worker. 0: every node is a home and a
+	// cache (GAM's own distributed shared memory).
+	MemoryNodes int
 	// WriteBuffer bounds, in TSO mode, the writes a thread has been told
 	// are done but that are not visible yet; a write beyond it waits.
 	WriteBuffer int
