@@ -9,7 +9,8 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
-
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -52,21 +53,50 @@ type CompareRow struct {
 // TimelineWindows is the number of windows of CompareRow.Timeline.
 const TimelineWindows = 10
 
-// Systems Compare runs: ScaleStore (chaining, the paper's), its
-// conflict-handling baselines, and SELCC.
+// Systems Compare runs through scenarios' own run loops: ScaleStore
+// (chaining, the paper's), its conflict-handling baselines, and SELCC.
+// Any other name is a plug-in protocol of the registry Compare is given,
+// run by the generic runner (simrunner).
 var compareSystems = []string{SystemScaleStore, SystemSELCC, "chaining", "fifo", "polling"}
 
 // messageRTT is one message round trip of the default latency model.
 var messageRTT = 2 * sim.DefaultLatency.Message
 
+// seedRun is what one seed of one system did, as a row sums it.
+type seedRun struct {
+	ops            int
+	msgs, verbs    uint64
+	handlerCalls   uint64
+	failed         bool
+	workload       []checker.Op // the workload's operations (no final reads)
+	clientsPerNode int
+}
+
 // Compare runs cfg with each system on seeds 1..seeds and sums what they
-// did. The runs check as the swarm does; a violation is counted in the
-// row, not an error.
+// did: the built-in systems only (CompareIn runs plug-ins too).
 func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
+	return CompareIn(nil, cfg, systems, seeds, label)
+}
+
+// CompareIn runs cfg with each system on seeds 1..seeds and sums what they
+// did. A system is a built-in (compareSystems) or a protocol registered
+// in reg, which the generic runner runs on the same workload: cfg's
+// compute nodes, workers, pages as keys, cache pages as cache lines,
+// operations, read ratio, skew, locality, operation CPU and faults. The
+// runs check as the swarm does; a violation is counted in the row, not an
+// error.
+func CompareIn(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
+	return compare(reg, cfg, systems, seeds, label, false)
+}
+
+// compare is CompareIn; skipStepChecks leaves out the plug-ins' invariants
+// after every step (Figure.SkipStepChecks).
+func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, skipStepChecks bool) ([]CompareRow, error) {
 	var rows []CompareRow
 	for _, sys := range systems {
-		if !slices.Contains(compareSystems, sys) {
-			return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(compareSystems, ", "))
+		run, err := systemRunner(reg, sys, cfg, skipStepChecks)
+		if err != nil {
+			return nil, err
 		}
 		nodes := cfg.Nodes + cfg.ComputeNodes
 		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, nodes),
@@ -77,36 +107,20 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 		var msgs, verbs uint64
 		perNode := make([]int, nodes)
 		for seed := uint64(1); seed <= uint64(seeds); seed++ {
-			c := cfg
-			c.Seed, c.System = seed, sys
-			switch sys {
-			case SystemScaleStore:
-				c.System = ""
-			case "chaining", "fifo", "polling":
-				v, err := protocol.ParseVariant(sys)
-				if err != nil {
-					return nil, err
-				}
-				c.System, c.Protocol = "", v
-			}
-			res, err := RunSim(c)
+			sr, err := run(seed)
 			if err != nil {
 				return nil, err
 			}
-			if res.Failed() {
+			if sr.failed {
 				row.Violations++
 			}
-			row.Ops += res.Ops
-			msgs += res.Messages
-			verbs += res.Verbs
-			if sys == SystemSELCC {
-				row.MemoryHandlerCalls += res.MemoryHandlerCalls
-			} else {
-				row.MemoryHandlerCalls += res.DirectoryMessages
-			}
+			row.Ops += sr.ops
+			msgs += sr.msgs
+			verbs += sr.verbs
+			row.MemoryHandlerCalls += sr.handlerCalls
 			var spans []checker.Op
-			for _, op := range res.History.Ops() {
-				node := op.Client / cfg.Workers
+			for _, op := range sr.workload {
+				node := op.Client / sr.clientsPerNode
 				if node >= nodes {
 					continue // the final reads
 				}
@@ -147,6 +161,107 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// systemRunner returns the function that runs one seed of sys on cfg, or
+// why sys cannot run it.
+func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, skipStepChecks bool) (func(seed uint64) (seedRun, error), error) {
+	if slices.Contains(compareSystems, sys) {
+		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, cfg, seed) }, nil
+	}
+	var p protocolapi.Protocol
+	ok := false
+	if reg != nil {
+		p, ok = reg.Lookup(sys)
+	}
+	if !ok || p.Deploy == nil {
+		names := slices.Clone(compareSystems)
+		if reg != nil {
+			for _, q := range reg.All() {
+				if q.Deploy != nil {
+					names = append(names, q.Name)
+				}
+			}
+		}
+		return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(names, ", "))
+	}
+	base, err := plugInConfig(p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	base.SkipStepChecks = skipStepChecks
+	return func(seed uint64) (seedRun, error) {
+		c := base
+		c.Seed = seed
+		res, err := simrunner.Run(p, c)
+		if err != nil {
+			return seedRun{}, err
+		}
+		ops := res.History.Ops()[:res.WorkloadOps]
+		// Every message a plug-in sends is handled by a role's CPU (its
+		// verbs by none): SEL's count is 0 as SELCC's, GAM's is every
+		// request, forward and invalidation its serial queues served.
+		return seedRun{ops: res.WorkloadOps, msgs: res.WorkloadMessages, verbs: res.WorkloadVerbs,
+			handlerCalls: res.WorkloadMessages, failed: res.Failed(), workload: ops, clientsPerNode: cfg.Workers}, nil
+	}, nil
+}
+
+// runBuiltIn runs one seed of a system of scenarios' own run loops.
+func runBuiltIn(sys string, cfg SimConfig, seed uint64) (seedRun, error) {
+	c := cfg
+	c.Seed, c.System = seed, sys
+	switch sys {
+	case SystemScaleStore:
+		c.System = ""
+	case "chaining", "fifo", "polling":
+		v, err := protocol.ParseVariant(sys)
+		if err != nil {
+			return seedRun{}, err
+		}
+		c.System, c.Protocol = "", v
+	}
+	res, err := RunSim(c)
+	if err != nil {
+		return seedRun{}, err
+	}
+	sr := seedRun{ops: res.Ops, msgs: res.Messages, verbs: res.Verbs, failed: res.Failed(),
+		workload: res.History.Ops(), clientsPerNode: cfg.Workers}
+	if sys == SystemSELCC {
+		sr.handlerCalls = res.MemoryHandlerCalls
+	} else {
+		sr.handlerCalls = res.DirectoryMessages
+	}
+	return sr, nil
+}
+
+// plugInConfig is cfg for the generic runner, or why a plug-in protocol
+// cannot run it: the settings that only scenarios' own run loops model
+// are refused, never dropped.
+func plugInConfig(p protocolapi.Protocol, cfg SimConfig) (simrunner.Config, error) {
+	var not []string
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{cfg.ComputeNodes > 0, "compute nodes"}, {cfg.Elastic, "elastic membership"},
+		{cfg.SingleWriter, "a single writer"}, {cfg.Partitioned || cfg.ShiftAt > 0, "partitioned accesses"},
+		{cfg.HandleCost > 0, "a CPU cost per handled message"}, {cfg.HoldNanos > 0, "a local latch hold time"},
+		{cfg.DirectWrites, "direct writes"}, {cfg.Mutate != "", "a built-in mutant"},
+	} {
+		if f.set {
+			not = append(not, f.name)
+		}
+	}
+	if len(not) > 0 {
+		return simrunner.Config{}, fmt.Errorf("protocol %s runs on the generic runner, which does not model %s", p.Name, strings.Join(not, ", "))
+	}
+	c := simrunner.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Pages, CacheLines: cfg.CachePages,
+		Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, Workload: cfg.Workload, Faults: cfg.Faults,
+		Locality: cfg.Locality, OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, Watch: -1, CheckTimeout: cfg.CheckTimeout}
+	if err := simrunner.Check(p, c); err != nil {
+		return simrunner.Config{}, err
+	}
+	return c, nil
 }
 
 // throughputSpan is what a seed's throughput counts: the operations after
@@ -218,6 +333,11 @@ type Figure struct {
 	// over the windows of the run instead (CompareRow.Timeline).
 	XKey     string
 	Timeline bool
+	// SkipStepChecks runs the plug-in protocols without their invariants
+	// after every step (at rest, the final reads and the history are
+	// still checked): a figure of thousands of keys, which GAM's check
+	// walks at every step.
+	SkipStepChecks bool
 }
 
 // FigurePoint is one configuration of a figure.
@@ -306,12 +426,21 @@ func FigureByName(name string) (*Figure, error) {
 			return &ScaleStoreFigures[i], nil
 		}
 	}
+
 	return nil, fmt.Errorf("unknown figure %q ('scalestore figure list' names them)", name)
 }
 
 // RunFigure runs every point of f on its systems over seeds seeds; nodes,
 // when set, replaces the node counts of a figure that has them (Nodes).
+// It runs the built-in systems only: RunFigureIn finds plug-ins.
 func RunFigure(f *Figure, seeds int, nodes []int, progress func(label string)) ([]CompareRow, error) {
+	return RunFigureIn(nil, f, seeds, nodes, progress)
+}
+
+// RunFigureIn is RunFigure with the plug-in protocols of reg (SEL, GAM):
+// a figure that names a protocol reg does not hold is an error that says
+// which.
+func RunFigureIn(reg *protocolapi.Registry, f *Figure, seeds int, nodes []int, progress func(label string)) ([]CompareRow, error) {
 	base := figureBase()
 	if f.Base != nil {
 		base = f.Base()
@@ -338,7 +467,7 @@ func RunFigure(f *Figure, seeds int, nodes []int, progress func(label string)) (
 		if progress != nil {
 			progress(p.Label)
 		}
-		rs, err := Compare(p.Cfg, f.Systems, seeds, p.Label)
+		rs, err := compare(reg, p.Cfg, f.Systems, seeds, p.Label, f.SkipStepChecks)
 		if err != nil {
 			return nil, err
 		}

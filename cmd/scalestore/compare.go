@@ -19,10 +19,16 @@ const compareUsage = `Usage:
   scalestore compare [--protocols scalestore,selcc] [--seeds N] [workload flags] [--json]
 
 Runs the same simulated workload on the same seeds with each protocol and
-prints one row per protocol: operations per simulated second, network
+prints one row per protocol. ScaleStore (and its chaining, fifo and polling
+conflict handling) and SELCC run on their own run loops; every other
+protocol of the registry (SEL, GAM in SEQ and TSO mode, the tutorial's MSI)
+runs on the generic runner with the same workload: the compute nodes,
+workers, pages as keys, cache pages as cache lines, operations, reads, skew
+and locality. The row gives operations per simulated second, network
 messages and one-sided verbs per operation, the median operation's latency in
 message round trips, the messages handled where the data lives (ScaleStore:
-its directories; SELCC: its memory nodes, which have no handler), p50 and p99
+its directories; SELCC: its memory nodes, which have no handler; a plug-in:
+every message its roles handled, so SEL's 0), p50 and p99
 simulated latency, and fairness (each compute node's share of the operations,
 and the least share over the largest). ScaleStore's nodes are each compute
 node and directory; SELCC adds --memory-nodes passive memory nodes. Every run
@@ -37,7 +43,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, compareUsage); fs.PrintDefaults() }
 	cfg := scenarios.DefaultSimConfig()
 	cfg.Nodes, cfg.Workers, cfg.Pages, cfg.CachePages, cfg.Faults = 4, 3, 48, 48, "none"
-	protocols := fs.String("protocols", "scalestore,selcc", "protocols to run, comma-separated: scalestore, selcc")
+	protocols := fs.String("protocols", "scalestore,selcc", "protocols to run, comma-separated: scalestore, selcc, chaining, fifo, polling, or any protocol 'scalestore protocols' lists as generic (sel, gam-seq, gam-tso, ...)")
 	seeds := fs.Int("seeds", 5, "seeds 1..N per protocol")
 	asJSON := fs.Bool("json", false, "print the rows as one JSON array")
 	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "compute nodes (ScaleStore: nodes, each also a directory)")
@@ -47,6 +53,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Ops, "ops", cfg.Ops, "operations across the cluster, per seed")
 	fs.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "share of reads (0..1)")
 	fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "zipfian skew, 0 = uniform, up to 0.99")
+	fs.Float64Var(&cfg.Locality, "locality", 0, "chance that an operation goes to its worker's previous page (SELCC Fig. 13: 0.5)")
 	fs.StringVar(&cfg.Faults, "faults", cfg.Faults, "fault plan (none measures; heavy checks)")
 	fs.IntVar(&cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "SELCC's passive memory nodes")
 	fs.Float64Var(&cfg.Gamma, "gamma", scenarios.DefaultGamma, "SELCC's lease threshold (0 or below: off)")
@@ -70,7 +77,12 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	if cfg.Gamma <= 0 {
 		cfg.Gamma = -1
 	}
-	rows, err := scenarios.Compare(cfg, strings.Split(*protocols, ","), *seeds, "")
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 1
+	}
+	rows, err := scenarios.CompareIn(reg, cfg, strings.Split(*protocols, ","), *seeds, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 2
@@ -157,10 +169,10 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case "list":
 		for _, f := range scenarios.Figures {
-			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
+			fmt.Fprintf(stdout, "%-14s %-20s %s [%s]\n", f.Name, f.Paper, f.About, strings.Join(f.Systems, ", "))
 		}
 		for _, f := range scenarios.ScaleStoreFigures {
-			fmt.Fprintf(stdout, "%-18s %-20s %s\n", f.Name, f.Paper, f.About)
+			fmt.Fprintf(stdout, "%-18s %-20s %s [%s]\n", f.Name, f.Paper, f.About, strings.Join(f.Systems, ", "))
 		}
 		for _, f := range scenarios.IndexFigures {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
@@ -190,7 +202,12 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 			nodes = append(nodes, n)
 		}
 	}
-	rows, err := scenarios.RunFigure(f, *seeds, nodes, func(label string) {
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "figure: %v\n", err)
+		return 1
+	}
+	rows, err := scenarios.RunFigureIn(reg, f, *seeds, nodes, func(label string) {
 		if isTerminal(stderr) {
 			fmt.Fprintf(stderr, "\r%s: %-40s", f.Name, label)
 		}
