@@ -53,10 +53,8 @@ type Invariants struct {
 	// Content switches the data-value check from the register value in the
 	// page's ends to a digest of the whole page, recorded by WroteContent
 	// (workloads such as the B-tree that write whole pages).
-	Content    bool
-	Now        func() int64
-	violations []string
-	count      int
+	Content bool
+	ViolationLog
 	unreadable int
 	costs      Costs
 }
@@ -75,7 +73,7 @@ type ghost struct {
 
 // NewInvariants makes an empty checker.
 func NewInvariants(checkOrder bool, now func() int64) *Invariants {
-	return &Invariants{sparse: make(map[protocol.PID]*ghost), CheckOrder: checkOrder, Now: now}
+	return &Invariants{sparse: make(map[protocol.PID]*ghost), CheckOrder: checkOrder, ViolationLog: NewViolationLog(now)}
 }
 
 // denseSlots bounds the slots kept in Invariants.pages: a page's ghost is
@@ -110,21 +108,9 @@ func (v *Invariants) page(pid protocol.PID) *ghost {
 	return g
 }
 
-// Fail records a violation.
-func (v *Invariants) Fail(format string, args ...any) {
-	v.count++
-	if len(v.violations) < MaxViolations {
-		at := int64(0)
-		if v.Now != nil {
-			at = v.Now()
-		}
-		v.violations = append(v.violations, fmt.Sprintf("t=%dns: ", at)+fmt.Sprintf(format, args...))
-	}
-}
-
 // Violations returns the recorded violations (at most MaxViolations) and
 // how many there were.
-func (v *Invariants) Violations() ([]string, int) { return v.violations, v.count }
+func (v *Invariants) Violations() ([]string, int) { return v.List(), v.Count() }
 
 // Violation implements actors.Observer.
 func (v *Invariants) Violation(node protocol.NodeID, err error) { v.Fail("%v", err) }

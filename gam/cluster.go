@@ -16,6 +16,9 @@ type cluster struct {
 	total int // nodes in the deployment: cfg.Nodes and the memory nodes
 	homes stripes
 	nodes []*node
+	// owners and readers are Check's scratch space (Check allocates
+	// nothing unless it finds a violation).
+	owners, readers []protocol.NodeID
 	// last is, per key, the value of the last write that became visible
 	// (a ghost the invariants compare the copies and the memory with; the
 	// roles never read it).
@@ -108,7 +111,7 @@ func (c *cluster) Check(atRest bool) []error {
 	var errs []error
 	for key := range uint64(c.cfg.Keys) {
 		e := c.entry(key)
-		var owners, readers []protocol.NodeID
+		owners, readers := c.owners[:0], c.readers[:0]
 		holder := false
 		for _, n := range c.nodes {
 			l := &n.cache.lines[key]
@@ -126,6 +129,7 @@ func (c *cluster) Check(atRest bool) []error {
 			}
 			holder = holder || owns
 		}
+		c.owners, c.readers = owners, readers
 		if len(owners) > 1 || len(owners) == 1 && len(readers) > 0 {
 			errs = append(errs, fmt.Errorf("key %d: single writer broken: dirty at nodes %v, shared at nodes %v", key, owners, readers))
 		}
@@ -211,6 +215,27 @@ func (c *cluster) KeyState(key uint64) string {
 		fmt.Fprintf(&b, " n%d:%s", n.id, lineNames[l.state])
 		if l.readable() || l.state == lineEvicting {
 			fmt.Fprintf(&b, "=%d", l.value)
+		}
+	}
+	// What the nodes' workers have not served yet: a message is in the
+	// chart when it arrives, its effect only once its node served it.
+	for _, n := range c.nodes {
+		first := true
+		for _, it := range n.queue {
+			name := ""
+			switch {
+			case it.access && it.r.op.Key == key:
+				name = it.r.op.Kind.String()
+			case !it.access && it.msg.Key == key:
+				name = typeNames[it.msg.T-1]
+			default:
+				continue
+			}
+			if first {
+				fmt.Fprintf(&b, " | n%d queues", n.id)
+				first = false
+			}
+			b.WriteString(" " + name)
 		}
 	}
 	for _, n := range c.nodes {

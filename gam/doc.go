@@ -48,7 +48,9 @@
 // memory nodes homing the keys of 4 compute nodes the ceilings are the
 // memory nodes' workers': 5.04 (SEQ) and 5.45 (TSO) at 95% reads, 2.81
 // and 2.88 at 50%, at 32 threads. A figure simulation registers its own
-// cost and layout with New(Options{Cost: ..., MemoryNodes: ...}), and
+// cost and layout with New(Options{Cost: ..., MemoryNodes: ...}) (on the
+// command line: sim --opt service-ns=N --opt memory-nodes=M, and
+// write-buffer=W for gam-tso), and
 // the counters (Counters: served is the items the workers served) give
 // each run's work. On real processes the work costs what it costs: a
 // process runner registers Cost{} (a service timer there would only add

@@ -244,3 +244,32 @@ func TestReproducible(t *testing.T) {
 }
 
 func simrunnerRun(cfg simrunner.Config) (simrunner.Result, error) { return simrunner.Run(seq(), cfg) }
+
+// The options set the cost, the layout and the write buffer; bad values
+// are refused with the reason.
+func TestOptions(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults, cfg.Ops = "none", 300
+	base, err := simrunner.Run(tso(), cfg)
+	if err != nil || base.Failed() {
+		t.Fatal(err, base.Violations)
+	}
+	cfg.Options = map[string]string{gam.OptionService: "0", gam.OptionMemoryNodes: "2", gam.OptionWriteBuffer: "1"}
+	opt, err := simrunner.Run(tso(), cfg)
+	if err != nil || opt.Failed() {
+		t.Fatal(err, opt.Violations)
+	}
+	if opt.SimNanos >= base.SimNanos || opt.TraceHash == base.TraceHash {
+		t.Fatalf("without a service time the run took %d ns, with it %d", opt.SimNanos, base.SimNanos)
+	}
+	for _, bad := range []map[string]string{{gam.OptionService: "-1"}, {gam.OptionMemoryNodes: "x"}, {gam.OptionWriteBuffer: "0"}} {
+		cfg.Options = bad
+		if _, err := simrunner.Run(tso(), cfg); err == nil || !strings.Contains(err.Error(), "gam: option") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	cfg.Options = map[string]string{gam.OptionWriteBuffer: "4"}
+	if _, err := simrunner.Run(seq(), cfg); err == nil {
+		t.Error("gam-seq took a write buffer")
+	}
+}

@@ -1,6 +1,9 @@
 package gam
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/scalestore-go/scalestore/protocolapi"
 )
 
@@ -121,7 +124,15 @@ func New(opts Options) protocolapi.Protocol {
 	p := protocolapi.Protocol{
 		Codec: codec{},
 		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) {
-			return newCluster(opts, cfg)
+			o, err := opts.with(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return newCluster(o, cfg)
+		},
+		Options: []protocolapi.Option{
+			{Name: OptionService, Default: strconv.FormatInt(opts.Cost.Service, 10), About: "ns a node's serial worker spends on each request or message (0: none)"},
+			{Name: OptionMemoryNodes, Default: strconv.Itoa(opts.MemoryNodes), About: "memory nodes that home every key above the compute nodes (0: every node a home and a cache)"},
 		},
 		Defaults: protocolapi.Config{Nodes: 4, Workers: 3, Keys: 48, CacheLines: 12},
 	}
@@ -134,6 +145,8 @@ func New(opts Options) protocolapi.Protocol {
 			protocolapi.Mutant{Name: MutantDrainOutOfOrder, About: "the write buffer drains a random write, not the oldest (a thread's writes of a key land out of order)"},
 			protocolapi.Mutant{Name: MutantReadSkipsBuffer, About: "a read skips the thread's buffered writes (it does not read its own write)"})
 		p.CheckHistory = CheckTSO
+		p.Options = append(p.Options, protocolapi.Option{Name: OptionWriteBuffer, Default: strconv.Itoa(opts.WriteBuffer),
+			About: "writes a thread may have told done but not visible before its next write waits"})
 		p.Scenarios = []protocolapi.Scenario{scenarioTSO}
 	default:
 		p.Name = NameSEQ
@@ -144,6 +157,38 @@ func New(opts Options) protocolapi.Protocol {
 		p.Scenarios = []protocolapi.Scenario{scenarioSEQ}
 	}
 	return p
+}
+
+// The protocol's own options (protocolapi.Option, sim --opt name=value):
+// Options' fields by name.
+const (
+	OptionService     = "service-ns"
+	OptionMemoryNodes = "memory-nodes"
+	OptionWriteBuffer = "write-buffer"
+)
+
+// with returns o with the values cfg's options give.
+func (o Options) with(cfg protocolapi.Config) (Options, error) {
+	for _, f := range []struct {
+		name string
+		dst  func(int64)
+		min  int64
+	}{
+		{OptionService, func(v int64) { o.Cost.Service = v }, 0},
+		{OptionMemoryNodes, func(v int64) { o.MemoryNodes = int(v) }, 0},
+		{OptionWriteBuffer, func(v int64) { o.WriteBuffer = int(v) }, 1},
+	} {
+		s, ok := cfg.Options[f.name]
+		if !ok || o.Mode != TSO && f.name == OptionWriteBuffer {
+			continue
+		}
+		v, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || v < f.min {
+			return o, fmt.Errorf("gam: option %s=%q: want a whole number of at least %d", f.name, s, f.min)
+		}
+		f.dst(v)
+	}
+	return o, nil
 }
 
 // The scenarios: key 0's home is node 0.

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/scalestore-go/scalestore/examples/msi"
+	"github.com/scalestore-go/scalestore/gam"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/sel"
@@ -13,6 +14,8 @@ import (
 var plugIns = []func() protocolapi.Protocol{
 	msi.Protocol,
 	sel.Protocol,
+	gam.ProtocolSEQ,
+	gam.ProtocolTSO,
 }
 
 // Registry returns a registry of every protocol, or the first that does

@@ -203,13 +203,13 @@ func RunIndexBench(b IndexBench) (IndexBenchResult, error) {
 			}
 		}))
 	}
-	for !allDone(cos) && r.violCount == 0 {
+	for !allDone(cos) && r.viol.Count() == 0 {
 		if !w.Step() {
 			break
 		}
 	}
-	if r.violCount > 0 {
-		return res, fmt.Errorf("index bench %s: %s", b.Workload, r.viol[0])
+	if r.viol.Count() > 0 {
+		return res, fmt.Errorf("index bench %s: %s", b.Workload, r.viol.List()[0])
 	}
 	res.Ops = len(lat)
 	if res.Ops == 0 {

@@ -70,8 +70,7 @@ type namRun struct {
 	skewed            bool
 	computes          int
 	hist              *checker.History
-	viol              []string
-	violCount         int
+	viol              checker.ViolationLog
 	started           int
 	completed         int
 	lastOp            int64
@@ -92,12 +91,7 @@ type namCall struct {
 	done  bool
 }
 
-func (r *namRun) fail(format string, args ...any) {
-	r.violCount++
-	if len(r.viol) < 20 {
-		r.viol = append(r.viol, fmt.Sprintf("t=%dns ", r.w.Now())+fmt.Sprintf(format, args...))
-	}
-}
+func (r *namRun) fail(format string, args ...any) { r.viol.Fail(format, args...) }
 
 // simFabric is one compute coroutine's nam.Fabric over the world, and a
 // nam.BatchReader: a batch's READs are all in flight before it waits.
@@ -220,25 +214,18 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	if cfg.Faults == "lossy" {
 		return res, fmt.Errorf("--faults lossy: the index's calls assume a reliable transport, as RDMA RC gives")
 	}
-	if cfg.Mutate != "" {
-		if !mutation.NAM(cfg.Mutate) {
-			return res, fmt.Errorf("--mutate %s does not break an index (their points: nam-*, cell-*)", cfg.Mutate)
-		}
-		if err := mutation.Enable(cfg.Mutate); err != nil {
-			return res, err
-		}
-		defer mutation.Disable(cfg.Mutate)
+	if cfg.Mutate != "" && !mutation.NAM(cfg.Mutate) {
+		return res, fmt.Errorf("--mutate %s does not break an index (their points: nam-*, cell-*)", cfg.Mutate)
 	}
 	m := cfg.MemoryNodes
 	if m == 0 {
 		m = DefaultMemoryNodes
 	}
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, undo, err := startRun(cfg, &res)
 	if err != nil {
 		return res, err
 	}
-	res.Plan = plan.String()
+	defer undo()
 	r, err := newNAMRun(cfg, m, plan, 4, 3, false)
 	if err != nil {
 		return res, err
@@ -298,7 +285,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	res.Verbs, res.VerbBytes = w.VerbStats()
 	res.MemoryHandlerCalls = r.calls()
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
-	res.Violations, res.ViolationCount = r.viol, r.violCount
+	res.Violations, res.ViolationCount = r.viol.List(), r.viol.Count()
 	res.History = r.hist
 	res.NAMScans, res.NAMScanWaits = r.scans, r.scanWaits
 	for _, s := range r.cellServers {
@@ -321,7 +308,7 @@ func newNAMRun(cfg SimConfig, m int, plan sim.FaultPlan, fanout, scanBatch int, 
 	}
 	w := sim.New(cfg.Seed, cfg.Nodes+m, sim.DefaultLatency, plan)
 	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{},
-		fanout: fanout, scanBatch: scanBatch, skewed: skewed}
+		fanout: fanout, scanBatch: scanBatch, skewed: skewed, viol: checker.NewViolationLog(w.Now)}
 	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
 	var err error
 	if cfg.Workload == "cell" {
@@ -492,37 +479,11 @@ func (r *namRun) op(c indexClient, client int, f *simFabric) bool {
 }
 
 func (r *namRun) runUntil(cos []*sim.Coroutine, phase string) bool {
-	const watchdog = 2_000_000_000
-	w := r.w
-	r.lastOp = w.Now()
-	for !allDone(cos) {
-		if r.cfg.Progress != nil && w.Steps&(1<<16-1) < 1024 {
+	return sim.Drive{Phase: phase, LastOp: &r.lastOp, Violations: r.viol.Count, Fail: r.fail, Progress: func() {
+		if r.cfg.Progress != nil {
 			r.cfg.Progress(r.completed, r.cfg.Ops)
 		}
-		for range 1024 {
-			if !w.Step() {
-				if allDone(cos) {
-					return true
-				}
-				r.fail("%s: deadlock: nothing left to run while clients wait", phase)
-				return r.stop(cos)
-			}
-		}
-		if r.violCount > 0 || w.Now()-r.lastOp > watchdog {
-			if r.violCount == 0 {
-				r.fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
-			}
-			return r.stop(cos)
-		}
-	}
-	return true
-}
-
-func (r *namRun) stop(cos []*sim.Coroutine) bool {
-	for _, co := range cos {
-		co.Stop()
-	}
-	return false
+	}}.Run(r.w, cos)
 }
 
 // namWorkloads is the list for help texts.

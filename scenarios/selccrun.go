@@ -46,14 +46,13 @@ type selccCluster struct {
 	handlers []*sim.Coroutine
 	stopping bool
 
-	violations []string
-	violCount  int
-	memCalls   uint64 // messages a memory node's CPU had to handle (must stay 0)
-	changed    []protocol.PID
-	isChanged  map[protocol.PID]bool
-	trace      io.Writer
-	memos      []selcc.Memo
-	onVerb     func(at int64, v *sim.Verb) // the scenarios' chart
+	viol      checker.ViolationLog
+	memCalls  uint64 // messages a memory node's CPU had to handle (must stay 0)
+	changed   []protocol.PID
+	isChanged map[protocol.PID]bool
+	trace     io.Writer
+	memos     []selcc.Memo
+	onVerb    func(at int64, v *sim.Verb) // the scenarios' chart
 }
 
 // line is the PID of line i: lines are spread round-robin over the memory
@@ -62,12 +61,7 @@ func (s *selccCluster) line(i int) protocol.PID {
 	return protocol.MakePID(protocol.NodeID(s.computes+i%s.memNodes), uint64(i/s.memNodes))
 }
 
-func (s *selccCluster) fail(format string, args ...any) {
-	s.violCount++
-	if len(s.violations) < 20 {
-		s.violations = append(s.violations, fmt.Sprintf("t=%dns ", s.w.Now())+fmt.Sprintf(format, args...))
-	}
-}
+func (s *selccCluster) fail(format string, args ...any) { s.viol.Fail(format, args...) }
 
 // lineOf is the line whose word or data a verb at off of a memory node
 // touched.
@@ -191,7 +185,7 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 	}
 	w := sim.New(cfg.Seed, m+c, sim.DefaultLatency, plan)
 	s := &selccCluster{w: w, memNodes: m, computes: c, regions: map[protocol.NodeID]transport.Region{},
-		isChanged: map[protocol.PID]bool{}, trace: cfg.Trace}
+		isChanged: map[protocol.PID]bool{}, trace: cfg.Trace, viol: checker.NewViolationLog(w.Now)}
 	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { s.fail("%v", err) }
 	lines := (cfg.Pages + m - 1) / m
 	for i := range m {
@@ -276,18 +270,11 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 	if cfg.Mutate != "" && !mutation.SELCC(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks ScaleStore, not SELCC", cfg.Mutate)
 	}
-	if cfg.Mutate != "" {
-		if err := mutation.Enable(cfg.Mutate); err != nil {
-			return res, err
-		}
-		defer mutation.Disable(cfg.Mutate)
-	}
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, undo, err := startRun(cfg, &res)
 	if err != nil {
 		return res, err
 	}
-	res.Plan = plan.String()
+	defer undo()
 	s, err := newSELCCCluster(cfg, plan)
 	if err != nil {
 		return res, err
@@ -345,7 +332,7 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 		// more read of every line, which a lost write cannot pass.
 		w.StopFaults()
 		r.settle()
-		if s.violCount == 0 {
+		if s.viol.Count() == 0 {
 			for _, line := range pids {
 				s.checkLine(line, true)
 			}
@@ -467,34 +454,15 @@ func (r *selccRun) settle() {
 }
 
 func (r *selccRun) runUntil(cos []*sim.Coroutine, phase string) bool {
-	const watchdog = 2_000_000_000
-	s, w := r.s, r.s.w
-	r.lastOp = w.Now()
-	for {
-		if allDone(cos) {
-			return true
-		}
-		if r.cfg.Progress != nil && w.Steps&(1<<16-1) < 1024 {
-			r.cfg.Progress(r.completed, r.cfg.Ops)
-		}
-		for range 1024 {
-			if !w.Step() {
-				if allDone(cos) {
-					return true
-				}
-				s.fail("%s: deadlock: nothing left to run while workers wait", phase)
-				r.stuck(cos)
-				return false
-			}
-			s.checkChanged()
-		}
-		if s.violCount > 0 || w.Now()-r.lastOp > watchdog {
-			if s.violCount == 0 {
-				s.fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
-			}
-			r.stuck(cos)
-			return false
-		}
+	s := r.s
+	return sim.Drive{Phase: phase, LastOp: &r.lastOp, AfterStep: s.checkChanged, Violations: s.viol.Count, Fail: s.fail,
+		Progress: r.progress, Stuck: func() { r.stuck(cos) }}.Run(s.w, cos)
+}
+
+// progress reports the workload's progress to the caller.
+func (r *selccRun) progress() {
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(r.completed, r.cfg.Ops)
 	}
 }
 
@@ -515,7 +483,6 @@ func (r *selccRun) stuck(cos []*sim.Coroutine) {
 		if !co.Done() {
 			r.s.fail("coroutine %d not done", i)
 		}
-		co.Stop()
 	}
 }
 
@@ -602,7 +569,7 @@ func (r *selccRun) finish(res *SimResult) {
 	res.MemoryHandlerCalls = s.memCalls
 	res.TraceHash = s.w.Hash()
 	res.SimNanos = s.w.Now()
-	res.Violations, res.ViolationCount = s.violations, s.violCount
+	res.Violations, res.ViolationCount = s.viol.List(), s.viol.Count()
 	res.History = r.hist
 	for _, c := range s.caches {
 		res.Hits += c.Stats.Hits

@@ -99,7 +99,7 @@ func runSELCCScenario(info *ScenarioInfo) (*ScenarioResult, error) {
 	for s.w.Step() {
 	}
 	s.checkLine(line, true)
-	res.Violations = s.violations
+	res.Violations = s.viol.List()
 	if res.Violations == nil {
 		res.Violations = []string{}
 	}

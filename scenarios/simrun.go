@@ -444,19 +444,11 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	if cfg.Mutate != "" && mutation.SELCC(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks SELCC: use it with --protocol selcc", cfg.Mutate)
 	}
-	if cfg.Mutate != "" {
-		if err := mutation.Enable(cfg.Mutate); err != nil {
-			return res, err
-		}
-		defer mutation.Disable(cfg.Mutate)
-	}
-	// The fault plan's intensities come from the seed, so a swarm varies them.
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, undo, err := startRun(cfg, &res)
 	if err != nil {
 		return res, err
 	}
-	res.Plan = plan.String()
+	defer undo()
 	btreeMode := cfg.Workload == "btree"
 	ssd := uint64(cfg.Pages/cfg.Nodes + 8)
 	if btreeMode {
@@ -705,59 +697,36 @@ func (r *simRun) runWorkload() {
 // first violation, when nothing is left to run while coroutines still wait
 // (a deadlock), or when no operation completed for a long simulated time.
 func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
-	const watchdog = 2_000_000_000 // 2 s simulated without a completed operation
-	r.lastOp = r.c.w.Now()
 	w := r.c.w
 	checkEvery := crossCheckInterval(len(r.c.nodes) * r.cfg.CachePages)
 	// The cross-check runs each time the step count reaches a multiple of
 	// checkEvery (a step adds at most one): a comparison a step, not a
 	// division.
 	nextCheck := (w.Steps/checkEvery + 1) * checkEvery
-	workload := phase == "workload"
-	for {
-		done := true
-		for _, co := range cos {
-			if !co.Done() {
-				done = false
-				break
-			}
-		}
-		if phase == "workload" {
-			for _, co := range r.cos { // workers of restarted nodes too
-				if !co.Done() {
-					done = false
-					break
-				}
-			}
-		}
-		if done {
-			return true
-		}
-		if r.cfg.Progress != nil && w.Steps&(1<<16-1) < 1024 {
-			r.cfg.Progress(r.completed, r.cfg.Ops)
-		}
-		for range 1024 {
-			if !w.Step() {
-				r.c.inv.Fail("%s: deadlock: nothing left to run while workers wait", phase)
-				r.stopAll(cos)
-				return false
-			}
+	d := sim.Drive{Phase: phase, LastOp: &r.lastOp, Fail: r.c.inv.Fail, Stuck: r.describeStuck,
+		Violations: r.c.inv.Count, AfterStep: func() {
 			if w.Steps >= nextCheck {
 				nextCheck += checkEvery
-				if workload {
-					r.c.crossCheck(r.pids)
+				r.c.crossCheck(r.pids)
+			}
+		}}
+	if r.cfg.Progress != nil {
+		d.Progress = func() { r.cfg.Progress(r.completed, r.cfg.Ops) }
+	}
+	if phase == "workload" {
+		// Workers of restarted nodes too.
+		d.Done = func() bool {
+			for _, co := range r.cos {
+				if !co.Done() {
+					return false
 				}
 			}
+			return true
 		}
-		if _, bad := r.c.inv.Violations(); bad > 0 || w.Now()-r.lastOp > watchdog {
-			if bad == 0 {
-				r.c.inv.Fail("%s: no operation completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
-			}
-			r.describeStuck()
-			r.stopAll(cos)
-			return false
-		}
+	} else {
+		d.AfterStep = nil
 	}
+	return d.Run(w, cos)
 }
 
 // describeStuck adds the state of every frame with work in flight to the
@@ -771,12 +740,6 @@ func (r *simRun) describeStuck() {
 				r.c.inv.Fail("in flight: %s", n.DescribeFrame(f.PID))
 			}
 		}
-	}
-}
-
-func (r *simRun) stopAll(cos []*sim.Coroutine) {
-	for _, co := range cos {
-		co.Stop()
 	}
 }
 
@@ -1097,4 +1060,23 @@ func (p *pageWatch) Obtained(n protocol.NodeID, pid protocol.PID, m protocol.Mod
 	if pid == p.pid {
 		fmt.Fprintf(p.w, "%d   node %d obtained %v in %v after %d ns\n", p.now(), n, pid, m, waited)
 	}
+}
+
+// startRun is what every run of this package does first: it applies cfg's
+// mutant (undo takes it back) and draws the seed's fault plan, which it
+// names in res.
+func startRun(cfg SimConfig, res *SimResult) (plan sim.FaultPlan, undo func(), err error) {
+	undo = func() {}
+	if cfg.Mutate != "" {
+		if err := mutation.Enable(cfg.Mutate); err != nil {
+			return plan, undo, err
+		}
+		undo = func() { mutation.Disable(cfg.Mutate) }
+	}
+	if plan, err = sim.SeedPlan(cfg.Faults, cfg.Seed); err != nil {
+		undo()
+		return plan, func() {}, err
+	}
+	res.Plan = plan.String()
+	return plan, undo, nil
 }

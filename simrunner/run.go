@@ -228,8 +228,7 @@ type run struct {
 	unavail  int
 	value    uint64
 	lastOp   int64
-	viol     []string
-	violN    int
+	viol     checker.ViolationLog
 	stater   protocolapi.KeyStater
 	watching bool
 	// the workload's share, taken when its last access returned
@@ -237,12 +236,7 @@ type run struct {
 	workloadMsgs, workVerb uint64
 }
 
-func (r *run) fail(format string, args ...any) {
-	r.violN++
-	if len(r.viol) < 20 {
-		r.viol = append(r.viol, fmt.Sprintf("t=%dns ", r.w.Now())+fmt.Sprintf(format, args...))
-	}
-}
+func (r *run) fail(format string, args ...any) { r.viol.Fail(format, args...) }
 
 // step hands ev to node e's role.
 func (r *run) step(e *nodeEnv, ev protocolapi.Event) {
@@ -407,10 +401,7 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 	if err := Check(p, cfg); err != nil {
 		return res, err
 	}
-	// The fault plan's intensities come from the seed, as in every run
-	// loop, so a swarm varies them.
-	seedRng := sim.New(cfg.Seed^0xFA17, 1, sim.Latency{}, sim.FaultPlan{})
-	plan, err := sim.Plan(cfg.Faults, seedRng.Rand)
+	plan, err := sim.SeedPlan(cfg.Faults, cfg.Seed)
 	if err != nil {
 		return res, err
 	}
@@ -478,6 +469,7 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	w := sim.New(cfg.Seed, lay.Nodes, sim.DefaultLatency, plan)
 	r := &run{p: p, cfg: cfg, w: w, cl: cl, hist: checker.NewHistory(cfg.Ops + cfg.Keys),
 		regions: make([]transport.Region, lay.Nodes), opIDs: make([]uint64, lay.Nodes)}
+	r.viol = checker.NewViolationLog(w.Now)
 	r.stater, _ = cl.(protocolapi.KeyStater)
 	r.watching = cfg.Watch >= 0
 	w.OnFault = func(_ int64, node protocol.NodeID, err error) { r.fail("node %d: %v", node, err) }
@@ -547,48 +539,17 @@ func (r *run) checkStep() {
 	}
 }
 
-// runUntil steps the world until every coroutine returned, with the
-// invariants after every step. It stops at the first violation, at a
-// deadlock (nothing left to run while workers wait), or when no access
-// completed for Watchdog ns; then every role's state is in the report.
+// runUntil steps the world (sim.Drive, the one run loop) until every
+// coroutine returned, with the invariants after every step. It stops at
+// the first violation, at a deadlock, or when no access completed for
+// Watchdog ns; then every role's state is in the report.
 func (r *run) runUntil(cos []*sim.Coroutine, phase string) bool {
-	w := r.w
-	r.lastOp = w.Now()
-	for {
-		if allDone(cos) {
-			return true
-		}
-		if !w.Step() {
-			if allDone(cos) {
-				return true
-			}
-			r.fail("%s: deadlock: nothing left to run while workers wait", phase)
-			r.stuck(cos)
-			return false
-		}
-		r.checkStep()
-		if r.violN > 0 || w.Now()-r.lastOp > Watchdog {
-			if r.violN == 0 {
-				r.fail("%s: no access completed for %d ns of simulated time", phase, w.Now()-r.lastOp)
-			}
-			r.stuck(cos)
-			return false
-		}
-	}
+	return sim.Drive{Phase: phase, Watchdog: Watchdog, LastOp: &r.lastOp, Every: 1, AfterStep: r.checkStep,
+		Violations: r.viol.Count, Fail: r.fail, Stuck: r.stuck}.Run(r.w, cos)
 }
 
-func allDone(cos []*sim.Coroutine) bool {
-	for _, co := range cos {
-		if !co.Done() {
-			return false
-		}
-	}
-	return true
-}
-
-// stuck reports every role's state and every worker still waiting, and
-// stops the coroutines.
-func (r *run) stuck(cos []*sim.Coroutine) {
+// stuck reports every role's state and every worker still waiting.
+func (r *run) stuck() {
 	for _, e := range r.envs {
 		if d := e.role.Describe(); d != "" {
 			r.fail("node %d: %s", e.id, d)
@@ -600,9 +561,6 @@ func (r *run) stuck(cos []*sim.Coroutine) {
 				r.fail("node %d worker %d waits for %v of key %d (access %d)", n, k, wt.op.Kind, wt.op.Key, wt.op.ID)
 			}
 		}
-	}
-	for _, co := range cos {
-		co.Stop()
 	}
 }
 
@@ -620,11 +578,11 @@ func (r *run) settle(phase string) bool {
 			for _, err := range errs {
 				r.fail("%s: at rest: %v", phase, err)
 			}
-			return r.violN == 0
+			return r.viol.Count() == 0
 		}
 		w.Step()
 		r.checkStep()
-		if r.violN > 0 {
+		if r.viol.Count() > 0 {
 			return false
 		}
 	}
@@ -655,7 +613,7 @@ func (r *run) finish(res *Result) {
 	res.Messages, res.PayloadBytes, res.Steps = w.Messages, w.PageBytes, w.Steps
 	res.Verbs, _ = w.VerbStats()
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
-	res.Violations, res.ViolationCount = r.viol, r.violN
+	res.Violations, res.ViolationCount = r.viol.List(), r.viol.Count()
 	res.History = r.hist
 	res.WorkloadOps, res.WorkloadMessages, res.WorkloadVerbs = r.workloadOps, r.workloadMsgs, r.workVerb
 	if c, ok := r.cl.(protocolapi.Counterer); ok {

@@ -180,7 +180,7 @@ func TestToyClean(t *testing.T) {
 func TestChecksCatch(t *testing.T) {
 	for _, tc := range []struct{ mutant, want string }{
 		{"stall", "deadlock: nothing left to run while workers wait"},
-		{"spin", "no access completed for"},
+		{"spin", "no operation completed for"},
 		{"error", "refuses writes"},
 		{"twice", "which is not in flight"},
 		{"invariant", "invariant: key 0 above 3"},

@@ -169,3 +169,16 @@ func (q *eventQueue) removeIf(drop func(*event) bool) {
 	}
 	q.nextOK = false
 }
+
+// each calls fn with every pending event.
+func (q *eventQueue) each(fn func(*event)) {
+	for b := range q.buckets {
+		from := 0
+		if b == 0 {
+			from = q.head
+		}
+		for _, e := range q.buckets[b][from:] {
+			fn(q.all[e.id-1])
+		}
+	}
+}

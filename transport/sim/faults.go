@@ -68,6 +68,13 @@ type FaultPlan struct {
 // PlanNames lists the fault plans Plan knows, for help texts.
 const PlanNames = "none, default, heavy or lossy"
 
+// SeedPlan is the named fault plan of the run of seed: its intensities
+// drawn from a stream of their own (not the world's), so every seed of a
+// swarm gets its own mix and the world's draws stay as they were.
+func SeedPlan(name string, seed uint64) (FaultPlan, error) {
+	return Plan(name, New(seed^0xFA17, 1, Latency{}, FaultPlan{}).Rand)
+}
+
 // Plan returns the named fault plan (none, default, heavy, lossy) with its
 // intensities varied by draw, so every seed of a swarm gets its own mix.
 func Plan(name string, draw func() uint64) (FaultPlan, error) {

@@ -426,4 +426,14 @@ func (w *World) StopFaults() {
 	for i := range w.stalled {
 		w.stalled[i] = 0
 	}
+	// Messages a stall held back arrive at its end, later than one sent
+	// on their link from now on would: move each link's clock past them,
+	// so that links stay FIFO once stalls are off.
+	w.events.each(func(e *event) {
+		if (e.kind == evMsg || e.kind == evFrame) && e.at > w.now {
+			link := int(e.from)*w.n + int(e.node)
+			w.linkLast[link] = max(w.linkLast[link], e.at)
+			w.sentLast[e.from] = max(w.sentLast[e.from], e.at)
+		}
+	})
 }
