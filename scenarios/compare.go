@@ -86,15 +86,35 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 // runs check as the swarm does; a violation is counted in the row, not an
 // error.
 func CompareIn(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
-	return compare(reg, cfg, systems, seeds, label, false)
+	return compare(reg, cfg, systems, seeds, label, compareOpts{})
 }
 
-// compare is CompareIn; skipStepChecks leaves out the plug-ins' invariants
-// after every step (Figure.SkipStepChecks).
-func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, skipStepChecks bool) ([]CompareRow, error) {
+// CompareWith is CompareIn with a plug-in protocol's own options
+// (protocolapi.Option) by protocol name: options["gam-seq"]["memory-nodes"]
+// = "2". An option the protocol does not declare is an error.
+func CompareWith(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, options map[string]map[string]string) ([]CompareRow, error) {
+	return compare(reg, cfg, systems, seeds, label, compareOpts{options: options})
+}
+
+// compareOpts are what a figure adds to a comparison.
+type compareOpts struct {
+	// options are the plug-ins' own options, by protocol name.
+	options map[string]map[string]string
+	// skipStepChecks leaves out the plug-ins' invariants after every step
+	// (Figure.SkipStepChecks).
+	skipStepChecks bool
+}
+
+// compare is CompareWith.
+func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, opts compareOpts) ([]CompareRow, error) {
+	for name := range opts.options {
+		if !slices.Contains(systems, name) {
+			return nil, fmt.Errorf("options for %s, which is not among the protocols compared (%s)", name, strings.Join(systems, ", "))
+		}
+	}
 	var rows []CompareRow
 	for _, sys := range systems {
-		run, err := systemRunner(reg, sys, cfg, skipStepChecks)
+		run, err := systemRunner(reg, sys, cfg, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -165,8 +185,11 @@ func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds i
 
 // systemRunner returns the function that runs one seed of sys on cfg, or
 // why sys cannot run it.
-func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, skipStepChecks bool) (func(seed uint64) (seedRun, error), error) {
+func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts compareOpts) (func(seed uint64) (seedRun, error), error) {
 	if slices.Contains(compareSystems, sys) {
+		if len(opts.options[sys]) > 0 {
+			return nil, fmt.Errorf("%s runs on its own run loop and takes no protocol options", sys)
+		}
 		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, cfg, seed) }, nil
 	}
 	var p protocolapi.Protocol
@@ -185,11 +208,11 @@ func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, skipStep
 		}
 		return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(names, ", "))
 	}
-	base, err := plugInConfig(p, cfg)
+	base, err := plugInConfig(p, cfg, opts.options[sys])
 	if err != nil {
 		return nil, err
 	}
-	base.SkipStepChecks = skipStepChecks
+	base.SkipStepChecks = opts.skipStepChecks
 	return func(seed uint64) (seedRun, error) {
 		c := base
 		c.Seed = seed
@@ -237,7 +260,7 @@ func runBuiltIn(sys string, cfg SimConfig, seed uint64) (seedRun, error) {
 // plugInConfig is cfg for the generic runner, or why a plug-in protocol
 // cannot run it: the settings that only scenarios' own run loops model
 // are refused, never dropped.
-func plugInConfig(p protocolapi.Protocol, cfg SimConfig) (simrunner.Config, error) {
+func plugInConfig(p protocolapi.Protocol, cfg SimConfig, options map[string]string) (simrunner.Config, error) {
 	var not []string
 	for _, f := range []struct {
 		set  bool
@@ -257,7 +280,8 @@ func plugInConfig(p protocolapi.Protocol, cfg SimConfig) (simrunner.Config, erro
 	}
 	c := simrunner.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Pages, CacheLines: cfg.CachePages,
 		Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, Workload: cfg.Workload, Faults: cfg.Faults,
-		Locality: cfg.Locality, OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, Watch: -1, CheckTimeout: cfg.CheckTimeout}
+		Locality: cfg.Locality, OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, Watch: -1, CheckTimeout: cfg.CheckTimeout,
+		Options: options}
 	if err := simrunner.Check(p, c); err != nil {
 		return simrunner.Config{}, err
 	}
@@ -338,6 +362,9 @@ type Figure struct {
 	// still checked): a figure of thousands of keys, which GAM's check
 	// walks at every step.
 	SkipStepChecks bool
+	// Options are the plug-in protocols' own options, by protocol name
+	// (GAM's memory nodes, as SELCC's evaluation runs it).
+	Options map[string]map[string]string
 }
 
 // FigurePoint is one configuration of a figure.
@@ -371,17 +398,29 @@ var Figures = []Figure{
 			}
 			return ps
 		}},
-	{Name: "selcc-fig14", Paper: "SELCC Fig. 14", About: "skew: zipf 0, 0.5, 0.9, 0.99 on 4 compute nodes, 50% reads",
-		Systems: []string{SystemScaleStore, SystemSELCC},
-		Points: func(b SimConfig) []FigurePoint {
-			var ps []FigurePoint
-			for _, z := range []float64{0, 0.5, 0.9, 0.99} {
-				c := b
-				c.Zipf = z
-				ps = append(ps, FigurePoint{fmt.Sprintf("zipf=%.2f", z), c})
-			}
-			return ps
-		}},
+	{Name: "selcc-fig13", Paper: "SELCC Fig. 13",
+		About:   "locality: an access goes to its thread's previous line with probability 0.5, else uniformly to 8,192 lines; 8 compute nodes of 1, 2, 4, 8 threads; 95%, 50%, 0% reads",
+		Systems: baselineSystems, Options: baselineOptions, SkipStepChecks: true, XKey: "threads",
+		Base: func() SimConfig {
+			c := selccThreadsBase()
+			// Far more lines than the run touches: as on the paper's 24M
+			// lines, a cache hits only what locality brings back.
+			c.Pages, c.CachePages, c.Locality = 8192, 2048, 0.5
+			return c
+		},
+		Points: selccThreadPoints},
+	{Name: "selcc-fig14", Paper: "SELCC Fig. 14",
+		About:   "skew: zipf 0.99 over 128 lines; 8 compute nodes of 1, 2, 4, 8 threads; 95%, 50%, 0% reads",
+		Systems: baselineSystems, Options: baselineOptions, SkipStepChecks: true, XKey: "threads",
+		Base: func() SimConfig {
+			c := selccThreadsBase()
+			// zipf 0.99 over 128 lines: the hot set the paper's skew puts
+			// on 24M lines, small enough that a run of 8,000 operations
+			// finds it cached.
+			c.Pages, c.CachePages, c.Zipf = 128, 128, 0.99
+			return c
+		},
+		Points: selccThreadPoints},
 	{Name: "selcc-fig15", Paper: "SELCC Fig. 15", About: "fairness: node 0 only writes, nodes 1-3 only read 4 hot lines (6 workers a node, 1 us in each access); the lease (gamma) and the priority on and off",
 		Systems: []string{SystemSELCC},
 		Points: func(b SimConfig) []FigurePoint {
@@ -412,6 +451,40 @@ var Figures = []Figure{
 			}
 			return ps
 		}},
+}
+
+// baselineSystems are every system SELCC's Fig. 13 and 14 compare: SELCC,
+// SEL, GAM in TSO and SEQ mode, and ScaleStore.
+var baselineSystems = []string{SystemSELCC, "sel", "gam-tso", "gam-seq", SystemScaleStore}
+
+// baselineOptions run GAM as SELCC's evaluation does, on disaggregated
+// memory: memory nodes (as many as SELCC's and SEL's) home every line,
+// each with GAM's one serial worker, and the compute nodes only cache.
+var baselineOptions = map[string]map[string]string{
+	"gam-tso": {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
+	"gam-seq": {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
+}
+
+// selccThreadsBase is SELCC Fig. 13's and 14's deployment: 8 compute
+// nodes, 8,000 operations, no faults.
+func selccThreadsBase() SimConfig {
+	c := figureBase()
+	c.Nodes, c.Ops = 8, 8000
+	return c
+}
+
+// selccThreadPoints are Fig. 13's and 14's x axis, threads across the 8
+// compute nodes (1, 2, 4, 8 a node), at 95%, 50% and 0% reads.
+func selccThreadPoints(b SimConfig) []FigurePoint {
+	var ps []FigurePoint
+	for _, rr := range []float64{0.95, 0.5, 0} {
+		for _, w := range []int{1, 2, 4, 8} {
+			c := b
+			c.ReadRatio, c.Workers = rr, w
+			ps = append(ps, FigurePoint{fmt.Sprintf("reads=%.0f%% threads=%d", rr*100, w*c.Nodes), c})
+		}
+	}
+	return ps
 }
 
 // FigureByName finds a figure.
@@ -467,7 +540,7 @@ func RunFigureIn(reg *protocolapi.Registry, f *Figure, seeds int, nodes []int, p
 		if progress != nil {
 			progress(p.Label)
 		}
-		rs, err := compare(reg, p.Cfg, f.Systems, seeds, p.Label, f.SkipStepChecks)
+		rs, err := compare(reg, p.Cfg, f.Systems, seeds, p.Label, compareOpts{options: f.Options, skipStepChecks: f.SkipStepChecks})
 		if err != nil {
 			return nil, err
 		}

@@ -6,12 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/scalestore-go/scalestore/internal/plot"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/scenarios"
 )
 
@@ -60,6 +63,14 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.NoPriority, "no-priority", false, "turn SELCC's starved-writer priority off")
 	fs.BoolVar(&cfg.SingleWriter, "single-writer", false, "node 0 only writes, the other nodes only read")
 	fs.Int64Var(&cfg.HandleCost, "handle-cost", 0, "simulated ns of CPU each message costs the node holding the data")
+	var opts []string
+	fs.Func("opt", "a plug-in protocol's own option name=value, given to every protocol compared that has it (repeatable; 'scalestore protocols --json' lists them), e.g. memory-nodes=2", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("want name=value, got %q", v)
+		}
+		opts = append(opts, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -82,12 +93,42 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 1
 	}
-	rows, err := scenarios.CompareIn(reg, cfg, strings.Split(*protocols, ","), *seeds, "")
+	systems := strings.Split(*protocols, ",")
+	options, err := pluginOptions(reg, systems, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 2
+	}
+	rows, err := scenarios.CompareWith(reg, cfg, systems, *seeds, "", options)
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 2
 	}
 	return printRows(rows, *asJSON, stdout)
+}
+
+// pluginOptions gives each --opt name=value to every protocol of systems
+// that declares the option; an option none of them has is an error.
+func pluginOptions(reg *protocolapi.Registry, systems, opts []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, o := range opts {
+		name, value, _ := strings.Cut(o, "=")
+		taken := false
+		for _, sys := range systems {
+			p, ok := reg.Lookup(sys)
+			if !ok || p.Deploy == nil || !slices.ContainsFunc(p.Options, func(x protocolapi.Option) bool { return x.Name == name }) {
+				continue
+			}
+			if out[sys] == nil {
+				out[sys] = map[string]string{}
+			}
+			out[sys][name], taken = value, true
+		}
+		if !taken {
+			return nil, fmt.Errorf("--opt %s: none of %s has that option", o, strings.Join(systems, ", "))
+		}
+	}
+	return out, nil
 }
 
 func printRows(rows []scenarios.CompareRow, asJSON bool, stdout io.Writer) int {
@@ -169,10 +210,10 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case "list":
 		for _, f := range scenarios.Figures {
-			fmt.Fprintf(stdout, "%-14s %-20s %s [%s]\n", f.Name, f.Paper, f.About, strings.Join(f.Systems, ", "))
+			fmt.Fprintf(stdout, "%-14s %-20s %s [%s]\n", f.Name, f.Paper, f.About, figureSystems(f))
 		}
 		for _, f := range scenarios.ScaleStoreFigures {
-			fmt.Fprintf(stdout, "%-18s %-20s %s [%s]\n", f.Name, f.Paper, f.About, strings.Join(f.Systems, ", "))
+			fmt.Fprintf(stdout, "%-18s %-20s %s [%s]\n", f.Name, f.Paper, f.About, figureSystems(f))
 		}
 		for _, f := range scenarios.IndexFigures {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
@@ -233,6 +274,21 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return printRows(rows, *asJSON, stdout)
+}
+
+// figureSystems names a figure's systems, each with the options it runs
+// with: "selcc, gam-seq memory-nodes=2".
+func figureSystems(f scenarios.Figure) string {
+	var out []string
+	for _, sys := range f.Systems {
+		s := sys
+		opts := f.Options[sys]
+		for _, name := range slices.Sorted(maps.Keys(opts)) {
+			s += " " + name + "=" + opts[name]
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 // writeTimelineTable prints each row's throughput per tenth of its run.
