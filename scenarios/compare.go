@@ -86,28 +86,32 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 // runs check as the swarm does; a violation is counted in the row, not an
 // error.
 func CompareIn(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
-	return compare(reg, cfg, systems, seeds, label, compareOpts{})
+	return compare(reg, cfg, systems, seeds, label, CompareOptions{})
 }
 
-// CompareWith is CompareIn with a plug-in protocol's own options
-// (protocolapi.Option) by protocol name: options["gam-seq"]["memory-nodes"]
-// = "2". An option the protocol does not declare is an error.
-func CompareWith(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, options map[string]map[string]string) ([]CompareRow, error) {
-	return compare(reg, cfg, systems, seeds, label, compareOpts{options: options})
+// CompareWith is CompareIn with opts: the plug-in protocols' own options
+// and whether their invariants run after every step.
+func CompareWith(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, opts CompareOptions) ([]CompareRow, error) {
+	return compare(reg, cfg, systems, seeds, label, opts)
 }
 
-// compareOpts are what a figure adds to a comparison.
-type compareOpts struct {
-	// options are the plug-ins' own options, by protocol name.
-	options map[string]map[string]string
-	// skipStepChecks leaves out the plug-ins' invariants after every step
-	// (Figure.SkipStepChecks).
-	skipStepChecks bool
+// CompareOptions are what a figure or the command line adds to a
+// comparison of plug-in protocols.
+type CompareOptions struct {
+	// Options are a plug-in protocol's own options (protocolapi.Option)
+	// by protocol name: Options["gam-seq"]["memory-nodes"] = "2". An
+	// option the protocol does not declare is an error.
+	Options map[string]map[string]string
+	// SkipStepChecks leaves out the plug-ins' invariants after every step
+	// (simrunner.Config.SkipStepChecks): a key space of thousands, which
+	// GAM's check walks at every step. At rest, the final reads and the
+	// history are still checked.
+	SkipStepChecks bool
 }
 
 // compare is CompareWith.
-func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, opts compareOpts) ([]CompareRow, error) {
-	for name := range opts.options {
+func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, opts CompareOptions) ([]CompareRow, error) {
+	for name := range opts.Options {
 		if !slices.Contains(systems, name) {
 			return nil, fmt.Errorf("options for %s, which is not among the protocols compared (%s)", name, strings.Join(systems, ", "))
 		}
@@ -185,9 +189,9 @@ func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds i
 
 // systemRunner returns the function that runs one seed of sys on cfg, or
 // why sys cannot run it.
-func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts compareOpts) (func(seed uint64) (seedRun, error), error) {
+func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts CompareOptions) (func(seed uint64) (seedRun, error), error) {
 	if slices.Contains(compareSystems, sys) {
-		if len(opts.options[sys]) > 0 {
+		if len(opts.Options[sys]) > 0 {
 			return nil, fmt.Errorf("%s runs on its own run loop and takes no protocol options", sys)
 		}
 		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, cfg, seed) }, nil
@@ -208,11 +212,11 @@ func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts com
 		}
 		return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(names, ", "))
 	}
-	base, err := plugInConfig(p, cfg, opts.options[sys])
+	base, err := plugInConfig(p, cfg, opts.Options[sys])
 	if err != nil {
 		return nil, err
 	}
-	base.SkipStepChecks = opts.skipStepChecks
+	base.SkipStepChecks = opts.SkipStepChecks
 	return func(seed uint64) (seedRun, error) {
 		c := base
 		c.Seed = seed
@@ -540,7 +544,7 @@ func RunFigureIn(reg *protocolapi.Registry, f *Figure, seeds int, nodes []int, p
 		if progress != nil {
 			progress(p.Label)
 		}
-		rs, err := compare(reg, p.Cfg, f.Systems, seeds, p.Label, compareOpts{options: f.Options, skipStepChecks: f.SkipStepChecks})
+		rs, err := compare(reg, p.Cfg, f.Systems, seeds, p.Label, CompareOptions{Options: f.Options, SkipStepChecks: f.SkipStepChecks})
 		if err != nil {
 			return nil, err
 		}
