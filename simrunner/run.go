@@ -321,7 +321,17 @@ func (r *run) complete(node protocol.NodeID, op protocolapi.Op, res protocolapi.
 // access runs one access of worker wk of node on the calling coroutine and
 // records it in the history.
 func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64) {
+	r.accessAfter(co, node, wk, kind, key, 0)
+}
+
+// accessAfter is access after cpu ns of the worker's own CPU (Config.OpNanos),
+// which count in the operation's latency as in scenarios' run loops.
+func (r *run) accessAfter(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64, cpu int64) {
 	w := r.w
+	call := w.Now()
+	if cpu > 0 {
+		co.Sleep(cpu)
+	}
 	wt := r.waiters[node][wk]
 	r.opIDs[node]++
 	op := protocolapi.Op{ID: r.opIDs[node], Worker: wk, Kind: kind, Key: key}
@@ -329,7 +339,6 @@ func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind proto
 		r.value++
 		op.Value = r.value
 	}
-	call := w.Now()
 	wt.co, wt.op, wt.pending, wt.issuing = co, op, true, true
 	r.step(r.envs[node], protocolapi.Event{Kind: protocolapi.EventAccess, Op: op})
 	wt.issuing = false
@@ -380,14 +389,11 @@ func (r *run) worker(co *sim.Coroutine, node protocol.NodeID, wk int) {
 				kind = protocolapi.OpRMW
 			}
 		}
-		if r.cfg.OpNanos > 0 {
-			if kind != protocolapi.OpRead && r.cfg.WriteNanos > 0 {
-				co.Sleep(r.cfg.WriteNanos)
-			} else {
-				co.Sleep(r.cfg.OpNanos)
-			}
+		cpu := r.cfg.OpNanos
+		if cpu > 0 && kind != protocolapi.OpRead && r.cfg.WriteNanos > 0 {
+			cpu = r.cfg.WriteNanos
 		}
-		r.access(co, node, wk, kind, key)
+		r.accessAfter(co, node, wk, kind, key, cpu)
 		prev = int(key)
 	}
 }

@@ -56,6 +56,11 @@ func TestWorkloadShapes(t *testing.T) {
 	if min := int64(perWorker) * paced.OpNanos; slow.SimNanos < min {
 		t.Errorf("%d accesses a worker of 10 us each took %d ns: want %d at least", perWorker, slow.SimNanos, min)
 	}
+	for _, op := range slow.History.Ops()[:slow.WorkloadOps] {
+		if op.Return-op.Call < paced.OpNanos {
+			t.Fatalf("an access of %d ns with 10 us of CPU: its latency must count the CPU, as the built-in loops' do", op.Return-op.Call)
+		}
+	}
 	if _, err := Run(toy(), Config{Nodes: 1, Workers: 1, Keys: 1, Locality: 2}); err == nil {
 		t.Error("a locality of 2 must be refused")
 	}
