@@ -173,11 +173,14 @@ const figureUsage = `Usage:
   scalestore figure NAME [--seeds N] [--nodes LIST] [--svg FILE] [--json]
 
 Runs one of the seed papers' evaluation figures in the simulator and prints
-one table. SELCC's (selcc-*): their configurations, each on the protocols it
-compares (as 'scalestore compare' runs them), --seeds seeds each. The
+one table. SELCC's (selcc-*) and ScaleStore's (scalestore-*, and
+scalestore-gam: its §6.4 table against GAM): their configurations, each on
+the protocols it compares (as 'scalestore compare' runs them, plug-ins such
+as SEL and GAM found in the registry; 'figure list' names each figure's
+protocols and their options), --seeds seeds each. The
 NAM-tree's and Cell's (nam-*, cell-*): a loaded tree, closed-loop clients
 for a span of simulated time, one seed. The simulator reproduces trends,
-not the papers' hardware: docs/selcc.md and docs/indexes.md have every
+not the papers' hardware: docs/figures.md, docs/selcc.md and docs/indexes.md have every
 figure's table and what it shows.
 
 Flags:
