@@ -174,6 +174,8 @@ type DB struct {
 	// persist writes a changed page through to its directory before the
 	// operation returns (a Cluster with DurabilityProcess); nil: none.
 	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	// persistAll writes a split's pages through together (with persist).
+	persistAll func(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error
 
 	// log is the redo log, nil for a store that keeps none (in memory, or
 	// a custom store without an undo journal); logEpoch tags its records
@@ -197,6 +199,12 @@ type DB struct {
 	checkpoints     atomic.Uint64
 	checkpointErr   atomic.Pointer[error]
 	recovery        Recovery
+	// pins bounds the frames transaction commits latch at once; shared
+	// by the tables of a cluster node (txbudget.go).
+	pins *pinBudget
+	// commitMutant breaks transaction commits on purpose, for the bank
+	// test's mutants (tx.go); the zero value is the correct commit.
+	commitMutant commitMutant
 }
 
 // Recovery is what Open did to a store that was not closed cleanly.
@@ -256,7 +264,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir,
-		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes}
+		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes, pins: newPinBudget(opts.CachePages)}
 	db.logLate = mutation.Point(mutation.WALLogAfterUnlock, func() bool { return true })
 	if db.checkpointBytes <= 0 {
 		db.checkpointBytes = 64 << 20
@@ -544,8 +552,10 @@ func (db *DB) CheckpointErr() error {
 }
 
 // stripe orders the log records of key's changes as the tree made them.
-func (db *DB) stripe(key []byte) *sync.Mutex {
-	return &db.stripes[maphash.Bytes(db.seed, key)%uint64(len(db.stripes))]
+func (db *DB) stripe(key []byte) *sync.Mutex { return &db.stripes[db.stripeIndex(key)] }
+
+func (db *DB) stripeIndex(key []byte) int {
+	return int(maphash.Bytes(db.seed, key) % uint64(len(db.stripes)))
 }
 
 // logged applies a change with apply and logs it as op (unless apply says
@@ -588,8 +598,38 @@ func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err
 	return nil
 }
 
+// loggedModify is logged for a change whose record is known only once it
+// is applied: apply calls record with the op and value its last attempt
+// wrote (op 0: it changed nothing).
+func (db *DB) loggedModify(key []byte, apply func(record func(op wal.Op, val []byte)) error) error {
+	var op wal.Op
+	var val []byte
+	record := func(o wal.Op, v []byte) { op, val = o, v }
+	if db.log == nil {
+		return apply(record)
+	}
+	db.ckpt.RLock()
+	mu := db.stripe(key)
+	mu.Lock()
+	err := apply(record)
+	var lsn uint64
+	if err == nil && op != 0 {
+		lsn, err = db.log.Append(op, key, val)
+	}
+	mu.Unlock()
+	db.ckpt.RUnlock()
+	if err != nil || op == 0 {
+		return err
+	}
+	if err := db.log.Commit(lsn); err != nil {
+		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
+	}
+	db.maybeCheckpoint()
+	return nil
+}
+
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, AllocateInner: db.allocateInner, Persist: db.persist}
+	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, AllocateInner: db.allocateInner, Persist: db.persist, PersistAll: db.persistAll}
 }
 
 // Get appends the value of key to dst; ok is false when the key is absent.
@@ -635,6 +675,22 @@ func (db *DB) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (ap
 	s := db.borrow()
 	defer s.Close()
 	return s.PutIf(key, val, cond)
+}
+
+// Modify is an atomic read-modify-write of key: fn gets the key's
+// current value (valid only during the call; nil when absent) and whether
+// it is there, and says what the key becomes: write false leaves it as it
+// is, write with exists false deletes it, write with exists true sets it
+// to val. No other write of the key comes between the read and the write,
+// on this node or any other of a cluster: it is Redis's INCR, APPEND and
+// SETRANGE. fn runs under the latch of the key's leaf, so it must be
+// quick and must not use the DB; it may be called more than once (only
+// its last answer counts), and it must not return old, or a slice of it,
+// as val.
+func (db *DB) Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error {
+	s := db.borrow()
+	defer s.Close()
+	return s.Modify(key, fn)
 }
 
 // Delete removes key; found reports whether it was there.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,7 @@ type KV interface {
 	GetBatch(keys, vals [][]byte, found []bool) error
 	Put(key, val []byte) error
 	PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error)
+	Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error
 	Delete(key []byte) (found bool, err error)
 	Scan(from, to []byte, fn func(key, val []byte) bool) error
 	NewSession() *Session
@@ -97,6 +99,10 @@ type ClusterOptions struct {
 	RESP         string
 	RESPPassword string
 	RESPTLS      *tls.Config
+	// RESPUnprotected turns protected mode off: without it (and without
+	// RESPPassword), RESP clients that do not connect from the loopback
+	// interface get Redis's -DENIED and are closed.
+	RESPUnprotected bool
 	// Durability is what a write that returned survives: DurabilityNone
 	// (the paper: a page lives in the caches until it is evicted or the
 	// cluster stops cleanly) or DurabilityProcess (the default: every page
@@ -187,6 +193,7 @@ type Cluster struct {
 	mu     sync.Mutex
 	tables map[string]*DB
 	closed atomic.Bool
+	pins   *pinBudget // the tables' transaction commits share the cache
 }
 
 // identity is what every node agrees on, kept in the catalog (the cluster)
@@ -297,12 +304,13 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	warnOpenPeerPort(o, tc)
 	store, fresh, err := openClusterStore(o)
 	if err != nil {
 		return nil, err
 	}
 	self, boot := protocol.NodeID(o.ID), protocol.NodeID(o.Bootstrap)
-	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}}
+	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}, pins: newPinBudget(o.CachePages)}
 	for id := range o.Peers {
 		c.peers = append(c.peers, protocol.NodeID(id))
 	}
@@ -408,7 +416,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	if o.RESP != "" {
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger}, c)
+			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
 			c.closeAfter(err)
@@ -417,6 +425,36 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	o.Logger.Info("node joined", "node", o.ID, "cluster", o.ClusterID, "peers", len(o.Peers), "transport", tc.Resolve(), "fresh", fresh)
 	return c, nil
+}
+
+// respEngine is the Cluster as the RESP server's engine: its
+// transactions are Update and View.
+type respEngine struct{ *Cluster }
+
+func (e respEngine) Atomic(readOnly bool, fn func(tx resp.Txn) error) error {
+	if readOnly {
+		return e.View(func(tx *Tx) error { return fn(tx) })
+	}
+	return e.Update(func(tx *Tx) error { return fn(tx) })
+}
+
+// warnOpenPeerPort warns when the peer port listens on an address other
+// hosts can reach and the peers do not speak TLS: anyone who reaches it
+// can read and write every page.
+func warnOpenPeerPort(o ClusterOptions, tc cluster.TransportConfig) {
+	if tc.Resolve() != "tcp" || o.TLS != nil {
+		return
+	}
+	host, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		return
+	}
+	o.Logger.Warn("the peer port listens on a non-loopback address without TLS: any host that reaches it can read and "+
+		"write every page of the cluster; give the nodes mutual TLS (--tls-cert, --tls-key, --tls-ca) or keep the port on a private network",
+		"node", o.ID, "listen", o.Listen)
 }
 
 // closeAfter stops a node whose Join failed after it started: cleanly if
@@ -653,7 +691,13 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 		return nil, false, fmt.Errorf("scalestore: %w", err)
 	}
 	path := o.storePath()
-	opts := nvme.Options{Slots: slots}
+	// With write-through, a write is acknowledged once its page is in the
+	// store's write log, many pages in one log write (a group commit), and
+	// written in place later (storage/nvme's wlog.go); a killed node's log
+	// is written back when its store opens. Under durability process the
+	// log goes through the page cache: what the kernel took survives the
+	// process; sync flushes it with O_DIRECT writes and fdatasync.
+	opts := nvme.Options{Slots: slots, WriteLog: o.writesThrough(), WriteLogCached: o.Durability == DurabilityProcess}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || o.Reformat {
 		opts.Create, fresh = true, true
 	} else if err != nil {
@@ -705,7 +749,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 	s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate,
 		AllocateInner: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, boot) }}
 	if c.opts.writesThrough() {
-		s.Persist = c.node.RT.Persist
+		s.Persist, s.PersistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return s
 }
@@ -713,11 +757,12 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 // view is a DB over one of the cluster's tables: the same runtime, another
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
-	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true}
+	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true,
+		pins: c.pins}
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.writesThrough() {
-		db.persist = c.node.RT.Persist
+		db.persist, db.persistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return db
 }
@@ -805,6 +850,11 @@ func (c *Cluster) Put(key, val []byte) error { return c.def.Put(key, val) }
 // PutIf is DB.PutIf on the default table.
 func (c *Cluster) PutIf(key, val []byte, cond func(old []byte, found bool) bool) (bool, error) {
 	return c.def.PutIf(key, val, cond)
+}
+
+// Modify is DB.Modify on the default table.
+func (c *Cluster) Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error {
+	return c.def.Modify(key, fn)
 }
 
 // Delete is DB.Delete on the default table.

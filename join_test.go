@@ -317,3 +317,42 @@ func TestJoinRestartAndRefusals(t *testing.T) {
 		t.Fatalf("a store of the old cluster joined the new one: %v", err)
 	}
 }
+
+// A node whose peer port listens on a non-loopback address without TLS
+// warns at start; one on loopback does not.
+func TestJoinWarnsOfOpenPeerPort(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0", "127.0.0.1"} {
+		addr := freePorts(t, 1)[0]
+		_, port, _ := net.SplitHostPort(addr)
+		var buf syncBuffer
+		o := clusterOpts([]string{addr}, nil)[0]
+		o.Listen = net.JoinHostPort(listen, port)
+		o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+		c, err := Join(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAll(t, []*Cluster{c})
+		warned := strings.Contains(buf.String(), "non-loopback address without TLS")
+		if warned != (listen == "0.0.0.0") {
+			t.Fatalf("listening on %s: warned %v; log:\n%s", listen, warned, buf.String())
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

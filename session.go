@@ -104,3 +104,26 @@ func (s *Session) Delete(key []byte) (found bool, err error) {
 func (s *Session) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Scan(s.db.session(w), from, to, fn) })
 }
+
+// Modify is DB.Modify.
+func (s *Session) Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error {
+	if s.db.readOnly != nil {
+		return s.db.readOnly
+	}
+	return s.db.loggedModify(key, func(record func(op wal.Op, val []byte)) error {
+		return s.do(func(w *bufmgr.Worker) error {
+			return s.db.tree.Modify(s.db.session(w), key, func(old []byte, found bool) ([]byte, bool, bool) {
+				val, exists, write := fn(old, found)
+				switch {
+				case !write, !exists && !found:
+					record(0, nil)
+				case exists:
+					record(wal.Put, val)
+				default:
+					record(wal.Delete, nil)
+				}
+				return val, exists, write
+			})
+		})
+	})
+}

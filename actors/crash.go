@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"errors"
+
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/protocol"
 )
@@ -26,14 +28,20 @@ import (
 // crashed node comes back with an empty cache and a directory restored from
 // its SSD: every page at home.
 
-// persistWait is a worker waiting for its write-through.
+// persistWait is a worker waiting for its write-through (or, replicate,
+// for the copy of a page to a new backup).
 type persistWait struct {
 	w      *bufmgr.Worker
 	acked  func()
 	f      *bufmgr.Frame
+	pid    protocol.PID
 	seq    uint32
 	done   bool
 	failed bool
+	// replicate: a copy of data to node to only (Replicate).
+	replicate bool
+	to        protocol.NodeID
+	data      []byte
 }
 
 // Persist writes the page of f, which w holds exclusively, through to its
@@ -43,7 +51,9 @@ type persistWait struct {
 // write as indeterminate). acked, when not nil, is called the moment the
 // acknowledgement is handled, before w runs again: from then on the write
 // is durable, whenever w gets the CPU. Called with the node lock held on
-// the real runtime (Local.Persist: w parks without it).
+// the real runtime (Local.Persist: w parks without it). With a backup
+// (docs/replication.md), the page goes to the primary and the backup at
+// once, and the write is durable when both acknowledged it.
 func (n *Node) Persist(w *bufmgr.Worker, f *bufmgr.Frame, acked func()) bool {
 	if f.Mode != protocol.ModeExclusive {
 		return false // a view change took the copy away while w wrote it
@@ -54,7 +64,7 @@ func (n *Node) Persist(w *bufmgr.Worker, f *bufmgr.Frame, acked func()) bool {
 		}
 		return true
 	}
-	p := &persistWait{w: w, f: f, acked: acked}
+	p := &persistWait{w: w, f: f, pid: f.PID, acked: acked}
 	n.persists = append(n.persists, p)
 	n.issuePersist(p)
 	for !p.done {
@@ -63,12 +73,66 @@ func (n *Node) Persist(w *bufmgr.Worker, f *bufmgr.Frame, acked func()) bool {
 	return !p.failed
 }
 
+// Replicate copies data, the page pid as w holds it (shared at least, so
+// no write-through of it can be under way), to node to's store of pid's
+// directory, and waits for the acknowledgement: re-replication to a new
+// backup (docs/replication.md, decision 4). It reports false when a view
+// change came first (the copy may or may not have landed).
+func (n *Node) Replicate(w *bufmgr.Worker, pid protocol.PID, data []byte, to protocol.NodeID) bool {
+	p := &persistWait{w: w, pid: pid, replicate: true, to: to, data: data}
+	n.persists = append(n.persists, p)
+	n.issuePersist(p)
+	for !p.done {
+		w.P.Park()
+	}
+	return !p.failed
+}
+
+// PersistAll is Persist of every frame of fs at once, in their order: the
+// writes are issued together (to one directory, they reach its store in
+// this order, and a store with a write log makes them durable in one log
+// write, never a later one without the earlier ones), and w waits for all.
+// It reports false if any failed.
+func (n *Node) PersistAll(w *bufmgr.Worker, fs []*bufmgr.Frame) bool {
+	for _, f := range fs {
+		if f.Mode != protocol.ModeExclusive {
+			return false
+		}
+	}
+	if n.cfg.Mutations.NoWriteThrough != nil && n.cfg.Mutations.NoWriteThrough() {
+		return true
+	}
+	waits := make([]*persistWait, len(fs))
+	for i, f := range fs {
+		p := &persistWait{w: w, f: f}
+		n.persists = append(n.persists, p)
+		n.issuePersist(p)
+		waits[i] = p
+	}
+	ok := true
+	for _, p := range waits {
+		for !p.done {
+			w.P.Park()
+		}
+		ok = ok && !p.failed
+	}
+	return ok
+}
+
 func (n *Node) issuePersist(p *persistWait) {
 	n.persistSeq++
 	p.seq = n.persistSeq
-	pid := p.f.PID
-	if pid.Dir() != n.id {
-		n.send(protocol.Message{Type: protocol.TPersist, To: pid.Dir(), PID: pid, Epoch: p.seq}, n.cache.Page(p.f))
+	pid := p.pid
+	if p.replicate {
+		n.send(protocol.Message{Type: protocol.TPersist, To: p.to, PID: pid, Epoch: p.seq}, p.data)
+		return
+	}
+	if to := n.route[pid.Dir()]; to != n.id {
+		n.send(protocol.Message{Type: protocol.TPersist, To: to, PID: pid, Epoch: p.seq}, n.cache.Page(p.f))
+		return
+	}
+	if n.hasBackup.Has(pid.Dir()) {
+		n.forward(n.id, pid, n.cache.Page(p.f), p.seq)
 		return
 	}
 	buf := n.getBuf()
@@ -76,8 +140,124 @@ func (n *Node) issuePersist(p *persistWait) {
 	seq := p.seq
 	n.writeSSD(pid, buf, 0, func() {
 		n.putBuf(buf)
-		n.whenDurable(func() { n.persistDone(pid, seq, false) })
+		n.whenDurable(func() { n.persistDone(pid, seq, n.id) })
 	})
+}
+
+// forwardWait is a write-through at a primary with a backup: the page is
+// written to the primary's store and to the backup's (docs/replication.md,
+// decision 2), and the writer is acknowledged when both have it. orphan:
+// its writer no longer waits (a view change came between); the page's
+// requests are held at the directory until the backup has it, so that no
+// reader sees a value only one replica holds.
+type forwardWait struct {
+	pid    protocol.PID
+	writer protocol.NodeID
+	seq    uint32 // the writer's
+	fseq   uint32 // the backup's acknowledgement carries it
+	page   []byte
+	need   int
+	acked  bool // the writer was acknowledged
+	orphan bool
+	held   bool
+}
+
+// forward writes page (pid, written through by writer with seq) to this
+// node's store and to the backup of pid's directory.
+func (n *Node) forward(writer protocol.NodeID, pid protocol.PID, page []byte, seq uint32) {
+	fw := &forwardWait{pid: pid, writer: writer, seq: seq, page: make([]byte, protocol.PageSize)}
+	copy(fw.page, page)
+	n.forwards = append(n.forwards, fw)
+	n.issueForward(fw)
+}
+
+func (n *Node) issueForward(fw *forwardWait) {
+	n.persistSeq++
+	fw.fseq, fw.need = n.persistSeq, 2
+	buf := n.getBuf()
+	copy(buf, fw.page)
+	fseq := fw.fseq
+	n.writeSSD(fw.pid, buf, 0, func() {
+		n.putBuf(buf)
+		n.whenDurable(func() { n.forwardDone(fw.pid, fseq, n.id) })
+	})
+	n.send(protocol.Message{Type: protocol.TPersist, To: n.backups[fw.pid.Dir()], PID: fw.pid, Epoch: fw.fseq}, fw.page)
+}
+
+// forwardDone counts an acknowledgement (this node's store's, or the
+// backup's) of the forward fseq of pid; false if there is no such forward.
+func (n *Node) forwardDone(pid protocol.PID, fseq uint32, from protocol.NodeID) bool {
+	for i, fw := range n.forwards {
+		if fw.fseq != fseq || fw.pid != pid {
+			continue
+		}
+		fw.need--
+		if fw.need > 0 {
+			if from == n.id && !fw.orphan && n.cfg.Mutations.AckBeforeBackup != nil && n.cfg.Mutations.AckBeforeBackup() {
+				n.ackWriter(fw) // mutation: acknowledged while the backup may not have it
+			}
+			return true
+		}
+		n.forwards = append(n.forwards[:i], n.forwards[i+1:]...)
+		if !fw.orphan {
+			n.ackWriter(fw)
+		}
+		if fw.held && !n.holdsForward(pid) {
+			if d := n.hosted[pid.Dir()]; d != nil && n.route[pid.Dir()] == n.id {
+				if err := d.Unhold(pid); err != nil {
+					n.violation("%v", err)
+				}
+				n.resumeParked(pid)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func (n *Node) ackWriter(fw *forwardWait) {
+	if fw.acked {
+		return
+	}
+	fw.acked = true
+	if fw.writer == n.id {
+		n.persistDone(fw.pid, fw.seq, n.id)
+		return
+	}
+	n.send(protocol.Message{Type: protocol.TPersistAck, To: fw.writer, PID: fw.pid, Epoch: fw.seq}, nil)
+}
+
+// holdsForward reports whether an orphan forward of pid is still under way.
+func (n *Node) holdsForward(pid protocol.PID) bool {
+	for _, fw := range n.forwards {
+		if fw.pid == pid && fw.held {
+			return true
+		}
+	}
+	return false
+}
+
+// HoldOrphans holds, at the directories this node serves, the requests for
+// every page whose forward to the backup a view change cut (Fence re-sent
+// it): called once the directories are rebuilt, it keeps readers from a
+// value that only this node's store holds until the backup has it too.
+func (n *Node) HoldOrphans() {
+	for _, fw := range n.forwards {
+		if !fw.orphan {
+			continue
+		}
+		d := n.hosted[fw.pid.Dir()]
+		if d == nil || n.route[fw.pid.Dir()] != n.id {
+			continue
+		}
+		if !n.holdsForward(fw.pid) {
+			if err := d.Hold(fw.pid); err != nil {
+				n.violation("%v", err)
+				continue
+			}
+		}
+		fw.held = true
+	}
 }
 
 // whenDurable runs fn once the store writes completed so far are durable:
@@ -96,12 +276,21 @@ func (n *Node) whenDurable(fn func()) {
 // durable on the device (a group commit).
 func (n *Node) SetFlush(flush func(fn func())) { n.flush = flush }
 
-// onPersist writes a page written through by its exclusive holder and
-// acknowledges it. The directory's metadata does not change: the holder
-// keeps its copy, and the SSD copy is now as new as it.
+// onPersist writes a page written through by its exclusive holder (or
+// copied by re-replication) and acknowledges it. The directory's metadata
+// does not change: the holder keeps its copy, and the SSD copy is now as
+// new as it. The node takes it as the primary that serves the page's
+// directory, or as the backup that keeps its copy.
 func (n *Node) onPersist(m *protocol.Message, payload []byte) {
-	if n.dir.Meta(m.PID) == nil {
+	dir := m.PID.Dir()
+	served := n.route[dir] == n.id && n.dirOf(m.PID).Meta(m.PID) != nil
+	backup := n.hasBackup.Has(dir) && n.backups[dir] == n.id && n.pageIO[dir] != nil
+	if !served && !backup {
 		n.violation("%v for a page this directory does not have", *m)
+		return
+	}
+	if served && n.hasBackup.Has(dir) {
+		n.forward(m.From, m.PID, payload, m.Epoch)
 		return
 	}
 	buf := n.getBuf()
@@ -115,21 +304,32 @@ func (n *Node) onPersist(m *protocol.Message, payload []byte) {
 	})
 }
 
-// persistDone wakes the worker whose write-through seq of pid completed
-// (or, failed, can no longer complete).
-func (n *Node) persistDone(pid protocol.PID, seq uint32, failed bool) {
+// persistDone counts an acknowledgement from node from of the
+// write-through seq of pid (or of a forward to the backup, at a primary),
+// and wakes its worker once it is durable.
+func (n *Node) persistDone(pid protocol.PID, seq uint32, from protocol.NodeID) {
+	if len(n.forwards) > 0 && n.forwardDone(pid, seq, from) {
+		return
+	}
 	for i, p := range n.persists {
-		if p.seq == seq && p.f.PID == pid {
-			n.persists = append(n.persists[:i], n.persists[i+1:]...)
-			p.done, p.failed = true, failed
-			if !failed && p.acked != nil {
-				p.acked()
-			}
-			p.w.P.Wake()
-			return
+		if p.seq != seq || p.pid != pid {
+			continue
 		}
+		n.persists = append(n.persists[:i], n.persists[i+1:]...)
+		n.release(p, false)
+		return
 	}
 	n.violation("write-through of %v (seq %d) acknowledged, but no worker waits for it", pid, seq)
+}
+
+// release lets the worker of p go on: the write is durable (or, failed,
+// its outcome unknown).
+func (n *Node) release(p *persistWait, failed bool) {
+	p.done, p.failed = true, failed
+	if !failed && p.acked != nil {
+		p.acked()
+	}
+	p.w.P.Wake()
 }
 
 // Crash makes the node dead: it sends nothing and handles nothing more,
@@ -146,8 +346,58 @@ func (n *Node) Crash() {
 		}
 	}
 	n.dead, n.stopped = true, true
-	n.persists = nil
+	n.persists, n.forwards = nil, nil
 }
+
+// dirOf is the directory that decides for pid on this node: the one it
+// hosts for pid's directory, or its own (which refuses a page it does not
+// have, ErrNotOurs).
+func (n *Node) dirOf(pid protocol.PID) *protocol.Directory {
+	if d := n.hosted[pid.Dir()]; d != nil {
+		return d
+	}
+	return n.dir
+}
+
+// ErrDirectoryMoved: an allocation on a directory whose primary failed
+// over to its backup (not built: docs/replication.md).
+var ErrDirectoryMoved = errors.New("the directory failed over to its backup: allocating on it is not built")
+
+// SetRoute places directory dir in the view that begins: primary serves
+// its pages, and backup, when hasBackup, keeps a copy of each
+// (protocol.Placement; docs/replication.md). Requests, evictions and
+// write-throughs of dir's pages go there from now on.
+func (n *Node) SetRoute(dir, primary, backup protocol.NodeID, hasBackup bool) {
+	n.route[dir], n.backups[dir] = primary, backup
+	if hasBackup {
+		n.hasBackup.Add(dir)
+	} else {
+		n.hasBackup.Remove(dir)
+	}
+}
+
+// Host makes the node serve directory dir from d (a promoted backup), or,
+// with d nil, stop serving it. A node always hosts its own.
+func (n *Node) Host(dir protocol.NodeID, d *protocol.Directory) {
+	if dir == n.id {
+		return
+	}
+	n.hosted[dir] = d
+}
+
+// SetLost marks directory dir as lost (err, which wraps ErrDirectoryDown
+// and names the nodes that held its copies): every node that held its
+// current copies is out of the view, so its pages fail at once
+// (Reachable) until one returns; SetLost(dir, nil) clears it.
+func (n *Node) SetLost(dir protocol.NodeID, err error) { n.lostDirs[dir] = err }
+
+// Hosted is the directory the node serves for dir's pages, nil if none.
+func (n *Node) Hosted(dir protocol.NodeID) *protocol.Directory { return n.hosted[dir] }
+
+// SetPageIO gives the node its store of directory dir's pages (dir is not
+// the node itself): the copies it keeps as dir's backup, and serves from as
+// its promoted primary.
+func (n *Node) SetPageIO(dir protocol.NodeID, io PageIO) { n.pageIO[dir] = io }
 
 // Dead reports whether the node crashed.
 func (n *Node) Dead() bool { return n.dead }
@@ -220,15 +470,31 @@ func (n *Node) Fence(down protocol.NodeSet, failed func(w *bufmgr.Worker)) {
 		}
 		n.allocWait[d] = nil
 	}
+	// Forwards to a backup (this node is a primary): their writers ask
+	// again if they are alive; the copies are made whole all the same,
+	// to the new view's backup, if this node still serves the directory.
+	fws := n.forwards
+	n.forwards = nil
+	for _, fw := range fws {
+		if n.route[fw.pid.Dir()] != n.id || !n.hasBackup.Has(fw.pid.Dir()) {
+			continue
+		}
+		fw.orphan, fw.held = true, false
+		n.forwards = append(n.forwards, fw)
+		n.issueForward(fw)
+	}
 	waits := n.persists
 	n.persists = nil
 	for _, p := range waits {
-		if down.Has(p.f.PID.Dir()) {
+		if p.replicate {
+			n.release(p, true) // re-replication starts over in the new view
+			continue
+		}
+		if down.Has(p.pid.Dir()) {
 			if failed != nil {
 				failed(p.w)
 			}
-			p.done, p.failed = true, true
-			p.w.P.Wake()
+			n.release(p, true)
 			continue
 		}
 		n.persists = append(n.persists, p)

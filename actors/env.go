@@ -49,6 +49,9 @@ type Mutations struct {
 	NoWriteThrough    func() bool // Persist acknowledges without writing through
 	KeepDeadPages     func() bool // Fence keeps a copy of a crashed directory's page
 	ResurrectEvicting func() bool // Fence keeps a copy whose eviction was under way
+	// AckBeforeBackup: a write-through is acknowledged once the primary
+	// has it, before its backup does (docs/replication.md)
+	AckBeforeBackup func() bool
 }
 
 // Config sizes a node.

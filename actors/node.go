@@ -78,7 +78,10 @@ type Node struct {
 	// persists are the workers waiting for a write-through (Persist);
 	// voids the frames a view change took away while a worker latched
 	// them, dropped at their release.
-	persists   []*persistWait
+	persists []*persistWait
+	// forwards are write-throughs this node, a primary, copies to the
+	// directory's backup (docs/replication.md).
+	forwards   []*forwardWait
 	persistSeq uint32
 	voids      []*bufmgr.Frame
 	// gated: a view change is under way on a real process (Local's
@@ -89,7 +92,33 @@ type Node struct {
 	// unreachable (Reachable); view is the view's number.
 	outside protocol.NodeSet
 	view    uint32
-	Stats   Stats
+	// route maps a page's directory (its page id's top bits) to the node
+	// that serves it in the current view, backups to the node that keeps
+	// its second copy (hasBackup: it has one); identity and none with one
+	// replica (docs/replication.md). hosted are the directories this node
+	// serves (its own, and those it took over as a promoted backup), pageIO
+	// the stores of directories other than its own that it keeps (nil: its
+	// own, through env).
+	route     [protocol.MaxNodes]protocol.NodeID
+	backups   [protocol.MaxNodes]protocol.NodeID
+	hasBackup protocol.NodeSet
+	hosted    [protocol.MaxNodes]*protocol.Directory
+	pageIO    [protocol.MaxNodes]PageIO
+	// lostDirs: directories whose every replica is out of the view, with the
+	// error that names their nodes (SetLost).
+	lostDirs [protocol.MaxNodes]error
+	// writeSeq numbers the node's page writes, lastWrite the newest of
+	// each page (storageOpSeq; nodes that see view changes).
+	writeSeq  uint64
+	lastWrite map[protocol.PID]uint64
+	Stats     Stats
+}
+
+// PageIO reads and writes the slots of one directory's pages on a node's
+// storage (Env does it for the node's own directory).
+type PageIO interface {
+	ReadPage(slot uint64, buf []byte, done func(error))
+	WritePage(slot uint64, buf []byte, done func(error))
 }
 
 type allocWaiter struct {
@@ -109,6 +138,10 @@ func New(cfg Config, env Env, obs Observer, pages []byte) *Node {
 	}
 	n := &Node{cfg: cfg, id: cfg.ID, env: env, obs: obs}
 	n.dir = protocol.NewDirectory(cfg.ID, cfg.Variant, cfg.SSDPages)
+	for i := range n.route {
+		n.route[i] = protocol.NodeID(i)
+	}
+	n.hosted[n.id] = n.dir
 	n.cache = bufmgr.NewCache(cfg.CacheFrames, pages, n, cfg.AdviseMemory)
 	n.providerTickFn, n.epochTickFn = n.providerTick, n.epochTick
 	return n
@@ -222,7 +255,7 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 	case protocol.TInvalidateAck:
 		n.onInvalidateAck(m)
 	case protocol.TDone:
-		if err := n.dir.Done(m.From, m.PID); err != nil {
+		if err := n.dirOf(m.PID).Done(m.From, m.PID); err != nil {
 			n.violation("%v", err)
 			return
 		}
@@ -240,7 +273,7 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 	case protocol.TPersist:
 		n.onPersist(m, payload)
 	case protocol.TPersistAck:
-		n.persistDone(m.PID, m.Epoch, false)
+		n.persistDone(m.PID, m.Epoch, m.From)
 	default:
 		n.violation("unexpected %v", *m)
 	}
@@ -252,7 +285,7 @@ func (n *Node) onRequest(from protocol.NodeID, pid protocol.PID, mode protocol.M
 	f := n.cache.Lookup(pid)
 	// An unreadable copy does not count: the SSD may read this time.
 	localCopy := f != nil && f.Mode != protocol.ModeNone && f.Pending == protocol.ModeNone && !f.Evicting && !f.Unreadable
-	dec, err := n.dir.Request(from, pid, mode, localCopy)
+	dec, err := n.dirOf(pid).Request(from, pid, mode, localCopy)
 	if err != nil {
 		if from == n.id && n.cfg.UnallocatedUnreadable && errors.Is(err, protocol.ErrNotOurs) {
 			n.grantUnallocated(pid, mode)
@@ -276,7 +309,7 @@ var ErrUnallocated = errors.New("not an allocated page")
 func (n *Node) grantUnallocated(pid protocol.PID, mode protocol.Mode) {
 	err := fmt.Errorf("%w: slot %d lies past the %d pages the store's catalog allocated "+
 		"(a page that points to it was written after the last clean close, or is damaged)",
-		ErrUnallocated, pid.Slot(), n.dir.Allocated())
+		ErrUnallocated, pid.Slot(), n.dirOf(pid).Allocated())
 	n.Stats.UnreadableReads++
 	n.lost[n.lostNext] = lostRecord{pid, err}
 	n.lostNext = (n.lostNext + 1) % lostRecords
@@ -399,9 +432,39 @@ func (n *Node) writeSSD(pid protocol.PID, buf []byte, attempt int, done func()) 
 // back-off (up to cfg.MaxIORetries); any other error, or one that does not
 // go away, is passed to done, wrapped with ErrStorage.
 func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, done func(error)) {
+	n.storageOpSeq(write, pid, buf, attempt, 0, done)
+}
+
+// storageOpSeq is storageOp; wseq numbers a write among this node's
+// writes of pid (0: a new write), so that a retry of a write that a newer
+// write of the same page overtook is dropped instead of landing over it
+// (nodes that see view changes: a primary's forward that a view change
+// cut and re-sent, docs/replication.md, may retry while the page's next
+// write is already on its way).
+func (n *Node) storageOpSeq(write bool, pid protocol.PID, buf []byte, attempt int, wseq uint64, done func(error)) {
+	if write && n.cfg.ViewChanges {
+		if wseq == 0 {
+			if n.lastWrite == nil {
+				n.lastWrite = map[protocol.PID]uint64{}
+			}
+			n.writeSeq++
+			wseq = n.writeSeq
+			n.lastWrite[pid] = wseq
+		} else if n.lastWrite[pid] != wseq {
+			done(nil) // superseded: the newer write carries a newer page
+			n.drain()
+			return
+		}
+	}
 	op, verb := n.env.ReadPage, "reading"
 	if write {
 		op, verb = n.env.WritePage, "writing"
+	}
+	if io := n.pageIO[pid.Dir()]; io != nil && pid.Dir() != n.id {
+		op = io.ReadPage
+		if write {
+			op = io.WritePage
+		}
 	}
 	gen := n.gen
 	op(pid.Slot(), buf, func(err error) {
@@ -418,7 +481,7 @@ func (n *Node) storageOp(write bool, pid protocol.PID, buf []byte, attempt int, 
 			n.Stats.IORetries++
 			n.env.After(n.cfg.RetryDelay, func() {
 				if n.gen == gen && !n.dead {
-					n.storageOp(write, pid, buf, attempt+1, done)
+					n.storageOpSeq(write, pid, buf, attempt+1, wseq, done)
 				}
 			})
 			return
@@ -480,7 +543,7 @@ func (n *Node) putBuf(b []byte) { n.ioBufs = append(n.ioBufs, b) }
 // resumeParked lets requests parked at the directory proceed.
 func (n *Node) resumeParked(pid protocol.PID) {
 	for {
-		from, mode, ok := n.dir.NextParked(pid)
+		from, mode, ok := n.dirOf(pid).NextParked(pid)
 		if !ok {
 			return
 		}
@@ -498,7 +561,7 @@ func (n *Node) Request(f *bufmgr.Frame) {
 	n.Stats.Requests++
 	f.ReqStart = n.env.Now()
 	f.AwaitResp, f.AwaitData, f.AwaitAcks = true, false, 0
-	n.send(protocol.Message{Type: protocol.TRequest, To: f.PID.Dir(), Mode: f.Pending, PID: f.PID}, nil)
+	n.send(protocol.Message{Type: protocol.TRequest, To: n.route[f.PID.Dir()], Mode: f.Pending, PID: f.PID}, nil)
 	n.drain()
 }
 
@@ -582,7 +645,7 @@ func (n *Node) onBusy(m *protocol.Message) {
 		if f == nil || f.Pending == protocol.ModeNone || !f.AwaitResp {
 			return
 		}
-		n.send(protocol.Message{Type: protocol.TRequest, To: pid.Dir(), Mode: f.Pending, PID: pid}, nil)
+		n.send(protocol.Message{Type: protocol.TRequest, To: n.route[pid.Dir()], Mode: f.Pending, PID: pid}, nil)
 		n.drain()
 	})
 }
@@ -620,7 +683,7 @@ func (n *Node) maybeComplete(f *bufmgr.Frame) {
 	n.obs.CopyChanged(n.id, f.PID, old, mode, n.copyData(f))
 	n.obs.Obtained(n.id, f.PID, mode, n.env.Now()-f.ReqStart)
 	if n.cfg.Variant != protocol.Chaining {
-		n.send(protocol.Message{Type: protocol.TDone, To: f.PID.Dir(), Mode: mode, PID: f.PID}, nil)
+		n.send(protocol.Message{Type: protocol.TDone, To: n.route[f.PID.Dir()], Mode: mode, PID: f.PID}, nil)
 	}
 	if old != protocol.ModeNone {
 		n.cache.Upgraded(f)

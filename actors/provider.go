@@ -94,10 +94,10 @@ func (n *Node) EvictAll() {
 func (n *Node) CleanStale() (busy int) {
 	for i := range n.cache.Frames() {
 		f := n.cache.Frame(i)
-		if f.Mode == protocol.ModeNone || f.Evicting || f.PID.Dir() != n.id {
+		if f.Mode == protocol.ModeNone || f.Evicting || n.route[f.PID.Dir()] != n.id {
 			continue
 		}
-		m := n.dir.Meta(f.PID)
+		m := n.dirOf(f.PID).Meta(f.PID)
 		if m == nil || !m.Stale {
 			continue
 		}
@@ -123,7 +123,7 @@ func (n *Node) CleanStale() (busy int) {
 // cleanInPlace writes f's page back while f keeps it, shared.
 func (n *Node) cleanInPlace(f *bufmgr.Frame) {
 	pid := f.PID
-	if err := n.dir.WriteBackInPlace(pid, n.id); err != nil {
+	if err := n.dirOf(pid).WriteBackInPlace(pid, n.id); err != nil {
 		n.violation("%v", err)
 		return
 	}
@@ -134,7 +134,7 @@ func (n *Node) cleanInPlace(f *bufmgr.Frame) {
 	n.cache.Changed(f)
 	n.writeSSD(pid, buf, 0, func() {
 		n.putBuf(buf)
-		if err := n.dir.Persisted(pid); err != nil {
+		if err := n.dirOf(pid).Persisted(pid); err != nil {
 			n.violation("%v", err)
 			return
 		}
@@ -144,8 +144,8 @@ func (n *Node) cleanInPlace(f *bufmgr.Frame) {
 
 // EvictPage starts the eviction of one page if its frame is evictable now.
 func (n *Node) EvictPage(pid protocol.PID) bool {
-	if n.gated {
-		return false // a view change: see providerTick
+	if n.gated || n.dead {
+		return false // a view change: see providerTick; or a crashed node's timer
 	}
 	f := n.cache.Lookup(pid)
 	if f == nil || !n.cache.Claim(f) {
@@ -165,13 +165,13 @@ func (n *Node) startEvict(f *bufmgr.Frame) {
 	n.obs.CopyChanged(n.id, f.PID, f.Mode, protocol.ModeNone, nil)
 	n.Stats.Evictions++
 	e := protocol.EvictEntry{PID: f.PID, Epoch: f.Epoch, Served: f.Served}
-	dir := f.PID.Dir()
-	if dir == n.id && f.Unreadable && n.cfg.UnallocatedUnreadable && n.dir.Meta(f.PID) == nil {
+	dir := n.route[f.PID.Dir()]
+	if dir == n.id && f.Unreadable && n.cfg.UnallocatedUnreadable && n.dirOf(f.PID).Meta(f.PID) == nil {
 		n.applyEviction(f, protocol.EvictAccepted, true) // grantUnallocated's: nothing to write, no directory to tell
 		return
 	}
 	if dir == n.id {
-		d, err := n.dir.Evict(n.id, e)
+		d, err := n.dirOf(f.PID).Evict(n.id, e)
 		if err != nil {
 			n.violation("%v", err)
 		}
@@ -214,7 +214,7 @@ func (n *Node) onEvict(m *protocol.Message, payload []byte) {
 		return
 	}
 	for i := range n.entries {
-		d, err := n.dir.Evict(m.From, n.entries[i])
+		d, err := n.dirOf(n.entries[i].PID).Evict(m.From, n.entries[i])
 		if err != nil {
 			n.violation("%v", err)
 		}
@@ -235,7 +235,7 @@ func (n *Node) onEvictReply(m *protocol.Message, payload []byte) {
 	}
 	for _, e := range n.entries {
 		f := n.cache.Lookup(e.PID)
-		if f == nil || !f.Evicting || e.PID.Dir() != m.From {
+		if f == nil || !f.Evicting || n.route[e.PID.Dir()] != m.From {
 			n.violation("eviction reply for %v, which this node is not evicting", e.PID)
 			continue
 		}
@@ -256,14 +256,14 @@ func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bo
 		n.Stats.Pulls++
 		if local {
 			pid := f.PID
-			if err := n.dir.PulledPage(n.id, pid); err != nil {
+			if err := n.dirOf(pid).PulledPage(n.id, pid); err != nil {
 				n.violation("%v", err)
 			}
 			buf := n.getBuf()
 			copy(buf, n.cache.Page(f))
 			n.persist(pid, buf, f.Unreadable)
 		} else {
-			n.send(protocol.Message{Type: protocol.TEvictData, To: f.PID.Dir(), PID: f.PID, Flags: pageFlags(f)},
+			n.send(protocol.Message{Type: protocol.TEvictData, To: n.route[f.PID.Dir()], PID: f.PID, Flags: pageFlags(f)},
 				n.cache.Page(f))
 		}
 	case protocol.EvictAccepted:
@@ -278,7 +278,7 @@ func (n *Node) applyEviction(f *bufmgr.Frame, d protocol.EvictDecision, local bo
 
 // onEvictData persists a pulled dirty page at the directory.
 func (n *Node) onEvictData(m *protocol.Message, payload []byte) {
-	if err := n.dir.PulledPage(m.From, m.PID); err != nil {
+	if err := n.dirOf(m.PID).PulledPage(m.From, m.PID); err != nil {
 		n.violation("%v", err)
 		return
 	}
@@ -294,7 +294,7 @@ func (n *Node) onEvictData(m *protocol.Message, payload []byte) {
 func (n *Node) persist(pid protocol.PID, buf []byte, unreadable bool) {
 	done := func() {
 		n.putBuf(buf)
-		if err := n.dir.Persisted(pid); err != nil {
+		if err := n.dirOf(pid).Persisted(pid); err != nil {
 			n.violation("%v", err)
 			return
 		}
@@ -353,6 +353,9 @@ func (n *Node) AllocateOn(w *bufmgr.Worker, dir protocol.NodeID) (g bufmgr.Exclu
 	if dir != n.id {
 		if err := n.Reachable(protocol.MakePID(dir, 0)); err != nil {
 			return g, false, err
+		}
+		if n.route[dir] != dir {
+			return g, false, fmt.Errorf("node %d: %w", dir, ErrDirectoryMoved)
 		}
 	}
 	f := n.cache.Take()

@@ -390,6 +390,8 @@ func (l *Local) leaseValid() error {
 func (n *Node) Reachable(pid protocol.PID) error {
 	if d := pid.Dir(); n.outside.Has(d) {
 		return fmt.Errorf("%w: node %d is out of view %d", ErrDirectoryDown, d, n.view)
+	} else if err := n.lostDirs[d]; err != nil {
+		return err
 	}
 	return nil
 }

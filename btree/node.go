@@ -522,6 +522,26 @@ func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 	return sep
 }
 
+// splitLeafAt moves the entries of leaf n above sep into the empty leaf r
+// and returns sep: a split at a chosen key, for a transaction whose new
+// keys do not fit in a leaf that may hold none yet.
+func (n node) splitLeafAt(r node, rightPID uint64, sep []byte) []byte {
+	c := n.count()
+	i, found := n.lowerBound(sep)
+	if found {
+		i++
+	}
+	var kb [MaxKey]byte
+	for j := i; j < c; j++ {
+		r.insertAt(r.count(), n.appendKey(kb[:0], j), n.value(j))
+	}
+	r.setUpper(n.upper())
+	n.setUpper(rightPID + 1)
+	n.setCount(i)
+	n.compact()
+	return append([]byte(nil), sep...)
+}
+
 // below returns a key s < b that every key of b's length sorting before b
 // sorts at or before (exactly every key before b, when b ends in a zero
 // byte). Empty when b is a single zero byte: no key is below it.

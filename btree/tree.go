@@ -33,6 +33,12 @@ type Session struct {
 	// then the split node; docs/durability.md). An error means the write
 	// may or may not be durable: the operation fails with it.
 	Persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	// PersistAll, when set beside Persist, writes a split's pages through
+	// together instead of one by one: in the order given, of which a crash
+	// must leave a prefix durable (a store that writes them in one log
+	// write, storage/nvme's write log, does), so the order above still
+	// holds. An error means any of them may or may not be durable.
+	PersistAll func(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error
 	// Mutations break the persistence order on purpose (the simulator's
 	// mutants).
 	Mutations Mutations
@@ -254,7 +260,11 @@ func (t *Tree) try(s Session, p *path, key []byte, forInsert bool, kl, vl int) (
 // split splits p.current, whose parent is p.parent (or the catalog, for the
 // root); both are latched exclusively, parent first. A restart of the
 // descent follows either way.
-func (t *Tree) split(s Session, p path, key []byte) error {
+func (t *Tree) split(s Session, p path, key []byte) error { return t.splitAt(s, p, key, nil) }
+
+// splitAt is split; a leaf is split at sep when sep is set (its keys above
+// sep move to the new page), whatever it holds.
+func (t *Tree) splitAt(s Session, p path, key, at []byte) error {
 	px, err := p.parent.ToExclusive(s.Worker)
 	if err != nil {
 		return notRestart(err) // changed: restart
@@ -304,7 +314,12 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 		}
 	}
 	initNode(right.Data(), n.kind())
-	sep := n.splitInto(node(right.Data()), uint64(right.PID()), key)
+	var sep []byte
+	if at != nil && n.isLeaf() {
+		sep = n.splitLeafAt(node(right.Data()), uint64(right.PID()), at)
+	} else {
+		sep = n.splitInto(node(right.Data()), uint64(right.PID()), key)
+	}
 	nx.MarkDirty()
 	right.MarkDirty()
 	undo := func(err error) error {
@@ -317,6 +332,9 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 	// root and the catalog, or the parent), and the split node last (until
 	// then its durable copy still holds the moved entries too; dropAbove
 	// removes them at its next split).
+	if s.Persist != nil && s.PersistAll != nil && s.Mutations.PersistSplitNodeFirst == nil {
+		return t.persistSplit(s, p, sep, &nx, &px, &right, &root, undo)
+	}
 	if err := s.persist(&right); err != nil {
 		if p.isCat {
 			root.Release()
@@ -361,6 +379,38 @@ func (t *Tree) split(s Session, p path, key []byte) error {
 		return undo(err)
 	}
 	return s.persist(&nx)
+}
+
+// persistSplit finishes a split whose pages are written through together
+// (Session.PersistAll), in the order split documents: the new page, the new
+// root and the catalog or the parent, the split node.
+func (t *Tree) persistSplit(s Session, p path, sep []byte, nx, px, right, root *bufmgr.ExclusiveGuard, undo func(error) error) error {
+	if p.isCat {
+		initNode(root.Data(), kindInner)
+		r := node(root.Data())
+		r.setUpper(uint64(right.PID()))
+		var lv [8]byte
+		binary.LittleEndian.PutUint64(lv[:], uint64(nx.PID()))
+		r.insertAt(0, sep, lv[:])
+		root.MarkDirty()
+		binary.LittleEndian.PutUint64(px.Data()[8:], uint64(root.PID()))
+		px.MarkDirty()
+		err := s.PersistAll(s.Worker, right, root, px, nx)
+		root.Release()
+		if err != nil {
+			binary.LittleEndian.PutUint64(px.Data()[8:], uint64(nx.PID()))
+			return undo(err)
+		}
+		return nil
+	}
+	pbefore := append([]byte(nil), px.Data()...)
+	node(px.Data()).insertSeparator(sep, uint64(nx.PID()), uint64(right.PID()))
+	px.MarkDirty()
+	if err := s.PersistAll(s.Worker, right, px, nx); err != nil {
+		copy(px.Data(), pbefore)
+		return undo(err)
+	}
+	return nil
 }
 
 func checkSizes(key []byte, vlen int) error {

@@ -68,6 +68,25 @@ const (
 	// (btree.Session.Persist; runs with --crashes and --workload btree).
 	BTreeSplitNodeFirst = "crash-btree-split-node-first"
 
+	// Replicated directories' mutation points (runs with --crashes and
+	// --replicas 2; docs/replication.md).
+
+	// ReplicaAckBeforeBackup: a write-through is acknowledged once the
+	// primary has it, before the backup does.
+	ReplicaAckBeforeBackup = "replica-ack-before-backup"
+	// ReplicaPromoteUnfenced: a promoted backup serves the failed
+	// directory's pages as its store has them, without the survivors'
+	// holdings of the old view (their copies stay valid beside its grants).
+	ReplicaPromoteUnfenced = "replica-promote-unfenced"
+	// ReplicaCopyUnlatched: re-replication reads a page from the primary's
+	// store without holding it, so a copy older than the page's last
+	// acknowledged write can land on the new backup after it.
+	ReplicaCopyUnlatched = "replica-copy-unlatched"
+	// ReplicaReturnStale: a node that returns serves its directory from
+	// its own store, older than the copies kept while it was down, without
+	// catching up first.
+	ReplicaReturnStale = "replica-return-stale"
+
 	// SELCC's mutation points (linecache.Mutations).
 
 	// SELCCSkipUndo: a reader whose FAA met a holder leaves its bit set.
@@ -158,6 +177,7 @@ func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
 	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, ConflictKeepsEpoch, EncodeDropsPred,
 	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages, BTreeSplitNodeFirst,
+	ReplicaAckBeforeBackup, ReplicaPromoteUnfenced, ReplicaCopyUnlatched, ReplicaReturnStale,
 	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
 
 // StoreNames lists the embedded store's mutation points, which crashtest
@@ -167,6 +187,10 @@ var StoreNames = []string{WALLogAfterUnlock}
 // Crash reports whether the named mutation breaks the handling of node
 // crashes (its runs need crashes: --crashes).
 func Crash(name string) bool { return strings.HasPrefix(name, "crash-") }
+
+// Replica reports whether the named mutation breaks replicated
+// directories (its runs need --crashes and --replicas 2).
+func Replica(name string) bool { return strings.HasPrefix(name, "replica-") }
 
 // SELCC reports whether the named mutation breaks SELCC (its runs use
 // --protocol selcc) rather than ScaleStore.

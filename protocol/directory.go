@@ -163,7 +163,12 @@ func (m *Meta) InTransition() bool { return m.writingBack || m.busy }
 // Directory is one node's directory: the metadata of every page allocated on
 // its SSD. It is a pure state machine: the caller executes its decisions.
 type Directory struct {
+	// self is the directory the pages belong to (their page ids' top
+	// bits); host is the node that serves them: self, or with replicas
+	// the node a view maps self to while self is out of it
+	// (NewHostedDirectory).
 	self     NodeID
+	host     NodeID
 	variant  Variant
 	pages    []Meta // indexed by slot
 	capacity uint64
@@ -182,11 +187,24 @@ func NewDirectory(self NodeID, variant Variant, capacity uint64) *Directory {
 	if capacity > MaxSlot+1 {
 		capacity = MaxSlot + 1
 	}
-	return &Directory{self: self, variant: variant, capacity: capacity}
+	return &Directory{self: self, host: self, variant: variant, capacity: capacity}
 }
 
-// Self is the node this directory runs on.
+// NewHostedDirectory makes the directory of node dir's pages as served by
+// node host (a backup promoted after dir left the view;
+// docs/replication.md): decisions name host where the directory's own
+// node serves from its cache.
+func NewHostedDirectory(dir, host NodeID, variant Variant, capacity uint64) *Directory {
+	d := NewDirectory(dir, variant, capacity)
+	d.host = host
+	return d
+}
+
+// Self is the directory: the node its pages' ids name.
 func (d *Directory) Self() NodeID { return d.self }
+
+// Host is the node that serves the directory (Self unless hosted).
+func (d *Directory) Host() NodeID { return d.host }
 
 // Variant is the ordering variant in force.
 func (d *Directory) Variant() Variant { return d.variant }
@@ -239,7 +257,7 @@ func (d *Directory) Request(from NodeID, pid PID, mode Mode, localCopy bool) (De
 			return Decision{Action: ActBusy, Requester: from, PID: pid, Mode: mode}, nil
 		}
 		req := parkedRequest{from, mode}
-		if from == d.self {
+		if from == d.host {
 			// The directory's own workers bypass the queue (paper §3.4.2).
 			m.parked = append([]parkedRequest{req}, m.parked...)
 		} else {
@@ -305,7 +323,7 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 				return dec, ErrAlreadyHolder
 			}
 			m.Sharers.Add(from)
-			if m.Stale || m.Sourced && !(localCopy && m.Sharers.Has(d.self)) {
+			if m.Stale || m.Sourced && !(localCopy && m.Sharers.Has(d.host)) {
 				// The SSD copy is stale, or a sharer serves copies: copy
 				// from the source sharer, which counts the copies it owes
 				// (see ModeExclusive below): a remote cache is faster than
@@ -321,9 +339,9 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 				d.maybeStaleGrant(&dec)
 				return dec, nil
 			}
-			if localCopy && m.Sharers.Has(d.self) && from != d.self {
+			if localCopy && m.Sharers.Has(d.host) && from != d.host {
 				// The directory node holds a copy: serve it from cache.
-				d.forwardTo(&dec, d.self, 0, NodeSet{}, m.Epoch)
+				d.forwardTo(&dec, d.host, 0, NodeSet{}, m.Epoch)
 				dec.LocalCopy = true
 				return dec, nil
 			}
@@ -367,10 +385,10 @@ func (d *Directory) accept(m *Meta, from NodeID, pid PID, mode Mode, localCopy b
 			} else {
 				dec.Pred = pred
 			}
-		case localCopy && sharers.Has(d.self):
+		case localCopy && sharers.Has(d.host):
 			// The directory node's own copy serves.
-			sharers.Remove(d.self)
-			d.forwardTo(&dec, d.self, 0, sharers, m.Epoch)
+			sharers.Remove(d.host)
+			d.forwardTo(&dec, d.host, 0, sharers, m.Epoch)
 			dec.LocalCopy = true
 		default:
 			// The SSD copy is the latest and no sharer is the source: the
@@ -395,7 +413,7 @@ func (d *Directory) makeSource(m *Meta, from NodeID) {
 
 func (d *Directory) forwardTo(dec *Decision, target NodeID, k uint32, set NodeSet, epoch uint32) {
 	dec.Target, dec.K, dec.Set, dec.Epoch = target, k, set, epoch
-	if target == d.self {
+	if target == d.host {
 		dec.Action = ActServeLocal
 	} else {
 		dec.Action = ActForward
@@ -527,6 +545,28 @@ func (d *Directory) WriteBackInPlace(pid PID, owner NodeID) error {
 	m.Mode, m.Sharers, m.Copies = ModeShared, NodeSet{}, 0
 	m.Sharers.Add(owner)
 	m.writingBack, m.pulling = true, false
+	return nil
+}
+
+// Hold parks the requests for pid until Unhold: its latest value is on
+// one replica only, the directory's store, until its copy reaches the
+// backup (docs/replication.md: a write-through whose writer left).
+func (d *Directory) Hold(pid PID) error {
+	m := d.Meta(pid)
+	if m == nil || m.InTransition() {
+		return fmt.Errorf("hold of %v: %w", pid, ErrUnexpected)
+	}
+	m.writingBack, m.pulling = true, false
+	return nil
+}
+
+// Unhold lets the requests Hold parked proceed (NextParked).
+func (d *Directory) Unhold(pid PID) error {
+	m := d.Meta(pid)
+	if m == nil || !m.writingBack || m.pulling {
+		return fmt.Errorf("unhold of %v: %w", pid, ErrUnexpected)
+	}
+	m.writingBack = false
 	return nil
 }
 

@@ -20,7 +20,9 @@ func TestMalformedRESP(t *testing.T) {
 	}{
 		{"bulk shorter than its length", "*1\r\n$3\r\nGETX\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"multibulk count not a number", "*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
-		{"multibulk count negative", "*-3\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+		{"multibulk count over 2^20", "*3000000000\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+		{"bulk length over 512 MiB", "*2\r\n$3\r\nGET\r\n$2147483648\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+		{"not a bulk after bulks", "*3\r\n$3\r\nSET\r\n$1\r\nx\r\nfooz\r\n", "-ERR Protocol error: expected '$', got 'f'\r\n"},
 		{"LF without CR", "*1\n$4\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"not a bulk", "*1\r\n+PING\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"},
 		{"bulk length not a number", "*1\r\n$x\r\nPING\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
@@ -50,7 +52,8 @@ func TestMalformedRESP(t *testing.T) {
 func TestEmptyCommands(t *testing.T) {
 	s, _ := startServer(t, Config{})
 	c := dialRaw(t, s.Addr())
-	c.send("*0\r\n\r\n  \r\n" + cmd("PING") + "ping   \"a b\"\r\n")
+	// A negative count is an empty command too, as in Redis.
+	c.send("*0\r\n\r\n  \r\n*-10\r\n" + cmd("PING") + "ping   \"a b\"\r\n")
 	c.expect("+PONG\r\n")
 	c.expect("$3\r\na b\r\n")
 }
@@ -133,7 +136,7 @@ func TestHugeBulkLength(t *testing.T) {
 	runtime.ReadMemStats(&before)
 
 	c := dialRaw(t, s.Addr())
-	c.send("*2\r\n$3\r\nGET\r\n$2147483648\r\n")
+	c.send("*2\r\n$3\r\nGET\r\n$268435456\r\n")
 
 	// Others are served meanwhile.
 	other := dialRaw(t, s.Addr())
@@ -141,7 +144,7 @@ func TestHugeBulkLength(t *testing.T) {
 	other.expect("+OK\r\n")
 	other.expect("$1\r\nv\r\n")
 
-	// Stream 6 MiB of the promised 2 GiB. The server answers an error and
+	// Stream 6 MiB of the promised 256 MiB. The server answers an error and
 	// closes; the writes may then fail, which is expected.
 	done := make(chan struct{})
 	go func() {
@@ -214,7 +217,7 @@ func TestIdleTimeout(t *testing.T) {
 	s, _ := startServer(t, Config{IdleTimeout: 200 * time.Millisecond})
 	silent := dialRaw(t, s.Addr())
 	partial := dialRaw(t, s.Addr())
-	partial.send("*2\r\n$3\r\nGET\r\n$2147483648\r\n")
+	partial.send("*2\r\n$3\r\nGET\r\n$268435456\r\n")
 	active := dialRaw(t, s.Addr())
 	active.send(cmd("PING"))
 	active.expect("+PONG\r\n")

@@ -138,21 +138,23 @@ func TestCommandsGoRedis(t *testing.T) {
 				t.Fatalf("SET XX GET = %q", got)
 			}
 
-			// Expiry is refused.
-			for _, args := range [][]any{
-				{"set", "k1", "v", "ex", "10"},
-				{"set", "k1", "v", "PX", "10"},
-				{"set", "k1", "v", "exat", "10"},
-				{"set", "k1", "v", "pxat", "10"},
-				{"set", "k1", "v", "keepttl"},
+			// Bad expiry options are refused with Redis's words, and write
+			// nothing.
+			for _, c := range []struct {
+				args []any
+				want string
+			}{
+				{[]any{"set", "k1", "v", "ex", "0"}, "ERR invalid expire time in 'set' command"},
+				{[]any{"set", "k1", "v", "px", "-5"}, "ERR invalid expire time in 'set' command"},
+				{[]any{"set", "k1", "v", "ex", "x"}, "ERR value is not an integer or out of range"},
+				{[]any{"set", "k1", "v", "ex", "10", "px", "10"}, "ERR syntax error"},
+				{[]any{"set", "k1", "v", "ex", "10", "keepttl"}, "ERR syntax error"},
+				{[]any{"set", "k1", "v", "ex"}, "ERR syntax error"},
+				{[]any{"set", "k1", "v", "ex", "9223372036854775807"}, "ERR invalid expire time in 'set' command"},
 			} {
-				_, err := rc.Do(ctx, args...).Result()
-				wantErr(t, err, "ERR expiry is not supported: the engine keeps no TTL")
+				_, err := rc.Do(ctx, c.args...).Result()
+				wantErr(t, err, c.want)
 			}
-			_, err = rc.Set(ctx, "k1", "v", time.Minute).Result()
-			wantErr(t, err, "ERR expiry is not supported")
-			_, err = rc.Do(ctx, "set", "k1", "v", "ex").Result()
-			wantErr(t, err, "ERR syntax error")
 			if v, _ := e.get("k1"); v != "v1c" {
 				t.Fatalf("refused SET wrote: %q", v)
 			}
@@ -218,7 +220,7 @@ func TestCommandsGoRedis(t *testing.T) {
 			}
 
 			// COMMAND and friends.
-			if n := res(rc.Do(ctx, "command", "count").Int()).must(t); n != len(commandTable) {
+			if n := res(rc.Do(ctx, "command", "count").Int()).must(t); n != len(commandInfos) {
 				t.Fatalf("COMMAND COUNT = %d", n)
 			}
 			infos := res(rc.Command(ctx).Result()).must(t)
@@ -379,9 +381,10 @@ func TestEngineErrors(t *testing.T) {
 			t.Fatalf("PING after %v = %q", c.args, got)
 		}
 	}
-	// DEL stopped at the failing key, but "ok" before it is gone.
-	if _, ok := e.get("ok"); ok {
-		t.Fatal("DEL before the failing key did not delete")
+	// DEL is atomic across its keys: the failing key failed all of it,
+	// and "ok" is still there.
+	if _, ok := e.get("ok"); !ok {
+		t.Fatal("a DEL that failed deleted a key")
 	}
 }
 
@@ -486,7 +489,7 @@ func TestListenErrors(t *testing.T) {
 func TestInfoSections(t *testing.T) {
 	s, _ := startServer(t, Config{Info: func() []InfoSection {
 		return []InfoSection{
-			{Name: "Server", Fields: [][2]string{{"redis_version", "7.0.0"}, {"engine", "scalestore"}}},
+			{Name: "Server", Fields: [][2]string{{"engine", "scalestore"}}},
 			{Name: "Keyspace", Fields: [][2]string{{"db0", "keys=3"}}},
 		}
 	}})
@@ -498,9 +501,56 @@ func TestInfoSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "# Server\r\nredis_version:7.0.0\r\nengine:scalestore\r\n\r\n# Clients\r\nconnected_clients:1\r\nmaxclients:10000\r\n"
-	if r.String() != want {
-		t.Fatalf("INFO server clients = %q", r.String())
+	// Config.Info's Server fields follow the server's own.
+	if got := r.String(); !strings.HasPrefix(got, "# Server\r\nredis_version:7.0.0\r\nserver_name:scalestore\r\n") ||
+		!strings.HasSuffix(got, "engine:scalestore\r\n\r\n# Clients\r\nconnected_clients:1\r\nmaxclients:10000\r\n") {
+		t.Fatalf("INFO server clients = %q", got)
+	}
+	// Redis's rules: no section or "default" leaves Commandstats out,
+	// "all" and "everything" put it in, a named section alone is alone.
+	for _, tc := range []struct {
+		args     []string
+		has, not []string
+	}{
+		{[]string{"INFO"}, []string{"redis_version", "used_cpu_user", "used_memory", "master_repl_offset"}, []string{"rejected_calls"}},
+		{[]string{"INFO", "default"}, []string{"redis_version", "used_memory"}, []string{"rejected_calls"}},
+		{[]string{"INFO", "all"}, []string{"redis_version", "used_memory", "cmdstat_info:calls=", "rejected_calls"}, nil},
+		{[]string{"INFO", "everything"}, []string{"rejected_calls"}, nil},
+		{[]string{"INFO", "cpu"}, []string{"used_cpu_user"}, []string{"used_memory", "redis_version"}},
+		{[]string{"INFO", "commandSTATS"}, []string{"cmdstat_info:calls="}, []string{"used_memory"}},
+		{[]string{"INFO", "cpu", "default"}, []string{"used_cpu_user", "used_memory", "master_repl_offset"}, []string{"rejected_calls"}},
+	} {
+		c.send(cmd(tc.args...))
+		r, err := c.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.has {
+			if !strings.Contains(r.String(), w) {
+				t.Fatalf("%v lacks %q:\n%s", tc.args, w, r.String())
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(r.String(), w) {
+				t.Fatalf("%v has %q:\n%s", tc.args, w, r.String())
+			}
+		}
+	}
+	c.send(cmd("GET"))
+	c.expect("-ERR wrong number of arguments for 'get' command\r\n")
+	c.send(cmd("INCR", "engine-text-key") + cmd("SET", "engine-text-key", "x") + cmd("INCR", "engine-text-key"))
+	c.expect(":1\r\n")
+	c.expect("+OK\r\n")
+	c.expect("-" + msgNotInt + "\r\n")
+	c.send(cmd("INFO", "commandstats"))
+	r, err = c.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"cmdstat_get:calls=0,rejected_calls=1,failed_calls=0", "cmdstat_incr:calls=2,rejected_calls=0,failed_calls=1"} {
+		if !strings.Contains(r.String(), w) {
+			t.Fatalf("INFO commandstats lacks %q:\n%s", w, r.String())
+		}
 	}
 	c.send(cmd("INFO"))
 	r, err = c.read()

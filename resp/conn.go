@@ -25,25 +25,28 @@ type client struct {
 	lower  [24]byte
 
 	// Reused per-command scratch space, so the hot paths do not allocate.
-	val    []byte   // GET's destination and SET GET's old value
-	vals   [][]byte // MGET's values
-	found  []bool   // MGET's found flags
-	keys   []byte   // SCAN's matching keys, back to back
-	ends   []int    // and where each ends in keys
-	last   []byte   // SCAN's last examined key
-	nCmds  uint64   // commands since the counters were last published
-	nErrs  uint64   // error replies since then
-	cond   func(old []byte, found bool) bool
-	condIf int  // condAlways, condNX or condXX for cond
-	condGt bool // cond copies the old value into val
-	condOK bool // cond saw the key existing
-}
+	val   []byte   // GET's destination and SET GET's old value
+	vals  [][]byte // MGET's values
+	found []bool   // MGET's found flags
+	keys  []byte   // SCAN's matching keys, back to back
+	ends  []int    // and where each ends in keys
+	last  []byte   // SCAN's last examined key
+	nCmds uint64   // commands since the counters were last published
+	nErrs uint64   // error replies since then
 
-const (
-	condAlways = iota
-	condNX
-	condXX
-)
+	// kv is where commands read and write: the engine, or the
+	// transaction of a multi-key command or EXEC (store.go).
+	kv    store
+	txBuf []byte
+	multi bool       // between MULTI and EXEC or DISCARD
+	tx    multiState // multi.go
+	stats connStats  // per-command counts (cmdstats.go)
+	// SET's and INCR's state, and their Modify functions made once.
+	set    setState
+	incr   incrState
+	setFn  func(old []byte, found bool) ([]byte, bool, bool)
+	incrFn func(old []byte, found bool) ([]byte, bool, bool)
+}
 
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
@@ -53,7 +56,8 @@ func newClient(s *Server, nc net.Conn) *client {
 		buf:  make([]byte, readBufSize),
 		args: make([][]byte, 0, 8),
 	}
-	c.cond = c.putIfCond
+	c.kv = engineStore{s.eng}
+	c.setFn, c.incrFn = c.setModify, c.incrModify
 	return c
 }
 
@@ -143,7 +147,9 @@ func (c *client) next() (complete bool, args [][]byte, n int, err error) {
 		if r := recover(); r != nil {
 			c.s.log.Debug("resp: redcon parser panicked", "remote", c.remote(), "panic", r)
 			complete, args, n = false, nil, 0
-			err = protoError("invalid bulk length")
+			if _, err = checkRequest(packet); err == nil {
+				err = protoError("invalid bulk length")
+			}
 		}
 	}()
 	complete, args, _, leftover, err := redcon.ReadNextCommand(packet, c.args)
@@ -151,6 +157,16 @@ func (c *client) next() (complete bool, args [][]byte, n int, err error) {
 		c.args = args[:0]
 	} else {
 		c.args = make([][]byte, 0, 8)
+	}
+	if (err != nil || !complete) && packet[0] == '*' {
+		// Redis's reading of what redcon refused or waits on (reqcheck.go).
+		skip, cerr := checkRequest(packet)
+		switch {
+		case cerr != nil:
+			return false, nil, 0, cerr
+		case skip > 0:
+			return true, nil, skip, nil
+		}
 	}
 	if err != nil || !complete {
 		return false, nil, 0, err
@@ -244,6 +260,7 @@ func (c *client) publish() {
 		c.s.errors.Add(c.nErrs)
 		c.nErrs = 0
 	}
+	c.publishCmdStats()
 }
 
 // Replies.

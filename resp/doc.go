@@ -2,21 +2,67 @@
 // engine, so that redis-cli, redis-benchmark and ordinary Redis client
 // libraries can talk to scalestore.
 //
-// The engine is anything that satisfies [Engine]: the single-node
-// *scalestore.DB and a cluster node's handle both do. [Listen] binds a TCP
+// The engine is anything that satisfies [Engine]: a cluster node serves
+// its default table through one (the root package's respEngine, whose
+// transactions are Cluster.Update and View). [Listen] binds a TCP
 // (optionally TLS) listener and serves in the background; [Server.Close]
 // stops it and waits for every connection handler to return.
 //
 // # Commands
 //
-// PING, ECHO, GET, SET (NX, XX, GET; no expiry options), SETNX, DEL,
-// EXISTS, MGET, MSET, SCAN (MATCH, COUNT, TYPE), DBSIZE, INFO, SELECT 0,
-// AUTH, HELLO (protocol 2 only), QUIT, and enough of COMMAND, CONFIG GET
-// and CLIENT for redis-cli and redis-benchmark. Command names are
-// case-insensitive. Commands that name several keys (DEL, EXISTS, MSET,
-// MGET) apply to each key in turn: they are not atomic across keys. SET
-// with NX, XX or GET, and SETNX, are atomic for their one key, through
-// [Engine.PutIf].
+// Strings and counters: GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT,
+// KEEPTTL), SETNX, SETEX, PSETEX, GETSET, GETDEL, GETEX, APPEND, STRLEN,
+// GETRANGE (SUBSTR), SETRANGE, SETBIT, GETBIT, LCS, INCR, INCRBY, DECR,
+// DECRBY, INCRBYFLOAT, MGET, MSET, MSETNX. Keyspace: DEL, UNLINK, EXISTS,
+// TOUCH, KEYS, SCAN (MATCH, COUNT, TYPE), TYPE, RENAME, RENAMENX, COPY,
+// RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL. Expiry: EXPIRE, PEXPIRE, EXPIREAT,
+// PEXPIREAT (NX, XX, GT, LT), TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST.
+// Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH. Connection and
+// server: PING, ECHO, SELECT 0, AUTH, HELLO (protocol 2 only), QUIT, TIME,
+// INFO (Redis's sections and Commandstats), FUNCTION FLUSH and LIST (there
+// is no scripting, so no function), and enough of COMMAND, CONFIG GET and
+// CLIENT for redis-cli and redis-benchmark. Every value is a string:
+// TYPE answers string or none. Names are case-insensitive; a command's
+// arity is checked from a table (commands.go) with Redis's numbers, and
+// errors use Redis's words ("ERR wrong number of arguments for 'get'
+// command", "ERR value is not an integer or out of range", ...). A result
+// over the engine's limits answers "ERR string exceeds maximum allowed
+// size (...)" with the limit.
+//
+// Atomicity. A command on one key that reads and writes it (INCR, APPEND,
+// SETRANGE, SET NX/XX/GET, GETDEL, EXPIRE, ...) is one [Engine.Modify]: no
+// other write of the key, on any node, comes between its read and its
+// write. A command on several keys (MSET, MSETNX, MGET, DEL, EXISTS,
+// RENAME, RENAMENX, COPY, LCS) is one [Engine.Atomic] transaction: a
+// reader never sees part of an MSET, on any node. EXEC runs its queued
+// commands in one transaction too, after checking the keys WATCH saw:
+// EXEC answers a null array if a watched key's stored value differs from
+// what WATCH saw, or if the client itself read a watched key with another
+// value in between. (Redis aborts on any write of a watched key; a key
+// written and put back to the same value, unread by the watching client,
+// does not abort here.) KEYS, SCAN, DBSIZE, RANDOMKEY and FLUSHALL walk
+// the keyspace outside any transaction, in key order; FLUSHALL deletes
+// each key it finds, from any node for the whole cluster.
+//
+// Expiry. A value with a TTL is stored behind a 12-byte header: 0xff 'S'
+// 'x', a version byte (1), and the expiry in Unix milliseconds (value.go).
+// A value without one is stored as it is, so values written before expiry
+// existed read unchanged; a string that happens to start with the magic
+// is stored behind a header with no expiry, so that it is never misread.
+// The header lives in the value, so a TTL survives restarts and moves
+// with its page between nodes. An expired key is never returned: a read
+// drops it (a Modify that deletes it if still expired), and a background
+// expirer walks the keyspace, 256 keys every 100 ms, from where it
+// stopped, and drops the expired keys it meets. Config.Now sets the clock.
+//
+// SCAN walks the engine in key order. Its cursors are decimal integers,
+// as Redis clients require; the server keeps a bounded table (4096
+// entries, the oldest dropped first) from cursor to the key to resume
+// after, shared by all connections. A cursor that fell out of the table
+// answers "ERR invalid cursor". DBSIZE counts the live keys with a full
+// Scan.
+//
+// # Access
 //
 // With Config.Password set, every command but AUTH, HELLO and QUIT answers
 // "-NOAUTH Authentication required." until AUTH [default] password (or
@@ -25,11 +71,9 @@
 // AUTH, as in Redis, except that HELLO 3 answers NOPROTO first: clients
 // such as go-redis then fall back to RESP2 and AUTH.
 //
-// SCAN walks the engine in key order. Its cursors are decimal integers,
-// as Redis clients require; the server keeps a bounded table (4096
-// entries, the oldest dropped first) from cursor to the key to resume
-// after, shared by all connections. A cursor that fell out of the table
-// answers "ERR invalid cursor". DBSIZE counts the keys with a full Scan.
+// Protected mode, as in Redis: without a password, a client that does not
+// connect from the loopback interface gets Redis's -DENIED message and is
+// closed, unless Config.Unprotected turns this off.
 //
 // # Protocol handling
 //
@@ -44,8 +88,14 @@
 // closed, and a parser panic becomes a protocol error on that connection
 // only.
 //
+// Requests that redcon refuses, waits on or panics on are read again the
+// way Redis's parser reads them (reqcheck.go): a negative multibulk count
+// is an empty command, a count over 2^20 or a bulk length over 512 MiB is
+// refused at once instead of waited for.
+//
 // Arguments passed to the [Engine] alias the connection's read buffer:
-// an engine must copy key and val in Put and PutIf if it keeps them.
+// an engine must copy key and val in Put (and in a Txn's Put) if it keeps
+// them.
 //
 // # Imports
 //

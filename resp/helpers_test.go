@@ -49,8 +49,9 @@ var errInjected = errors.New("injected failure")
 
 // fakeEngine is an in-memory Engine: a sorted map under a mutex.
 type fakeEngine struct {
-	mu sync.Mutex
-	m  btree.Map[string, []byte]
+	mu   sync.Mutex
+	m    btree.Map[string, []byte]
+	txns int // transactions committed by Atomic
 }
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{} }
@@ -108,6 +109,116 @@ func (e *fakeEngine) PutIf(key, val []byte, cond func(old []byte, found bool) bo
 	}
 	e.m.Set(string(key), bytes.Clone(val))
 	return true, nil
+}
+
+func (e *fakeEngine) Modify(key []byte, fn func(old []byte, found bool) ([]byte, bool, bool)) error {
+	if failing(key) {
+		return errInjected
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old, found := e.m.Get(string(key))
+	val, exists, write := fn(bytes.Clone(old), found)
+	switch {
+	case !write:
+	case exists:
+		e.m.Set(string(key), bytes.Clone(val))
+	default:
+		e.m.Delete(string(key))
+	}
+	return nil
+}
+
+// fakeTx is a transaction of fakeEngine: reads remembered, writes
+// buffered, and a commit that checks the reads under the engine's lock.
+type fakeTx struct {
+	e        *fakeEngine
+	readOnly bool
+	reads    map[string][]byte // nil: absent
+	writes   map[string][]byte // nil: deleted
+}
+
+func (tx *fakeTx) Get(key, dst []byte) ([]byte, bool, error) {
+	if failing(key) {
+		return dst, false, errInjected
+	}
+	if v, ok := tx.writes[string(key)]; ok {
+		return append(dst, v...), v != nil, nil
+	}
+	if v, ok := tx.reads[string(key)]; ok {
+		return append(dst, v...), v != nil, nil
+	}
+	tx.e.mu.Lock()
+	v, ok := tx.e.m.Get(string(key))
+	tx.e.mu.Unlock()
+	if ok {
+		v = bytes.Clone(v)
+		if v == nil {
+			v = []byte{}
+		}
+	}
+	tx.reads[string(key)] = v
+	return append(dst, v...), ok, nil
+}
+
+func (tx *fakeTx) Put(key, val []byte) error {
+	if failing(key) {
+		return errInjected
+	}
+	if tx.readOnly {
+		return errors.New("read-only transaction")
+	}
+	v := bytes.Clone(val)
+	if v == nil {
+		v = []byte{}
+	}
+	tx.writes[string(key)] = v
+	return nil
+}
+
+func (tx *fakeTx) Delete(key []byte) (bool, error) {
+	if tx.readOnly {
+		return false, errors.New("read-only transaction")
+	}
+	_, found, err := tx.Get(key, nil)
+	if err != nil {
+		return false, err
+	}
+	tx.writes[string(key)] = nil
+	return found, nil
+}
+
+// Atomic runs fn until its reads still hold at commit.
+func (e *fakeEngine) Atomic(readOnly bool, fn func(tx Txn) error) error {
+	for {
+		tx := &fakeTx{e: e, readOnly: readOnly, reads: map[string][]byte{}, writes: map[string][]byte{}}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		ok := true
+		for k, v := range tx.reads {
+			cur, found := e.m.Get(k)
+			if found != (v != nil) || !bytes.Equal(cur, v) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			for k, v := range tx.writes {
+				if v == nil {
+					e.m.Delete(k)
+				} else {
+					e.m.Set(k, v)
+				}
+			}
+			e.txns++
+		}
+		e.mu.Unlock()
+		if ok {
+			return nil
+		}
+	}
 }
 
 func (e *fakeEngine) Delete(key []byte) (bool, error) {

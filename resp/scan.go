@@ -119,13 +119,17 @@ func (c *client) cmdScan(args [][]byte) {
 	}
 	c.keys, c.ends, c.last = c.keys[:0], c.ends[:0], c.last[:0]
 	examined, more := 0, false
-	err = c.s.eng.Scan(from, to, func(key, _ []byte) bool {
+	now := c.s.nowMs()
+	err = c.s.eng.Scan(from, to, func(key, val []byte) bool {
 		if examined == count {
 			more = true
 			return false
 		}
 		examined++
 		c.last = append(c.last[:0], key...)
+		if _, exp := decodeValue(val); expired(exp, now) {
+			return true
+		}
 		if pattern == nil || globMatch(pattern, key) {
 			c.keys = append(c.keys, key...)
 			c.ends = append(c.ends, len(c.keys))

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Engine is the key-value engine the server fronts. Both the single-node
-// *scalestore.DB and a cluster node's handle satisfy it.
+// Engine is the key-value engine the server fronts: a cluster node's
+// default table (Modify and Atomic are DB.Modify, Update and View).
 //
 // The key and val slices the server passes alias its read buffer and are
 // valid only during the call: an engine that keeps them must copy them.
@@ -27,16 +27,30 @@ type Engine interface {
 	GetBatch(keys, vals [][]byte, found []bool) error
 	// Put sets key to val.
 	Put(key, val []byte) error
-	// PutIf sets key to val if cond (called with the current value and
-	// whether the key exists, atomically with the write) returns true;
-	// applied reports whether it wrote. old is valid only during cond.
-	PutIf(key, val []byte, cond func(old []byte, found bool) bool) (applied bool, err error)
+	// Modify is an atomic read-modify-write of key: fn gets the current
+	// value (valid only during the call) and whether the key exists, and
+	// says what it becomes (write false: unchanged; exists false: deleted;
+	// else val). No other write of the key comes between. fn may be called
+	// more than once (only its last answer counts) and must not return old
+	// or a slice of it.
+	Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error
+	// Atomic runs fn in a transaction over any keys (serializable, all
+	// its writes or none), read-only if readOnly. fn may run more than
+	// once (after a conflict); its Txn is valid only during the call.
+	Atomic(readOnly bool, fn func(tx Txn) error) error
 	// Delete removes key; found reports whether it existed.
 	Delete(key []byte) (found bool, err error)
 	// Scan calls fn for the keys in [from,to) in order, until fn returns
 	// false; to nil means no upper bound. key and val are valid only
 	// during fn.
 	Scan(from, to []byte, fn func(key, val []byte) bool) error
+}
+
+// Txn is a transaction of Engine.Atomic.
+type Txn interface {
+	Get(key, dst []byte) ([]byte, bool, error)
+	Put(key, val []byte) error
+	Delete(key []byte) (found bool, err error)
 }
 
 // Config configures a Server. The zero value of every field but Addr has
@@ -69,6 +83,13 @@ type Config struct {
 	Info func() []InfoSection
 	// Logger receives the server's log records (nil: none).
 	Logger *slog.Logger
+	// Now is the clock of key expiry (nil: time.Now).
+	Now func() time.Time
+	// Unprotected turns protected mode off. In protected mode (the
+	// default, as in Redis), a server without a Password answers clients
+	// that do not connect from the loopback interface with -DENIED and
+	// closes them.
+	Unprotected bool
 }
 
 // InfoSection is one section of INFO's reply, rendered as
@@ -131,6 +152,10 @@ type Server struct {
 	tlsOn     bool
 	started   time.Time
 	cursors   cursorTable
+	now       func() time.Time
+	expiry    expirer
+	protected bool
+	cmdStats  []cmdStat // by command id (cmdstats.go)
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed when the accept loop has returned
@@ -162,20 +187,23 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		return nil, errors.New("resp: TLS config has no certificate")
 	}
 	s := &Server{
-		eng:      e,
-		log:      cfg.Logger,
-		info:     cfg.Info,
-		idle:     cfg.IdleTimeout,
-		maxKey:   orDefault(cfg.MaxKey, defaultMaxKey),
-		maxValue: orDefault(cfg.MaxValue, defaultMaxValue),
-		maxEntry: orDefault(cfg.MaxEntry, defaultMaxEntry),
-		maxConns: int64(orDefault(cfg.MaxConns, defaultMaxConns)),
-		password: cfg.Password != "",
-		pwHash:   sha256.Sum256([]byte(cfg.Password)),
-		tlsOn:    cfg.TLS != nil,
-		started:  time.Now(),
-		done:     make(chan struct{}),
-		open:     make(map[net.Conn]struct{}),
+		eng:       e,
+		log:       cfg.Logger,
+		info:      cfg.Info,
+		idle:      cfg.IdleTimeout,
+		maxKey:    orDefault(cfg.MaxKey, defaultMaxKey),
+		maxValue:  orDefault(cfg.MaxValue, defaultMaxValue),
+		maxEntry:  orDefault(cfg.MaxEntry, defaultMaxEntry),
+		maxConns:  int64(orDefault(cfg.MaxConns, defaultMaxConns)),
+		password:  cfg.Password != "",
+		pwHash:    sha256.Sum256([]byte(cfg.Password)),
+		tlsOn:     cfg.TLS != nil,
+		started:   time.Now(),
+		done:      make(chan struct{}),
+		open:      make(map[net.Conn]struct{}),
+		now:       cfg.Now,
+		protected: !cfg.Unprotected,
+		cmdStats:  make([]cmdStat, len(commandNames)),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -191,6 +219,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 	}
 	s.ln = ln
 	go s.acceptLoop()
+	s.startExpirer()
 	return s, nil
 }
 
@@ -213,6 +242,7 @@ func (s *Server) Close() error {
 		s.closing = true
 		s.mu.Unlock()
 		s.closeErr = s.ln.Close()
+		s.stopExpirer()
 		<-s.done
 		s.mu.Lock()
 		open := make([]net.Conn, 0, len(s.open))
@@ -279,6 +309,10 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		s.wg.Add(1)
+		if s.denied(nc.RemoteAddr()) {
+			go s.deny(nc)
+			continue
+		}
 		if s.conns.Add(1) > s.maxConns {
 			s.conns.Add(-1)
 			s.rejected.Add(1)

@@ -32,6 +32,11 @@ type cluster struct {
 	// reads to hint the next message's frame (sim.Prefetcher)
 	hints []bufmgr.TransferHint
 	cross crossState // crossCheck's index of the pages
+	// rs: where every directory's copies are (replicas 2), nil with one.
+	rs *replicaState
+	// stopped: the workload is over (stop); a node restarted later runs
+	// no timers.
+	stopped bool
 }
 
 // hintArena is the size of the frames' arena from which the world hints
@@ -58,6 +63,8 @@ type clusterConfig struct {
 	// at the head only (bufmgr.Cache.PoisonHead), and a page sent carries
 	// only its two ends (sim.World.PayloadEnds).
 	observedEnds int
+	// replicas: copies of every directory's pages (docs/replication.md)
+	replicas int
 	// provider overrides (0: defaults)
 	freeTarget       int
 	providerInterval int64
@@ -97,11 +104,22 @@ func newCluster(cc clusterConfig) (*cluster, error) {
 	c.arena = make([]byte, cc.nodes*frameBytes)
 	c.hints = make([]bufmgr.TransferHint, cc.nodes)
 	actors.AdviseHuge(c.arena)
+	if cc.replicas > 1 {
+		c.rs = newReplicaState(cc.nodes)
+	}
 	for i := range cc.nodes {
-		store := memfile.New(cc.ssdPages, w)
+		var store *memfile.Store
+		if c.rs != nil {
+			store = c.rs.ownStore(w, cc.ssdPages)
+		} else {
+			store = memfile.New(cc.ssdPages, w)
+		}
+		c.stores = append(c.stores, store)
 		n := c.makeNode(protocol.NodeID(i), store)
 		c.nodes = append(c.nodes, n)
-		c.stores = append(c.stores, store)
+	}
+	if c.rs != nil {
+		c.setupReplicas()
 	}
 	return c, nil
 }
@@ -113,7 +131,10 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 	w.PayloadEnds = cc.observedEnds
 	frameBytes := cc.cachePages * protocol.PageSize
 	i := int(id)
-	env := &sim.NodeEnv{W: w, ID: id, Store: store}
+	var env actors.Env = &sim.NodeEnv{W: w, ID: id, Store: store}
+	if c.rs != nil {
+		env = c.io(id, id)
+	}
 	cfg := actors.Config{
 		ID: id, Variant: cc.variant, CacheFrames: cc.cachePages, SSDPages: cc.ssdPages,
 		FreeTarget: cc.freeTarget, ProviderInterval: cc.providerInterval, ViewChanges: cc.viewChanges,
@@ -127,6 +148,7 @@ func (c *cluster) makeNode(id protocol.NodeID, store *memfile.Store) *actors.Nod
 		cfg.Mutations.NoWriteThrough = mutation.Point(mutation.CrashNoWriteThrough, fire(0.5))
 		cfg.Mutations.KeepDeadPages = mutation.Point(mutation.CrashKeepDeadPages, fire(1))
 		cfg.Mutations.ResurrectEvicting = mutation.Point(mutation.CrashResurrectEvicting, fire(1))
+		cfg.Mutations.AckBeforeBackup = mutation.Point(mutation.ReplicaAckBeforeBackup, fire(1))
 	}
 	var obs actors.Observer = c.inv
 	if cc.observer != nil {
@@ -210,7 +232,7 @@ func (c *cluster) drain(limit int) bool {
 // metadata agrees with the nodes' copies, and nothing is in flight.
 func (c *cluster) checkQuiet(pids []protocol.PID) {
 	for _, pid := range pids {
-		meta := c.nodes[pid.Dir()].Directory().Meta(pid)
+		meta := c.dirOf(pid).Meta(pid)
 		if meta == nil {
 			c.inv.Fail("page %v: unknown to its directory", pid)
 			continue
@@ -267,9 +289,13 @@ func (c *cluster) flush(pids []protocol.PID) {
 	}
 	buf := make([]byte, protocol.PageSize)
 	for _, pid := range pids {
-		meta := c.nodes[pid.Dir()].Directory().Meta(pid)
+		meta := c.dirOf(pid).Meta(pid)
 		if meta.Mode != protocol.ModeNone || meta.Stale {
 			c.inv.Fail("page %v: after the flush the directory says mode %v stale=%v", pid, meta.Mode, meta.Stale)
+		}
+		if c.rs != nil {
+			c.checkReplicas(pid, buf)
+			continue
 		}
 		if err := c.stores[pid.Dir()].ReadPage(pid.Slot(), buf); err != nil {
 			c.inv.Fail("page %v: reading the SSD after the flush: %v", pid, err)
@@ -279,6 +305,37 @@ func (c *cluster) flush(pids []protocol.PID) {
 			c.inv.Fail("page %v: the directory's SSD does not hold the last write (nothing lost): %s", pid, why)
 		}
 	}
+}
+
+// checkReplicas checks, after the final flush, that every live node that
+// holds the current copies of pid's directory (its primary, its backup
+// once re-replicated) holds the last write of pid.
+func (c *cluster) checkReplicas(pid protocol.PID, buf []byte) {
+	d := pid.Dir()
+	c.rs.current[d].Each(func(h protocol.NodeID) {
+		if !c.rs.live.Has(h) {
+			return
+		}
+		if err := c.store(h, d).ReadPage(pid.Slot(), buf); err != nil {
+			c.inv.Fail("page %v: reading node %d's replica after the flush: %v", pid, h, err)
+			return
+		}
+		if ok, why := c.inv.Matches(pid, buf); !ok {
+			c.inv.Fail("page %v: node %d's replica of directory %d does not hold the last write (nothing lost): %s", pid, h, d, why)
+		}
+	})
+}
+
+// dirOf is the directory that serves pid in the current view.
+func (c *cluster) dirOf(pid protocol.PID) *protocol.Directory {
+	d := pid.Dir()
+	if c.rs == nil {
+		return c.nodes[d].Directory()
+	}
+	if hd := c.nodes[c.rs.primary[d]].Hosted(d); hd != nil {
+		return hd
+	}
+	return c.nodes[d].Directory()
 }
 
 // checkContent switches the data-value checks to whole-page digests, for
@@ -307,6 +364,7 @@ func (c *cluster) checkContent() {
 }
 
 func (c *cluster) stop() {
+	c.stopped = true
 	c.w.StopFaults()
 	for _, n := range c.nodes {
 		n.Stop()

@@ -70,21 +70,39 @@ func (r *simRun) maybeCrash() {
 // crash kills node x and changes the view.
 func (r *simRun) crash(x protocol.NodeID) {
 	c, w := r.c, r.c.w
-	if w.Dead(x) {
+	if w.Dead(x) || !r.crashAllowed(x) {
 		return
+	}
+	ev := CrashEvent{Node: int(x), At: w.Now()}
+	for i := range c.nodes {
+		if w.Dead(protocol.NodeID(i)) {
+			ev.OthersDown++
+		}
 	}
 	w.Kill(x)
 	c.nodes[x].Crash()
-	r.crashes = append(r.crashes, CrashEvent{Node: int(x), At: w.Now()})
+	r.crashes = append(r.crashes, ev)
 	for _, client := range r.clientsOf[x] {
 		r.abandon(client)
 		r.cos[client].Stop()
 	}
-	var down protocol.NodeSet
-	down.Add(x)
-	c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
-	w.After(x, crashDownMin+w.Intn(crashDownSpan), func() { r.restart(x) })
+	downFor := crashDownMin + w.Intn(crashDownSpan)
+	if c.rs != nil {
+		r.replicaCrash(x)
+		// Down long enough that the next crash may find it still down
+		// (two nodes dead in a row once re-replication is done).
+		downFor += w.Intn(replicaDownSpan)
+	} else {
+		var down protocol.NodeSet
+		down.Add(x)
+		c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
+	}
+	w.After(x, downFor, func() { r.restart(x) })
 }
+
+// replicaDownSpan is how much longer a crashed node may stay down with
+// replicas (simulated ns).
+const replicaDownSpan = 10_000_000
 
 // abandon records the operation client had under way as one of unknown
 // outcome if it had begun to write; a read that did not return never
@@ -128,6 +146,15 @@ func (r *simRun) restart(x protocol.NodeID) {
 	c.nodes[x] = n
 	w.Revive(x)
 	n.Start()
+	if c.stopped {
+		n.Stop() // after the workload: its timers lapse, so the cluster comes to rest
+	}
+	if c.rs != nil {
+		r.replicaRestart(x)
+		r.restarted(x)
+		r.spawnWorkers(int(x), n)
+		return
+	}
 	for _, s := range c.nodes {
 		for i := range s.Cache().Frames() {
 			f := s.Cache().Frame(i)
@@ -137,8 +164,19 @@ func (r *simRun) restart(x protocol.NodeID) {
 		}
 	}
 	c.fence(protocol.NodeSet{}, nil)
-	r.crashes[len(r.crashes)-1].Restart = w.Now()
+	r.restarted(x)
 	r.spawnWorkers(int(x), n)
+}
+
+// restarted records the restart of x in its crash event (the latest of
+// x's: with replicas, another node may have crashed since).
+func (r *simRun) restarted(x protocol.NodeID) {
+	for i := len(r.crashes) - 1; i >= 0; i-- {
+		if r.crashes[i].Node == int(x) {
+			r.crashes[i].Restart = r.c.w.Now()
+			return
+		}
+	}
 }
 
 // fence is the view change: every message in flight is dropped, every
@@ -155,36 +193,69 @@ func (c *cluster) fence(down protocol.NodeSet, failed func(w *bufmgr.Worker)) {
 		}
 	}
 	c.inv.ResetOrder()
+	unfenced := mutation.Point(mutation.ReplicaPromoteUnfenced, c.fire(1))
 	for _, d := range c.nodes {
 		if d.Dead() {
 			continue
 		}
-		dir := d.Directory()
-		for slot := range dir.Allocated() {
-			pid := protocol.MakePID(d.ID(), slot)
-			var holders protocol.NodeSet
-			mode := protocol.ModeNone
-			for _, n := range c.nodes {
-				if n.Dead() {
-					continue
-				}
-				m := n.Holding(pid)
-				if m == protocol.ModeNone {
-					continue
-				}
-				if mode != protocol.ModeNone && (m != mode || m == protocol.ModeExclusive) {
-					c.inv.Fail("view change: page %v held %v by node %d beside %v holders %v", pid, m, n.ID(), mode, holders)
-				}
-				mode = m
-				holders.Add(n.ID())
+		for _, dir := range c.hostedDirs(d) {
+			if c.rs != nil && dir.Self() != d.ID() && c.rs.promoted.Has(dir.Self()) && unfenced != nil && unfenced() {
+				continue // mutation: promoted without the old view's holdings
 			}
-			epoch, err := dir.Rebuild(pid, mode, holders)
-			if err != nil {
-				c.inv.Fail("view change: %v", err)
+			c.rebuild(dir)
+		}
+	}
+	if c.rs != nil {
+		for _, n := range c.nodes {
+			if !n.Dead() {
+				n.HoldOrphans()
+			}
+		}
+	}
+}
+
+// hostedDirs are the directories node d serves: its own, and with
+// replicas those it serves as a promoted backup, in id order.
+func (c *cluster) hostedDirs(d *actors.Node) []*protocol.Directory {
+	if c.rs == nil {
+		return []*protocol.Directory{d.Directory()}
+	}
+	var out []*protocol.Directory
+	for i := range c.nodes {
+		if hd := d.Hosted(protocol.NodeID(i)); hd != nil && (i == int(d.ID()) || c.rs.primary[i] == d.ID()) {
+			out = append(out, hd)
+		}
+	}
+	return out
+}
+
+// rebuild rebuilds every page's metadata of dir from the copies the live
+// nodes hold.
+func (c *cluster) rebuild(dir *protocol.Directory) {
+	for slot := range dir.Allocated() {
+		pid := protocol.MakePID(dir.Self(), slot)
+		var holders protocol.NodeSet
+		mode := protocol.ModeNone
+		for _, n := range c.nodes {
+			if n.Dead() {
 				continue
 			}
-			holders.Each(func(h protocol.NodeID) { c.nodes[h].Rebuilt(pid, epoch) })
+			m := n.Holding(pid)
+			if m == protocol.ModeNone {
+				continue
+			}
+			if mode != protocol.ModeNone && (m != mode || m == protocol.ModeExclusive) {
+				c.inv.Fail("view change: page %v held %v by node %d beside %v holders %v", pid, m, n.ID(), mode, holders)
+			}
+			mode = m
+			holders.Add(n.ID())
 		}
+		epoch, err := dir.Rebuild(pid, mode, holders)
+		if err != nil {
+			c.inv.Fail("view change: %v", err)
+			continue
+		}
+		holders.Each(func(h protocol.NodeID) { c.nodes[h].Rebuilt(pid, epoch) })
 	}
 }
 
@@ -215,4 +286,7 @@ type CrashEvent struct {
 	Node    int   `json:"node"`
 	At      int64 `json:"t_ns"`
 	Restart int64 `json:"restart_ns"` // 0: still down at the end
+	// OthersDown: nodes already down when it crashed (replicas 2: two
+	// nodes dead in a row).
+	OthersDown int `json:"others_down,omitempty"`
 }

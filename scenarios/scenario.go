@@ -196,7 +196,7 @@ func (s *scenario) dirState() string { return s.c.dirState(s.pid) }
 
 // dirState describes what pid's directory holds about it, for charts.
 func (c *cluster) dirState(pid protocol.PID) string {
-	meta := c.nodes[pid.Dir()].Directory().Meta(pid)
+	meta := c.dirOf(pid).Meta(pid)
 	if meta == nil {
 		return "-"
 	}

@@ -149,7 +149,21 @@ type SimConfig struct {
 	// 220 us with an empty cache (see crash.go). Writes are then written
 	// through to their directory's SSD before they are acknowledged.
 	Crashes int
+	// Replicas is how many nodes keep every directory's pages: 1 (or 0)
+	// the directory's own node only, 2 a primary and a backup, with
+	// failover and re-replication (docs/replication.md). With 2, writes
+	// are written through to both before they are acknowledged.
+	Replicas int
+	// DoubleFaults lets crashes take both copies of a directory
+	// (Replicas 2, register and rmw): its pages then fail at once with
+	// an error naming the nodes that held them, until one returns, and
+	// the other pages serve.
+	DoubleFaults bool
 }
+
+// durable reports whether writes are written through before they are
+// acknowledged (crashes, or replicas to keep up to date).
+func (c *SimConfig) durable() bool { return c.Crashes > 0 || c.Replicas > 1 }
 
 // MaxSteps bounds SimConfig.Steps: a chart of more messages than this is
 // not read step by step (watch a page instead).
@@ -193,20 +207,29 @@ func DefaultSimConfig() SimConfig {
 
 // SimResult is what one run found.
 type SimResult struct {
-	Seed            uint64
-	Plan            string
-	Ops             int
-	Messages        uint64
-	PageBytes       uint64
-	Steps           uint64
-	TraceHash       uint64
-	SimNanos        int64         // simulated time
-	SimWall         time.Duration // wall time of the simulation loop (checking excluded)
-	CheckWall       time.Duration // wall time of porcupine
-	Violations      []string
-	Left            []LeftNode // Elastic: the compute nodes that left, and when
-	Crashes         []CrashEvent
-	UnknownOps      int // writes of unknown outcome (a crash during their write-through)
+	Seed       uint64
+	Plan       string
+	Ops        int
+	Messages   uint64
+	PageBytes  uint64
+	Steps      uint64
+	TraceHash  uint64
+	SimNanos   int64         // simulated time
+	SimWall    time.Duration // wall time of the simulation loop (checking excluded)
+	CheckWall  time.Duration // wall time of porcupine
+	Violations []string
+	Left       []LeftNode // Elastic: the compute nodes that left, and when
+	Crashes    []CrashEvent
+	UnknownOps int // writes of unknown outcome (a crash during their write-through)
+	// Rereplications counts the directories copied to a new backup
+	// (Replicas 2); CrashesWhileDown the crashes that struck while another
+	// node was down.
+	Rereplications, CrashesWhileDown int
+	// LostOps counts the operations that failed because their page's
+	// directory had lost both copies (DoubleFaults; out of the history:
+	// they did not happen), LostError is the first one's error.
+	LostOps         int
+	LostError       string
 	ViolationCount  int
 	Linearizable    bool
 	LinearUnknown   bool
@@ -316,6 +339,12 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--crashes %d: want at least 0", c.Crashes)
 	case c.Crashes > 0 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
 		return fmt.Errorf("--crashes: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
+	case c.Replicas < 0 || c.Replicas > 2:
+		return fmt.Errorf("--replicas %d: want 1 or 2", c.Replicas)
+	case c.Replicas == 2 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
+		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
+	case c.DoubleFaults && (c.Replicas != 2 || c.Workload == "btree"):
+		return fmt.Errorf("double faults: with --replicas 2 and the register or rmw workload")
 	case c.Locality < 0 || c.Locality > 1:
 		return fmt.Errorf("locality %v: want 0..1", c.Locality)
 	case c.OpNanos < 0:
@@ -383,6 +412,9 @@ func MutantShape(name string, cfg SimConfig) SimConfig {
 	if mutation.Crash(name) {
 		cfg.Crashes, cfg.CachePages = 10, 8
 	}
+	if mutation.Replica(name) {
+		cfg.Crashes, cfg.CachePages, cfg.Replicas = 10, 8, 2
+	}
 	if cfg.Workload == "btree" && cfg.Keys == 0 {
 		// Enough keys that leaves keep splitting while the nodes crash.
 		cfg.Keys = 20_000
@@ -419,6 +451,10 @@ type simRun struct {
 	started   int
 	completed int
 	failed    int // operations that failed on an unreadable page
+	// lostOps, lostError: operations that failed on a directory that
+	// lost both copies (DoubleFaults)
+	lostOps   int
+	lostError string
 	nextValue uint64
 	lastOp    int64
 	hist      *checker.History
@@ -464,14 +500,14 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	c, err := newCluster(clusterConfig{seed: cfg.Seed, nodes: cfg.Nodes + cfg.ComputeNodes, cachePages: cfg.CachePages, ssdPages: ssd,
 		variant: cfg.Protocol, plan: plan, latency: sim.DefaultLatency, mutate: cfg.Mutate, observer: obs,
-		viewChanges: cfg.Crashes > 0, observedEnds: registerEnds(btreeMode)})
+		viewChanges: cfg.durable(), observedEnds: registerEnds(btreeMode), replicas: cfg.Replicas})
 	if err != nil {
 		return res, err
 	}
 	if watch != nil {
 		watch.now = c.w.Now
 	}
-	c.w.OrderedIO = cfg.Crashes > 0
+	c.w.OrderedIO = cfg.durable()
 	if cfg.HandleCost > 0 {
 		for i := range cfg.Nodes {
 			c.w.SetHandleCost(protocol.NodeID(i), cfg.HandleCost)
@@ -549,7 +585,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			c.flush(r.pids)
 		}
 		budget := cfg.MessageBudget
-		if cfg.Crashes == 0 {
+		if !cfg.durable() {
 			// A view change aborts requests and sends them again: the cost
 			// bounds are for runs without crashes.
 			c.checkCosts()
@@ -623,6 +659,15 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	res.Left = r.left
 	res.Crashes = r.crashes
 	res.UnknownOps = len(r.unknown)
+	if c.rs != nil {
+		res.Rereplications = c.rs.rereplicated
+	}
+	res.LostOps, res.LostError = r.lostOps, r.lostError
+	for _, e := range r.crashes {
+		if e.OthersDown > 0 {
+			res.CrashesWhileDown++
+		}
+	}
 	res.FailedOps = r.failed
 	res.UnreadableReads = c.inv.UnreadableReads()
 	res.Messages, res.PageBytes, res.Steps = c.w.Messages, c.w.PageBytes, c.w.Steps
@@ -783,7 +828,7 @@ func (r *simRun) leave(co *sim.Coroutine, k int) {
 		co.Sleep(10_000)
 	}
 	for _, pid := range r.pids {
-		meta := r.c.nodes[pid.Dir()].Directory().Meta(pid)
+		meta := r.c.dirOf(pid).Meta(pid)
 		if meta == nil {
 			continue
 		}
@@ -895,6 +940,14 @@ func (r *simRun) partitionPage(i, node int) int {
 // so it stays out of the history; any other failure is a violation, and
 // failedOp reports false.
 func (r *simRun) failedOp(err error, what any) bool {
+	if r.cfg.DoubleFaults && errors.Is(err, actors.ErrDirectoryDown) {
+		// Its guard failed before it read or wrote: it did not happen.
+		if r.lostOps == 0 {
+			r.lostError = err.Error()
+		}
+		r.lostOps++
+		return true
+	}
 	if !errors.Is(err, bufmgr.ErrUnreadable) {
 		r.c.inv.Fail("%v: %v", what, err)
 		return false
@@ -962,7 +1015,7 @@ func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.N
 	co.MaybeYield()
 	checker.PutPageValue(x.Data(), v, true)
 	x.MarkDirty()
-	if r.cfg.Crashes > 0 {
+	if r.cfg.durable() {
 		// Durable when acknowledged: the checker learns of it then, not
 		// when this worker next runs (a view change may come between).
 		// If the page's directory crashes first, the fence abandons the

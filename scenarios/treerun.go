@@ -31,7 +31,7 @@ func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
 		}
 		return g, nil
 	}}
-	if r.cfg.Crashes > 0 {
+	if r.cfg.durable() {
 		// Every page an operation changed is on its directory's SSD before
 		// the operation returns; a write-through whose directory crashed
 		// first leaves the operation's outcome unknown, and the page's
@@ -319,7 +319,7 @@ func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
 func (r *simRun) allPIDs() []protocol.PID {
 	var out []protocol.PID
 	for _, n := range r.c.nodes {
-		for slot := range n.Directory().Allocated() {
+		for slot := range r.c.allocated(n.ID()) {
 			out = append(out, protocol.MakePID(n.ID(), slot))
 		}
 	}

@@ -22,6 +22,9 @@ const (
 	Put Op = 1
 	// Delete removes a key.
 	Delete Op = 2
+	// Batch is a transaction's writes in one record (AppendBatch): replay
+	// applies all of them or, torn, none.
+	Batch Op = 3
 )
 
 const (
@@ -145,11 +148,20 @@ func (l *Log) Replay(epoch uint64, fn func(op Op, key, val []byte) error) (Repla
 		}
 		crc := crc32.Update(crc32.Checksum(hdr[4:], castagnoli), castagnoli, body)
 		op, key, val, ok := decodeBody(body)
+		if op == Batch && ok {
+			ok = validBatch(val)
+		}
 		if crc != le.Uint32(hdr) || !ok {
 			r.Stop = fmt.Sprintf("a torn or damaged record at offset %d", r.Bytes)
 			return r, nil
 		}
-		if err := fn(op, key, val); err != nil {
+		var err error
+		if op == Batch {
+			err = replayBatch(val, fn)
+		} else {
+			err = fn(op, key, val)
+		}
+		if err != nil {
 			return r, err
 		}
 		r.Records++
@@ -159,7 +171,7 @@ func (l *Log) Replay(epoch uint64, fn func(op Op, key, val []byte) error) (Repla
 
 func decodeBody(b []byte) (op Op, key, val []byte, ok bool) {
 	op = Op(b[0])
-	if op != Put && op != Delete {
+	if op != Put && op != Delete && op != Batch {
 		return 0, nil, nil, false
 	}
 	k, n := binary.Uvarint(b[1:])

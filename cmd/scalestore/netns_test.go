@@ -89,7 +89,8 @@ func TestRESPAcrossNamespaces(t *testing.T) {
 	n := newNetns(t, 3)
 	bin := scalestoreBinary(t)
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "cluster_id = 31\ntransport = \"tcp\"\ncache = \"16MiB\"\n")
+	// The clients connect from another namespace: not loopback.
+	fmt.Fprintf(&cfg, "cluster_id = 31\ntransport = \"tcp\"\ncache = \"16MiB\"\nresp_protected_mode = false\n")
 	for i := range 3 {
 		fmt.Fprintf(&cfg, "[[node]]\nid = %d\naddress = %q\nresp = %q\n", i, n.addr(i, 7000), n.addr(i, 6379))
 	}

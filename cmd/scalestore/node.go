@@ -89,6 +89,7 @@ type nodeFlags struct {
 	keys                   uint64
 	computes, servers      int
 	resp, respPassword     string
+	respProtected          bool
 	config                 string
 	bootstrap              int
 	joinTimeout, stopLimit time.Duration
@@ -147,6 +148,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
 	fs.StringVar(&f.resp, "resp", "", "serve the Redis protocol (RESP) on the default table at this address, e.g. 127.0.0.1:6379 (empty: none)")
 	fs.StringVar(&f.respPassword, "resp-password", "", "RESP clients must AUTH with this password (or set SCALESTORE_RESP_PASSWORD); with --tls-cert the RESP port serves TLS too")
+	fs.BoolVar(&f.respProtected, "resp-protected-mode", true, "without --resp-password, answer RESP clients that do not connect from the loopback interface with -DENIED (Redis's protected mode); false serves them")
 	fs.StringVar(&f.config, "config", "", "a TOML file describing the whole cluster (cluster_id, bootstrap, transport, data, cache and one [[node]] per node with id, address, resp); flags given here win")
 	fs.IntVar(&f.procs, "procs", 0, "Go scheduler slots (GOMAXPROCS) for the node; 0: Go's default and the transport's adjustments. On a host whose clients share the node's cores, 1 avoids a thread wake-up per request (bench resp: 1.1x redis-server at -P 1, but 0.7x of 2 slots at -P 16)")
 	fs.StringVar(&f.durability, "durability", "process", "what an acknowledged write survives: process (every page a write changed is on its directory's store before the write returns: the death of any node's process loses no acknowledged write, and a killed node's store is recovered at its next start), sync (process, and the directory's device cache flushed before the acknowledgement, one flush for the writes that wait together: power loss) or none (the paper: pages live in the caches until evicted or the cluster stops cleanly; faster writes)")
@@ -311,7 +313,7 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
+		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
 		RDMA: scalestore.RDMAOptions{Device: f.rdma.Device, Port: f.rdma.Port, UseGIDIndex: f.rdma.GIDIndex >= 0,
 			GIDIndex: max(f.rdma.GIDIndex, 0), MTU: f.rdma.MTU, Mailboxes: f.rdma.Mailboxes}}
 	if f.etcd != "" {

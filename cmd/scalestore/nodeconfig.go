@@ -20,7 +20,7 @@ import (
 //	transport  = "tcp"
 //	data       = "/var/lib/scalestore"
 //	cache      = "4GiB"
-//	resp_password = "s3cret"
+//	resp_password = "s3cret"  # or resp_protected_mode = false (see --resp-protected-mode)
 //
 //	[rdma]                    # transport = "ibverbs" (docs/rdma.md)
 //	device    = "mlx5_0"      # empty: the first device
@@ -38,22 +38,25 @@ import (
 //	address = "10.0.0.2:7000"
 //	resp    = "10.0.0.2:6379"
 type deployment struct {
-	ClusterID    uint64           `toml:"cluster_id"`
-	Bootstrap    *int             `toml:"bootstrap"`
-	Transport    string           `toml:"transport"`
-	Data         string           `toml:"data"`
-	Cache        string           `toml:"cache"`
-	SocketDir    string           `toml:"socket_dir"`
-	RESPPassword string           `toml:"resp_password"`
-	TLSCert      string           `toml:"tls_cert"`
-	TLSKey       string           `toml:"tls_key"`
-	TLSCA        string           `toml:"tls_ca"`
-	Timeout      string           `toml:"timeout"`
-	Durability   string           `toml:"durability"`
-	Etcd         string           `toml:"etcd"`
-	Lease        string           `toml:"lease"`
-	RDMA         deploymentRDMA   `toml:"rdma"`
-	Nodes        []deploymentNode `toml:"node"`
+	ClusterID    uint64 `toml:"cluster_id"`
+	Bootstrap    *int   `toml:"bootstrap"`
+	Transport    string `toml:"transport"`
+	Data         string `toml:"data"`
+	Cache        string `toml:"cache"`
+	SocketDir    string `toml:"socket_dir"`
+	RESPPassword string `toml:"resp_password"`
+	// RESPProtectedMode false serves RESP clients from other hosts
+	// without a password (--resp-protected-mode).
+	RESPProtectedMode *bool            `toml:"resp_protected_mode"`
+	TLSCert           string           `toml:"tls_cert"`
+	TLSKey            string           `toml:"tls_key"`
+	TLSCA             string           `toml:"tls_ca"`
+	Timeout           string           `toml:"timeout"`
+	Durability        string           `toml:"durability"`
+	Etcd              string           `toml:"etcd"`
+	Lease             string           `toml:"lease"`
+	RDMA              deploymentRDMA   `toml:"rdma"`
+	Nodes             []deploymentNode `toml:"node"`
 }
 
 // deploymentRDMA is the [rdma] table: the ibverbs transport's device.
@@ -150,6 +153,9 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	num("rdma-gid-index", &f.rdma.GIDIndex, d.RDMA.GIDIndex)
 	num("rdma-mtu", &f.rdma.MTU, d.RDMA.MTU)
 	num("rdma-mailboxes", &f.rdma.Mailboxes, d.RDMA.Mailboxes)
+	if !set["resp-protected-mode"] && d.RESPProtectedMode != nil {
+		f.respProtected = *d.RESPProtectedMode
+	}
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}

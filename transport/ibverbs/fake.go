@@ -208,9 +208,8 @@ func (m *fakeMR) bytesAt(addr uint64, n uint32) ([]byte, bool) {
 	return m.mem[off:end], true
 }
 
+// local resolves a request's local buffer; the caller holds d.mu (read).
 func (d *FakeDevice) local(lkey uint32, addr uint64, n uint32, write bool) ([]byte, bool) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
 	m, ok := d.mrs[lkey]
 	if !ok || (write && m.access&AccessLocalWrite == 0) {
 		return nil, false
@@ -218,9 +217,8 @@ func (d *FakeDevice) local(lkey uint32, addr uint64, n uint32, write bool) ([]by
 	return m.bytesAt(addr, n)
 }
 
+// remote resolves a request's target; the caller holds d.mu (read).
 func (d *FakeDevice) remote(rkey uint32, addr uint64, n uint32, need Access) ([]byte, bool) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
 	if d.closed {
 		return nil, false
 	}
@@ -576,6 +574,25 @@ func (q *fakeQP) complete(w fakeWR, st Status) {
 	q.cq.push(fakeCQE{c: Completion{ID: w.wr.ID, Status: st, Op: w.wr.Op, QPN: q.num}, qp: q, seq: w.seq, gen: w.gen})
 }
 
+// lockPair read-locks two devices' registrations, in the order of their
+// LIDs so that two requests going opposite ways cannot deadlock behind a
+// Deregister waiting on each, and returns the unlock.
+func lockPair(a, b *FakeDevice) func() {
+	if a == b {
+		a.mu.RLock()
+		return a.mu.RUnlock
+	}
+	if b.port.LID < a.port.LID {
+		a, b = b, a
+	}
+	a.mu.RLock()
+	b.mu.RLock()
+	return func() {
+		b.mu.RUnlock()
+		a.mu.RUnlock()
+	}
+}
+
 // execute performs one request against the responder's memory.
 func (q *fakeQP) execute(w fakeWR, remote QPInfo, psn uint32) (Status, *fakeQP) {
 	resp := q.dev.fab.lookup(remote)
@@ -592,6 +609,11 @@ func (q *fakeQP) execute(w fakeWR, remote QPInfo, psn uint32) (Status, *fakeQP) 
 		return StatusRetryExceeded, nil
 	}
 	wr := w.wr
+	// Both ends' registrations stay put until the request is done with
+	// their memory: Deregister waits, as ibv_dereg_mr and
+	// ibv_destroy_qp guarantee no access to the memory after they
+	// return (the transport unmaps it next).
+	defer lockPair(q.dev, resp.dev)()
 	// The local buffer.
 	var local []byte
 	switch {

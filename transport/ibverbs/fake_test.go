@@ -469,3 +469,55 @@ func TestFakeBigEndianAtomicReply(t *testing.T) {
 		t.Fatalf("reply %#x (big endian), word %#x", prev, word)
 	}
 }
+
+// Once Deregister returns, no request touches the region's memory any
+// more (the transport unmaps it next: a write landing after that was a
+// segfault in the Join test over the fake). Writes stream into B while B
+// deregisters its region; B's memory must not change afterwards.
+func TestFakeDeregisterWaitsForAccesses(t *testing.T) {
+	for round := range 20 {
+		p := newPair(t, FakeOptions{}, 256, AccessRemoteWrite)
+		for i := range p.memA {
+			p.memA[i] = byte(round + 1)
+		}
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		var landed atomic.Int64
+		go func() {
+			defer close(done)
+			for id := uint64(0); ; id++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := p.qa.Post([]WorkRequest{p.write(id, 0, 1<<16, 0, FlagSignaled)}); err != nil {
+					if !errors.Is(err, ErrQueueFull) {
+						return // the QP is in error once B's key is gone
+					}
+				}
+				var c [16]Completion
+				n, _ := p.cqA.Poll(c[:])
+				landed.Add(int64(n))
+			}
+		}()
+		for landed.Load() < int64(10+round) {
+			runtime.Gosched()
+		}
+		if err := p.b.Deregister(p.mrB); err != nil {
+			t.Fatal(err)
+		}
+		snap := append([]byte(nil), p.memB...)
+		for i := range p.memB {
+			p.memB[i] = 0xEE // the owner reuses its memory at once
+		}
+		time.Sleep(2 * time.Millisecond)
+		close(stop)
+		<-done
+		for i, v := range p.memB {
+			if v != 0xEE {
+				t.Fatalf("round %d: byte %d of B's memory changed to %#x after Deregister returned (it held %#x then)", round, i, v, snap[i])
+			}
+		}
+	}
+}

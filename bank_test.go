@@ -1,0 +1,413 @@
+package scalestore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+)
+
+// The bank, after Jepsen: bankAccounts accounts on different leaves, a
+// 3-node cluster, clients that move amounts between two accounts either
+// with WATCH and MULTI/EXEC through a random node's RESP port or with
+// Update from Go on a random node, and readers that read every account at
+// once with MGET (RESP) or View (Go). Every read must sum to the total,
+// the total must hold at the end, and the whole history must be
+// linearizable (porcupine, with a model of the accounts).
+
+const (
+	bankAccounts = 8
+	bankStart    = 100
+)
+
+type balances [bankAccounts]int64
+
+func bankKey(i int) string { return fmt.Sprintf("bank:%d", i) }
+
+// bankOp is one operation of the history: a transfer (read false) or a
+// read of every account. A transfer whose call failed (its node died)
+// may or may not have happened: maybe.
+type bankOp struct {
+	read     bool
+	maybe    bool
+	from, to int
+	amount   int64
+}
+
+var bankModel = (&porcupine.NondeterministicModel{
+	Init: func() []any {
+		var b balances
+		for i := range b {
+			b[i] = bankStart
+		}
+		return []any{b}
+	},
+	Step: func(state, input, output any) []any {
+		b, op := state.(balances), input.(bankOp)
+		if op.read {
+			if output.(balances) == b {
+				return []any{b}
+			}
+			return nil
+		}
+		moved := b
+		moved[op.from] -= op.amount
+		moved[op.to] += op.amount
+		if op.maybe {
+			return []any{b, moved}
+		}
+		return []any{moved}
+	},
+	DescribeOperation: func(input, output any) string {
+		op := input.(bankOp)
+		if op.read {
+			return fmt.Sprintf("read %v", output)
+		}
+		return fmt.Sprintf("move %d from %d to %d (maybe %v)", op.amount, op.from, op.to, op.maybe)
+	},
+}).ToModel()
+
+// bankNodes are the cluster's nodes and a RESP client of each, as the
+// bank's workers find them; a node may be down (crashed) for a while.
+type bankNodes struct {
+	mu  sync.Mutex
+	cs  []*Cluster
+	rcs []*redis.Client
+	up  []bool
+}
+
+func newBankNodes(cs []*Cluster) *bankNodes {
+	n := &bankNodes{cs: cs, up: make([]bool, len(cs))}
+	for i, c := range cs {
+		n.rcs = append(n.rcs, newBankClient(c))
+		n.up[i] = true
+	}
+	return n
+}
+
+func newBankClient(c *Cluster) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: c.RESPAddr(), Protocol: 2, PoolSize: 4, MaxRetries: -1,
+		DialTimeout: 2 * time.Second, ReadTimeout: 20 * time.Second})
+}
+
+// pick is a random live node.
+func (n *bankNodes) pick(rng *rand.Rand) (int, *Cluster, *redis.Client) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for {
+		i := rng.IntN(len(n.cs))
+		if n.up[i] {
+			return i, n.cs[i], n.rcs[i]
+		}
+	}
+}
+
+func (n *bankNodes) close() {
+	for _, rc := range n.rcs {
+		rc.Close()
+	}
+}
+
+// bankRun runs the bank on the nodes for about dur, with event (if not
+// nil) running meanwhile, and reports what went wrong ("" if nothing).
+// With an event, a failed transfer is one that may or may not have
+// happened, and a failed read is left out.
+func bankRun(t *testing.T, nodes *bankNodes, dur time.Duration, event func()) string {
+	t.Helper()
+	ctx := context.Background()
+	cs := nodes.cs
+	// The accounts, each behind a filler that keeps it off the others'
+	// leaves (so that a transfer spans two leaves), created through the
+	// last node: their leaves' pages are its own (its directory's).
+	err := cs[len(cs)-1].Update(func(tx *Tx) error {
+		for i := range bankAccounts {
+			if err := tx.Put([]byte(bankKey(i)), []byte(strconv.Itoa(bankStart))); err != nil {
+				return err
+			}
+			if err := tx.Put([]byte(bankKey(i)+"-filler"), bytes.Repeat([]byte{'f'}, 900)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, bankAccounts)
+	for i := range keys {
+		keys[i] = bankKey(i)
+	}
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	var problems []string
+	var failed int
+	problem := func(format string, a ...any) {
+		mu.Lock()
+		if len(problems) < 5 {
+			problems = append(problems, fmt.Sprintf(format, a...))
+		}
+		mu.Unlock()
+	}
+	record := func(client int, call int64, in bankOp, out any) {
+		mu.Lock()
+		ret := time.Now().UnixNano()
+		if in.maybe {
+			ret = 1 << 62 // any time after its call
+			failed++
+		}
+		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+		mu.Unlock()
+	}
+	// fails handles an operation's error: with an event running, a
+	// transfer's becomes a maybe, a read's is dropped.
+	fails := func(client int, call int64, op bankOp, what string, node int, err error) {
+		if event == nil {
+			problem("node %d: %s: %v", node, what, err)
+			return
+		}
+		if !op.read {
+			op.maybe = true
+			record(client, call, op, nil)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	if event != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); event() }()
+	}
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 49))
+			for time.Now().Before(deadline) {
+				node, c, rc := nodes.pick(rng)
+				from, to := rng.IntN(bankAccounts), rng.IntN(bankAccounts-1)
+				if to >= from {
+					to++
+				}
+				amount := int64(1 + rng.IntN(5))
+				op := bankOp{from: from, to: to, amount: amount}
+				call := time.Now().UnixNano()
+				switch w % 3 {
+				case 0: // WATCH, MULTI/EXEC through RESP
+					execSent := false
+					err := rc.Watch(ctx, func(tx *redis.Tx) error {
+						a, err := tx.Get(ctx, keys[from]).Int64()
+						if err != nil {
+							return err
+						}
+						b, err := tx.Get(ctx, keys[to]).Int64()
+						if err != nil {
+							return err
+						}
+						execSent = true
+						_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+							p.Set(ctx, keys[from], a-amount, 0)
+							p.Set(ctx, keys[to], b+amount, 0)
+							return nil
+						})
+						return err
+					}, keys[from], keys[to])
+					switch {
+					case err == redis.TxFailedErr: // aborted: no effect
+					case err != nil && !execSent: // failed before EXEC: no effect
+						fails(w, call, bankOp{read: true}, "transfer over RESP", node, err)
+					case err != nil:
+						fails(w, call, op, "transfer over RESP", node, err)
+					default:
+						record(w, call, op, nil)
+					}
+				case 1: // Update from Go
+					ranWhole := false // the last run of the function returned nil
+					err := c.Update(func(tx *Tx) error {
+						ranWhole = false
+						a, _, err := tx.Get([]byte(keys[from]), nil)
+						if err != nil {
+							return err
+						}
+						b, _, err := tx.Get([]byte(keys[to]), nil)
+						if err != nil {
+							return err
+						}
+						av, _ := strconv.ParseInt(string(a), 10, 64)
+						bv, _ := strconv.ParseInt(string(b), 10, 64)
+						if err := tx.Put([]byte(keys[from]), strconv.AppendInt(nil, av-amount, 10)); err != nil {
+							return err
+						}
+						if err := tx.Put([]byte(keys[to]), strconv.AppendInt(nil, bv+amount, 10)); err != nil {
+							return err
+						}
+						ranWhole = true
+						return nil
+					})
+					if err != nil && !ranWhole {
+						// The function failed (a read of an account whose
+						// node is down): nothing was committed.
+						fails(w, call, bankOp{read: true}, "Update", node, err)
+						continue
+					}
+					if err != nil {
+						fails(w, call, op, "Update", node, err)
+						continue
+					}
+					record(w, call, op, nil)
+				default: // readers: MGET one time, View the next
+					var got balances
+					if rng.IntN(2) == 0 {
+						vs, err := rc.MGet(ctx, keys...).Result()
+						if err != nil {
+							fails(w, call, bankOp{read: true}, "MGET", node, err)
+							continue
+						}
+						for i, v := range vs {
+							s, _ := v.(string)
+							got[i], _ = strconv.ParseInt(s, 10, 64)
+						}
+					} else {
+						err := c.View(func(tx *Tx) error {
+							for i, k := range keys {
+								v, _, err := tx.Get([]byte(k), nil)
+								if err != nil {
+									return err
+								}
+								got[i], _ = strconv.ParseInt(string(v), 10, 64)
+							}
+							return nil
+						})
+						if err != nil {
+							fails(w, call, bankOp{read: true}, "View", node, err)
+							continue
+						}
+					}
+					var sum int64
+					for _, v := range got {
+						sum += v
+					}
+					if sum != bankAccounts*bankStart {
+						problem("node %d: a read summed to %d, want %d: %v", node, sum, bankAccounts*bankStart, got)
+					}
+					record(w, call, bankOp{read: true}, got)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var final balances
+	var sum int64
+	for i, k := range keys {
+		v, _, err := nodes.cs[2].Get([]byte(k), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		final[i], _ = strconv.ParseInt(string(v), 10, 64)
+		sum += final[i]
+	}
+	if sum != bankAccounts*bankStart {
+		problem("the accounts sum to %d at the end, want %d: %v", sum, bankAccounts*bankStart, final)
+	}
+	history = append(history, porcupine.Operation{ClientId: 99, Input: bankOp{read: true}, Call: time.Now().UnixNano(),
+		Output: final, Return: time.Now().UnixNano() + 1})
+	res, _ := porcupine.CheckOperationsVerbose(bankModel, history, 30*time.Second)
+	switch res {
+	case porcupine.Illegal:
+		problem("porcupine: the history of %d operations is not linearizable", len(history))
+	case porcupine.Unknown:
+		problem("porcupine: no answer within 30 s for %d operations", len(history))
+	}
+	t.Logf("%d operations (%d transfers of unknown outcome); final balances %v", len(history), failed, final)
+	if len(problems) == 0 {
+		return ""
+	}
+	return fmt.Sprint(problems)
+}
+
+func TestBank(t *testing.T) {
+	nodes := newBankNodes(bankCluster(t))
+	defer nodes.close()
+	if p := bankRun(t, nodes, 2*time.Second, nil); p != "" {
+		t.Fatal(p)
+	}
+}
+
+// The bank with membership on and a node that crashes (Abandon: it stops
+// without writing anything back, as kill -9 would) a second in and comes
+// back on its store two seconds later. It is the node whose directory
+// holds the accounts' leaves: while it is down, transfers and reads of
+// them fail, and when it is back every acknowledged transfer is there.
+func TestBankWithNodeCrash(t *testing.T) {
+	etcd := startEtcd(t)
+	opts := membershipOpts(t, etcd, 3)
+	for i := range opts {
+		opts[i].RESP = "127.0.0.1:0"
+	}
+	nodes := newBankNodes(joinAll(t, opts))
+	defer func() {
+		closeAll(t, nodes.cs)
+		nodes.close()
+	}()
+	const victim = 2
+	p := bankRun(t, nodes, 6*time.Second, func() {
+		time.Sleep(time.Second)
+		nodes.mu.Lock()
+		nodes.up[victim] = false
+		nodes.mu.Unlock()
+		nodes.cs[victim].Abandon()
+		time.Sleep(2 * time.Second)
+		c, err := Join(opts[victim])
+		if err != nil {
+			t.Errorf("node %d back on its store: %v", victim, err)
+			return
+		}
+		nodes.mu.Lock()
+		nodes.rcs[victim].Close()
+		nodes.cs[victim], nodes.rcs[victim], nodes.up[victim] = c, newBankClient(c), true
+		nodes.mu.Unlock()
+	})
+	if p != "" {
+		t.Fatal(p)
+	}
+}
+
+// bankCluster is a 3-node cluster serving RESP.
+func bankCluster(t *testing.T) []*Cluster {
+	t.Helper()
+	opts := clusterOpts(freePorts(t, 3), nil)
+	for i := range opts {
+		opts[i].RESP = "127.0.0.1:0"
+	}
+	cs := joinAll(t, opts)
+	t.Cleanup(func() { closeAll(t, cs) })
+	return cs
+}
+
+// The bank catches broken commits: one that does not check its reads
+// (lost updates), and one that releases a leaf before writing it.
+func TestBankCatchesMutants(t *testing.T) {
+	for _, m := range []struct {
+		name   string
+		mutant commitMutant
+	}{{"skip-validation", mutantSkipValidation}, {"early-release", mutantEarlyRelease}} {
+		t.Run(m.name, func(t *testing.T) {
+			nodes := newBankNodes(bankCluster(t))
+			defer nodes.close()
+			for _, c := range nodes.cs {
+				c.def.commitMutant = m.mutant
+			}
+			p := bankRun(t, nodes, 3*time.Second, nil)
+			if p == "" {
+				t.Fatalf("mutant %s not caught", m.name)
+			}
+			t.Logf("caught: %s", p)
+		})
+	}
+}

@@ -1,0 +1,436 @@
+package btree
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
+)
+
+// Modify is a read-modify-write of one key that no other write of the key
+// can come between: fn is called under the exclusive latch of the key's
+// leaf with the key's current value (valid only during the call) and
+// whether it is there, and says what the key becomes. write false leaves
+// the key as it is; write with exists false deletes it; write with exists
+// true sets it to val. fn may be called more than once (when the leaf is
+// too full for the new value, it is released, split, and fn asked again
+// with the value then current); only the last answer is applied. fn must
+// be quick, must not use the tree, and must not return old or a slice of
+// it as val (old lives in the page, which the write moves). It is INCR,
+// APPEND and SETRANGE of Redis, on one node or across a cluster's nodes
+// (the leaf's exclusive latch is cluster-wide).
+func (t *Tree) Modify(s Session, key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error {
+	if err := checkSizes(key, 0); err != nil {
+		return err
+	}
+	vl := 0
+	for {
+		p, err := t.descend(s, key, true, len(key), vl)
+		if err != nil {
+			return err
+		}
+		x, err := p.current.ToExclusive(s.Worker)
+		if err != nil {
+			if err = notRestart(err); err != nil {
+				return err
+			}
+			continue
+		}
+		n := node(x.Data())
+		i, found := n.lowerBound(key)
+		var old []byte
+		if found {
+			old = n.value(i)
+		}
+		val, exists, write := fn(old, found)
+		if !write || (!exists && !found) {
+			x.Release()
+			return nil
+		}
+		if !exists {
+			n.removeAt(i)
+			x.MarkDirty()
+			err := s.persist(&x)
+			x.Release()
+			return err
+		}
+		if err := checkSizes(key, len(val)); err != nil {
+			x.Release()
+			return err
+		}
+		if overlaps(val, x.Data()) {
+			x.Release()
+			return errors.New("btree: Modify's fn returned a slice of the page")
+		}
+		if found {
+			if _, _, ovl := n.slot(i); ovl == len(val) {
+				copy(n.value(i), val)
+				x.MarkDirty()
+				err := s.persist(&x)
+				x.Release()
+				return err
+			}
+		}
+		if !n.roomFor(key, len(val)) {
+			// The next descent splits the leaf for a value this size.
+			vl = len(val)
+			x.Release()
+			continue
+		}
+		if found {
+			n.removeAt(i)
+		}
+		n.insertAt(i, key, val)
+		x.MarkDirty()
+		err = s.persist(&x)
+		x.Release()
+		return err
+	}
+}
+
+// overlaps reports whether b lies (partly) inside page.
+func overlaps(b, page []byte) bool {
+	if len(b) == 0 || len(page) == 0 {
+		return false
+	}
+	b0, p0 := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&page[0]))
+	return b0 < p0+uintptr(len(page)) && p0 < b0+uintptr(len(b))
+}
+
+// ErrBusy is returned by Lock when the leaves of its keys kept changing
+// between finding them and latching them, for every attempt it made.
+var ErrBusy = errors.New("btree: the keys' leaves kept changing while they were latched")
+
+// ErrLeafFull is returned by Locked.Apply when a leaf has no room for the
+// writes meant for it: nothing was applied; release, call MakeRoom for
+// the key the error names, and lock again.
+var ErrLeafFull = errors.New("btree: a leaf is too full for the writes")
+
+// LeafFullError names the key whose leaf is too full, and the value size
+// it needs room for (wraps ErrLeafFull).
+type LeafFullError struct {
+	Key []byte
+	Len int
+	// Sep, when several writes go to the leaf, is the middle one's key:
+	// MakeRoom splits the leaf there.
+	Sep []byte
+}
+
+func (e *LeafFullError) Error() string {
+	return fmt.Sprintf("%v: key %q with a value of %d bytes", ErrLeafFull, e.Key, e.Len)
+}
+
+func (e *LeafFullError) Unwrap() error { return ErrLeafFull }
+
+// Locked holds the leaves of a set of keys latched exclusively, so that
+// reads and writes of those keys through it are one atomic step: the
+// commit of a transaction. Lock takes the leaves in page-id order, the
+// one order every holder of more than one leaf follows, so two Locked
+// sets never wait for each other in a cycle; the tree's other operations
+// hold at most one leaf (a split holds a parent, never a leaf, while it
+// waits), so they cannot close a cycle either.
+type Locked struct {
+	s      Session
+	leaves []bufmgr.ExclusiveGuard // in page-id order
+	free   []int                   // Apply's room per leaf
+	of     map[string]int          // key -> index in leaves
+	dirty  []bool
+}
+
+// LockAttempts bounds how often Lock finds and latches the leaves again
+// when one changed in between.
+const LockAttempts = 1000
+
+// Lock latches exclusively the leaves that hold (or would hold) keys, in
+// page-id order. Release it when done.
+func (t *Tree) Lock(s Session, keys [][]byte) (*Locked, error) {
+	for _, k := range keys {
+		if err := checkSizes(k, 0); err != nil {
+			return nil, err
+		}
+	}
+	type leafOf struct {
+		g   bufmgr.OptimisticGuard
+		key int
+	}
+	found := make([]leafOf, len(keys))
+	for attempt := 0; attempt < LockAttempts; attempt++ {
+		for i, k := range keys {
+			p, err := t.descend(s, k, false, 0, 0)
+			if err != nil {
+				return nil, err
+			}
+			found[i] = leafOf{p.current, i}
+		}
+		slices.SortStableFunc(found, func(a, b leafOf) int {
+			switch {
+			case a.g.PID() < b.g.PID():
+				return -1
+			case a.g.PID() > b.g.PID():
+				return 1
+			}
+			return 0
+		})
+		l := &Locked{s: s, of: make(map[string]int, len(keys))}
+		restart := false
+		for i := 0; i < len(found) && !restart; {
+			pid := found[i].g.PID()
+			j := i + 1
+			for j < len(found) && found[j].g.PID() == pid {
+				j++
+			}
+			// Several keys in one leaf: one latch, through the first
+			// guard. The others must have seen the same version: each
+			// is unchanged now, and ToExclusive checks the first still
+			// is once latched.
+			for k := i + 1; k < j; k++ {
+				if found[k].g.HasChanged() {
+					restart = true
+				}
+			}
+			if restart {
+				break
+			}
+			x, err := found[i].g.ToExclusive(s.Worker)
+			if err != nil {
+				if err = notRestart(err); err != nil {
+					l.Release()
+					return nil, err
+				}
+				restart = true
+				break
+			}
+			if !node(x.Data()).isLeaf() {
+				x.Release()
+				l.Release()
+				return nil, corruptNode(pid)
+			}
+			l.leaves = append(l.leaves, x)
+			for k := i; k < j; k++ {
+				l.of[string(keys[found[k].key])] = len(l.leaves) - 1
+			}
+			i = j
+		}
+		if restart {
+			if len(l.leaves) > 0 {
+				l.Release()
+			}
+			continue
+		}
+		l.dirty = make([]bool, len(l.leaves))
+		return l, nil
+	}
+	return nil, fmt.Errorf("%w: %d keys, %d attempts", ErrBusy, len(keys), LockAttempts)
+}
+
+// PIDs lists the latched leaves in the order they were latched.
+func (l *Locked) PIDs() []protocol.PID {
+	out := make([]protocol.PID, len(l.leaves))
+	for i := range l.leaves {
+		out[i] = l.leaves[i].PID()
+	}
+	return out
+}
+
+func (l *Locked) leaf(key []byte) (int, node) {
+	i, ok := l.of[string(key)]
+	if !ok {
+		panic(fmt.Sprintf("btree: key %q was not locked", key))
+	}
+	return i, node(l.leaves[i].Data())
+}
+
+// Get appends key's value to dst; key must be one of the locked keys.
+func (l *Locked) Get(key, dst []byte) ([]byte, bool) {
+	_, n := l.leaf(key)
+	i, found := n.lowerBound(key)
+	if !found {
+		return dst, false
+	}
+	return append(dst, n.value(i)...), true
+}
+
+// Write is one write of Apply: Delete, or set Key to Val.
+type Write struct {
+	Key    []byte
+	Val    []byte
+	Delete bool
+}
+
+// Apply makes every write, all or none: a leaf without room for the
+// writes meant for it gets a *LeafFullError, and nothing changes. Every
+// key must be one of the locked keys. Room is counted before anything is
+// written (what each leaf frees by its deletes, against what its other
+// writes grow), so that no leaf need be copied to be put back.
+func (l *Locked) Apply(writes []Write) error {
+	for _, w := range writes {
+		if !w.Delete {
+			if err := checkSizes(w.Key, len(w.Val)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(l.free) < len(l.leaves) {
+		l.free = make([]int, len(l.leaves))
+	}
+	free := l.free[:len(l.leaves)]
+	for i := range free {
+		free[i] = -1 // not counted yet
+	}
+	grow := make([]int, len(l.leaves))
+	for _, w := range writes {
+		li, n := l.leaf(w.Key)
+		if free[li] < 0 {
+			free[li] = usable - headerSize - n.live()
+		}
+		i, found := n.lowerBound(w.Key)
+		var old int
+		if found {
+			_, okl, ovl := n.slot(i)
+			old = n.heapKey(okl) + ovl
+		}
+		switch {
+		case w.Delete && found:
+			free[li] += old + slotSize
+		case w.Delete:
+		case found:
+			grow[li] += max(0, n.heapKey(len(w.Key))+len(w.Val)-old)
+		default:
+			grow[li] += n.heapKey(len(w.Key)) + len(w.Val) + slotSize
+		}
+	}
+	for li := range l.leaves {
+		if free[li] >= 0 && grow[li] > free[li] {
+			return l.leafFull(li, writes)
+		}
+	}
+	// Deletes first, so that every write after them finds the room
+	// counted above whatever its order.
+	for pass := range 2 {
+		for _, w := range writes {
+			if w.Delete != (pass == 0) {
+				continue
+			}
+			li, n := l.leaf(w.Key)
+			l.dirty[li] = true
+			i, found := n.lowerBound(w.Key)
+			switch {
+			case w.Delete:
+				if found {
+					n.removeAt(i)
+				}
+				continue
+			case found:
+				if _, _, ovl := n.slot(i); ovl == len(w.Val) {
+					copy(n.value(i), w.Val)
+					continue
+				}
+				n.removeAt(i)
+			}
+			n.insertAt(i, w.Key, w.Val)
+		}
+	}
+	for i := range l.leaves {
+		if l.dirty[i] {
+			l.leaves[i].MarkDirty()
+		}
+	}
+	return nil
+}
+
+// leafFull is the error for leaf li, too full for its writes.
+func (l *Locked) leafFull(li int, writes []Write) error {
+	var mine [][]byte
+	var first Write
+	for _, w := range writes {
+		if oi, _ := l.leaf(w.Key); oi == li && !w.Delete {
+			if mine == nil {
+				first = w
+			}
+			mine = append(mine, w.Key)
+		}
+	}
+	e := &LeafFullError{Key: append([]byte(nil), first.Key...), Len: len(first.Val)}
+	if len(mine) > 1 {
+		slices.SortFunc(mine, bytes.Compare)
+		e.Sep = append([]byte(nil), mine[(len(mine)-1)/2]...)
+	}
+	return e
+}
+
+// Persist writes every leaf Apply changed through to its durable home (a
+// cluster with write-through), in page-id order.
+func (l *Locked) Persist() error {
+	for i := range l.leaves {
+		if l.dirty[i] {
+			if err := l.s.persist(&l.leaves[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Release unlatches every leaf.
+func (l *Locked) Release() {
+	for i := range l.leaves {
+		l.leaves[i].Release()
+	}
+	l.leaves = nil
+}
+
+// MakeRoom makes room in the leaf of a LeafFullError's key so that a
+// commit whose writes did not fit finds more when it tries again: with one
+// write for that leaf, the split a write of that size would make; with
+// several, a split at the middle one of them (the leaf may hold none yet).
+func (t *Tree) MakeRoom(s Session, e *LeafFullError) error {
+	if e.Sep == nil {
+		if err := checkSizes(e.Key, e.Len); err != nil {
+			return err
+		}
+		_, err := t.descend(s, e.Key, true, len(e.Key), e.Len)
+		return err
+	}
+	if err := checkSizes(e.Sep, 0); err != nil {
+		return err
+	}
+	p, err := t.descend(s, e.Sep, true, len(e.Sep), 0)
+	if err != nil {
+		return err
+	}
+	return t.splitAt(s, p, e.Sep, e.Sep)
+}
+
+// ApplyReleasingLastEarly is Apply broken on purpose (a mutant of the
+// bank test): the last leaf's latch is released before its writes are
+// made, so a reader may see the other leaves' writes without them.
+func (l *Locked) ApplyReleasingLastEarly(writes []Write) error {
+	if len(l.leaves) < 2 {
+		return l.Apply(writes)
+	}
+	last := len(l.leaves) - 1
+	var first, rest []Write
+	for _, w := range writes {
+		if l.of[string(w.Key)] == last {
+			rest = append(rest, w)
+		} else {
+			first = append(first, w)
+		}
+	}
+	if err := l.Apply(first); err != nil {
+		return err
+	}
+	pid := l.leaves[last].PID()
+	l.leaves[last].Release()
+	l.leaves = l.leaves[:last]
+	time.Sleep(time.Millisecond) // let another transaction in
+	x := l.s.Cache.Exclusive(l.s.Worker, pid)
+	l.leaves = append(l.leaves, x)
+	l.dirty = append(l.dirty[:last], false)
+	return l.Apply(rest)
+}
