@@ -389,8 +389,8 @@ func figureBase() SimConfig {
 // Figures are SELCC's figures this simulator reproduces (trends, not its
 // hardware's absolute figures).
 var Figures = []Figure{
-	{Name: "selcc-fig12", Paper: "SELCC Fig. 12", About: "scalability: compute nodes 1, 2, 4, 8 at 50% and 95% reads, uniform",
-		Systems: []string{SystemScaleStore, SystemSELCC},
+	{Name: "selcc-fig12", Paper: "SELCC Fig. 12", About: "scalability: compute nodes 1, 2, 4, 8 at 50% and 95% reads, uniform (the paper shows SELCC alone; SEL and GAM beside it here)",
+		Systems: []string{SystemScaleStore, SystemSELCC, "sel", "gam-tso", "gam-seq"}, Options: baselineOptions,
 		Points: func(b SimConfig) []FigurePoint {
 			var ps []FigurePoint
 			for _, rr := range []float64{0.5, 0.95} {
