@@ -174,6 +174,8 @@ type DB struct {
 	// persist writes a changed page through to its directory before the
 	// operation returns (a Cluster with DurabilityProcess); nil: none.
 	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	// persistAll writes a split's pages through together (with persist).
+	persistAll func(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error
 
 	// log is the redo log, nil for a store that keeps none (in memory, or
 	// a custom store without an undo journal); logEpoch tags its records
@@ -627,7 +629,7 @@ func (db *DB) loggedModify(key []byte, apply func(record func(op wal.Op, val []b
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, AllocateInner: db.allocateInner, Persist: db.persist}
+	return btree.Session{Cache: db.rt.Node().Cache(), Worker: w, Allocate: db.allocate, AllocateInner: db.allocateInner, Persist: db.persist, PersistAll: db.persistAll}
 }
 
 // Get appends the value of key to dst; ok is false when the key is absent.

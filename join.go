@@ -691,7 +691,13 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 		return nil, false, fmt.Errorf("scalestore: %w", err)
 	}
 	path := o.storePath()
-	opts := nvme.Options{Slots: slots}
+	// With write-through, a write is acknowledged once its page is in the
+	// store's write log, many pages in one log write (a group commit), and
+	// written in place later (storage/nvme's wlog.go); a killed node's log
+	// is written back when its store opens. Under durability process the
+	// log goes through the page cache: what the kernel took survives the
+	// process; sync flushes it with O_DIRECT writes and fdatasync.
+	opts := nvme.Options{Slots: slots, WriteLog: o.writesThrough(), WriteLogCached: o.Durability == DurabilityProcess}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || o.Reformat {
 		opts.Create, fresh = true, true
 	} else if err != nil {
@@ -743,7 +749,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 	s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate,
 		AllocateInner: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, boot) }}
 	if c.opts.writesThrough() {
-		s.Persist = c.node.RT.Persist
+		s.Persist, s.PersistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return s
 }
@@ -756,7 +762,7 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.writesThrough() {
-		db.persist = c.node.RT.Persist
+		db.persist, db.persistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return db
 }

@@ -110,6 +110,11 @@ func (s *Session) Modify(key []byte, fn func(old []byte, found bool) (val []byte
 	if s.db.readOnly != nil {
 		return s.db.readOnly
 	}
+	if s.db.log == nil {
+		// Nothing to log (a cluster's table, a store in memory): the
+		// tree's Modify as it is, without the record keeping.
+		return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Modify(s.db.session(w), key, fn) })
+	}
 	return s.db.loggedModify(key, func(record func(op wal.Op, val []byte)) error {
 		return s.do(func(w *bufmgr.Worker) error {
 			return s.db.tree.Modify(s.db.session(w), key, func(old []byte, found bool) ([]byte, bool, bool) {

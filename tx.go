@@ -2,6 +2,7 @@ package scalestore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -48,27 +49,64 @@ var ErrTxTooLarge = fmt.Errorf("scalestore: a transaction may name at most %d ke
 // ErrTxDone is returned by a Tx used after its function returned.
 var ErrTxDone = errors.New("scalestore: transaction used after its function returned")
 
-// Tx is a transaction: Get, Put and Delete of any keys of one DB (or a
-// cluster's table), atomic and serializable together. It is valid only
-// inside the function given to Update or View, on that function's
-// goroutine.
+// Tx is a transaction: Get, Put and Delete of any keys of one DB, or of
+// any tables of a cluster node (Table), atomic and serializable together.
+// It is valid only inside the function given to Update or View, on that
+// function's goroutine.
 type Tx struct {
-	db       *DB
-	s        Session
+	db *DB // the table this handle reads and writes
+	st *txState
+}
+
+// txState is a transaction's state, shared by its handles on each table.
+type txState struct {
+	w        *bufmgr.Worker
 	readOnly bool
 	done     bool
-	reads    map[string]txRead
-	writes   map[string]txWrite
+	reads    map[string]txRead  // by txKey
+	writes   map[string]txWrite // by txKey
 }
 
 type txRead struct {
+	db    *DB
+	key   []byte
 	val   []byte
 	found bool
+	// leaf is the leaf the value was read in, as it was then: a View
+	// whose leaves are all unchanged at its end commits without latches.
+	leaf bufmgr.OptimisticGuard
 }
 
 type txWrite struct {
+	db  *DB
+	key []byte
 	val []byte
 	del bool
+}
+
+// txKey names key of table db in a transaction's maps.
+func txKey(db *DB, key []byte) string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(db.tree.Catalog()))
+	return string(b[:]) + string(key)
+}
+
+// ErrTxTable is returned by Tx.Table for a KV that is not a table of the
+// transaction's node.
+var ErrTxTable = errors.New("scalestore: a transaction spans only the tables of its own node (Cluster.Table)")
+
+// Table is the same transaction on another table of the node (one that
+// Cluster.Table returned): its reads and writes commit together with the
+// others, all or none.
+func (tx *Tx) Table(kv KV) (*Tx, error) {
+	db, ok := kv.(*DB)
+	if c, isCluster := kv.(*Cluster); isCluster {
+		db, ok = c.def, true
+	}
+	if !ok || db.rt != tx.db.rt || (db != tx.db && (db.log != nil || tx.db.log != nil)) {
+		return nil, ErrTxTable
+	}
+	return &Tx{db: db, st: tx.st}, nil
 }
 
 // commitMutant names a broken commit the bank test must catch.
@@ -90,17 +128,18 @@ func (e *conflictError) Error() string {
 	return fmt.Sprintf("key %q changed after the transaction read it", e.key)
 }
 
-func (tx *Tx) names(key string) error {
-	if tx.done {
+func (tx *Tx) names(k string) error {
+	st := tx.st
+	if st.done {
 		return ErrTxDone
 	}
-	if _, ok := tx.reads[key]; ok {
+	if _, ok := st.reads[k]; ok {
 		return nil
 	}
-	if _, ok := tx.writes[key]; ok {
+	if _, ok := st.writes[k]; ok {
 		return nil
 	}
-	if len(tx.reads)+len(tx.writes) >= TxMaxKeys {
+	if len(st.reads)+len(st.writes) >= TxMaxKeys {
 		return ErrTxTooLarge
 	}
 	return nil
@@ -109,35 +148,46 @@ func (tx *Tx) names(key string) error {
 // Get appends the value of key to dst, as the transaction sees it: its own
 // writes, or the value the commit will check is still there.
 func (tx *Tx) Get(key, dst []byte) ([]byte, bool, error) {
-	if err := tx.names(string(key)); err != nil {
+	k := txKey(tx.db, key)
+	if err := tx.names(k); err != nil {
 		return dst, false, err
 	}
-	if w, ok := tx.writes[string(key)]; ok {
+	st := tx.st
+	if w, ok := st.writes[k]; ok {
 		if w.del {
 			return dst, false, nil
 		}
 		return append(dst, w.val...), true, nil
 	}
-	if r, ok := tx.reads[string(key)]; ok {
+	if r, ok := st.reads[k]; ok {
 		if !r.found {
 			return dst, false, nil
 		}
 		return append(dst, r.val...), true, nil
 	}
-	v, ok, err := tx.s.Get(key, nil)
+	s := Session{db: tx.db, w: st.w}
+	var v []byte
+	var ok bool
+	var leaf bufmgr.OptimisticGuard
+	err := s.do(func(w *bufmgr.Worker) error {
+		var err error
+		v, ok, leaf, err = tx.db.tree.GetGuarded(tx.db.session(w), key, nil)
+		return err
+	})
 	if err != nil {
 		return dst, false, err
 	}
-	tx.reads[string(key)] = txRead{val: v, found: ok}
+	st.reads[k] = txRead{db: tx.db, key: bytes.Clone(key), val: v, found: ok, leaf: leaf}
 	return append(dst, v...), ok, nil
 }
 
 // Put sets key to val when the transaction commits (val is copied).
 func (tx *Tx) Put(key, val []byte) error {
-	if tx.readOnly {
+	if tx.st.readOnly {
 		return ErrTxReadOnly
 	}
-	if err := tx.names(string(key)); err != nil {
+	k := txKey(tx.db, key)
+	if err := tx.names(k); err != nil {
 		return err
 	}
 	if len(key) == 0 || len(key) > btree.MaxKey {
@@ -146,24 +196,25 @@ func (tx *Tx) Put(key, val []byte) error {
 	if len(key)+len(val) > btree.MaxEntry {
 		return btree.ErrEntrySize
 	}
-	tx.writes[string(key)] = txWrite{val: bytes.Clone(val)}
-	if tx.writes[string(key)].val == nil {
-		tx.writes[string(key)] = txWrite{val: []byte{}}
+	v := bytes.Clone(val)
+	if v == nil {
+		v = []byte{}
 	}
+	tx.st.writes[k] = txWrite{db: tx.db, key: bytes.Clone(key), val: v}
 	return nil
 }
 
 // Delete removes key when the transaction commits; found reports whether
 // it is there as the transaction sees it (a read the commit checks).
 func (tx *Tx) Delete(key []byte) (found bool, err error) {
-	if tx.readOnly {
+	if tx.st.readOnly {
 		return false, ErrTxReadOnly
 	}
 	_, found, err = tx.Get(key, nil)
 	if err != nil {
 		return false, err
 	}
-	tx.writes[string(key)] = txWrite{del: true}
+	tx.st.writes[txKey(tx.db, key)] = txWrite{db: tx.db, key: bytes.Clone(key), del: true}
 	return found, nil
 }
 
@@ -175,6 +226,13 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 // runs again, up to TxAttempts times, then Update returns an error that
 // wraps ErrTxConflict and names the key. An error from fn aborts: nothing
 // is written and Update returns it. fn must not keep the Tx.
+//
+// fn may run more than once, so it must do nothing outside the
+// transaction that cannot be repeated. The values it reads are checked
+// only at the commit: during a run that is then retried, two of them may
+// come from different instants (a sum of balances may be off), so fn
+// must not fail or loop on what it reads; only what a run that commits
+// read is consistent.
 //
 // On a DB with a log, the commit is one log record: after a crash the
 // transaction is there whole or not at all. On a cluster, each leaf the
@@ -198,13 +256,16 @@ func (db *DB) run(readOnly bool, fn func(tx *Tx) error) error {
 	defer s.Close()
 	var last error
 	for attempt := 0; attempt < TxAttempts; attempt++ {
-		tx := &Tx{db: db, s: s, readOnly: readOnly, reads: map[string]txRead{}, writes: map[string]txWrite{}}
-		err := fn(tx)
-		tx.done = true
+		st := &txState{w: s.w, readOnly: readOnly, reads: map[string]txRead{}, writes: map[string]txWrite{}}
+		err := fn(&Tx{db: db, st: st})
+		st.done = true
 		if err != nil {
 			return err
 		}
-		err = tx.commit()
+		if readOnly && st.unchanged() {
+			return nil // every leaf it read is as it read it, now: a snapshot
+		}
+		err = db.commit(s, st)
 		var ce *conflictError
 		if !errors.As(err, &ce) {
 			return err
@@ -214,29 +275,50 @@ func (db *DB) run(readOnly bool, fn func(tx *Tx) error) error {
 	return fmt.Errorf("%w: %d attempts, each found a key it read changed at commit; the last: %v", ErrTxConflict, TxAttempts, last)
 }
 
+// unchanged reports whether every leaf the transaction read a key in is
+// still as it was when it read it. Each was unchanged from its read to
+// this check, so at the check every value read was there, all together:
+// a read-only transaction whose leaves are unchanged needs no latch.
+func (st *txState) unchanged() bool {
+	for k := range st.reads {
+		r := st.reads[k]
+		if r.leaf.HasChanged() {
+			return false
+		}
+	}
+	return true
+}
+
 // commit checks the reads and applies the writes under the latches of
 // their leaves.
-func (tx *Tx) commit() error {
-	if len(tx.reads)+len(tx.writes) == 0 {
+func (db *DB) commit(s Session, st *txState) error {
+	if len(st.reads)+len(st.writes) == 0 {
 		return nil
 	}
-	keys := make([][]byte, 0, len(tx.reads)+len(tx.writes))
-	for k := range tx.reads {
-		keys = append(keys, []byte(k))
+	names := make([]string, 0, len(st.reads)+len(st.writes))
+	for k := range st.reads {
+		names = append(names, k)
 	}
-	for k := range tx.writes {
-		if _, ok := tx.reads[k]; !ok {
-			keys = append(keys, []byte(k))
+	for k := range st.writes {
+		if _, ok := st.reads[k]; !ok {
+			names = append(names, k)
 		}
 	}
-	slices.SortFunc(keys, bytes.Compare)
-	writes := make([]btree.Write, 0, len(tx.writes))
-	for _, k := range keys {
-		if w, ok := tx.writes[string(k)]; ok {
-			writes = append(writes, btree.Write{Key: k, Val: w.val, Delete: w.del})
+	slices.Sort(names)
+	keys := make([]btree.TreeKey, len(names))
+	tables := map[*btree.Tree]*DB{}
+	var writes []btree.Write
+	for i, k := range names {
+		if r, ok := st.reads[k]; ok {
+			keys[i] = btree.TreeKey{Tree: r.db.tree, Key: r.key}
+			tables[r.db.tree] = r.db
+		}
+		if w, ok := st.writes[k]; ok {
+			keys[i] = btree.TreeKey{Tree: w.db.tree, Key: w.key}
+			tables[w.db.tree] = w.db
+			writes = append(writes, btree.Write{Tree: w.db.tree, Key: w.key, Val: w.val, Delete: w.del})
 		}
 	}
-	db := tx.db
 	// At most a leaf per key is latched: take that many frames of the
 	// node's budget first.
 	if !db.pins.take(len(keys)) {
@@ -244,15 +326,16 @@ func (tx *Tx) commit() error {
 	}
 	defer db.pins.give(len(keys))
 	for range btree.LockAttempts {
-		err := db.commitOnce(tx.s, keys, tx.reads, writes)
+		err := db.commitOnce(s, keys, st.reads, writes)
 		var full *btree.LeafFullError
 		if !errors.As(err, &full) {
 			return err
 		}
 		// A leaf needs a split first: made outside the latches, then the
 		// commit tries again (its reads are checked again too).
-		if err := tx.s.do(func(w *bufmgr.Worker) error {
-			return db.tree.MakeRoom(db.session(w), full)
+		table := tables[full.Tree]
+		if err := s.do(func(w *bufmgr.Worker) error {
+			return full.Tree.MakeRoom(table.session(w), full)
 		}); err != nil {
 			return err
 		}
@@ -262,7 +345,7 @@ func (tx *Tx) commit() error {
 
 // commitOnce is one try of a commit: nil, a *conflictError, a
 // *btree.LeafFullError (nothing applied) or another error.
-func (db *DB) commitOnce(s Session, keys [][]byte, reads map[string]txRead, writes []btree.Write) error {
+func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRead, writes []btree.Write) error {
 	var stripes []*sync.Mutex
 	if db.log != nil && len(writes) > 0 {
 		// The log's records of a key must be in the order the tree
@@ -293,21 +376,20 @@ func (db *DB) commitOnce(s Session, keys [][]byte, reads map[string]txRead, writ
 	defer unlock()
 	var lsn uint64
 	err := s.do(func(w *bufmgr.Worker) error {
-		l, err := db.tree.Lock(db.session(w), keys)
+		l, err := btree.LockKeys(db.session(w), db.tree, keys)
 		if err != nil {
 			return err
 		}
 		defer l.Release()
 		var buf []byte
-		for _, k := range keys {
-			r, ok := reads[string(k)]
-			if !ok || db.commitMutant == mutantSkipValidation {
-				continue
+		for _, r := range reads {
+			if db.commitMutant == mutantSkipValidation {
+				break
 			}
 			var found bool
-			buf, found = l.Get(k, buf[:0])
+			buf, found = l.GetIn(r.db.tree, r.key, buf[:0])
 			if found != r.found || !bytes.Equal(buf, r.val) {
-				return &conflictError{key: string(k)}
+				return &conflictError{key: string(r.key)}
 			}
 		}
 		if len(writes) == 0 {

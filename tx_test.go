@@ -450,3 +450,98 @@ func TestCommitsShareTheCache(t *testing.T) {
 		t.Fatalf("a commit of more leaves than half the cache: %v", err)
 	}
 }
+
+// A transaction spans a node's tables: a move between a key of the default
+// table and one of another table, from every node at once, keeps the sum
+// that Views of both see; a KV of another store is refused.
+func TestUpdateAcrossTables(t *testing.T) {
+	cs := joinAll(t, clusterOpts(freePorts(t, 3), nil))
+	defer closeAll(t, cs)
+	if _, err := cs[0].Table("stock"); err != nil {
+		t.Fatal(err)
+	}
+	err := cs[0].Update(func(tx *Tx) error {
+		kv, _ := cs[0].Table("stock")
+		st, err := tx.Table(kv)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put([]byte("cash"), binary.LittleEndian.AppendUint64(nil, 500)); err != nil {
+			return err
+		}
+		return st.Put([]byte("cash"), binary.LittleEndian.AppendUint64(nil, 500))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kv, err := c.Table("stock")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for i := range 50 {
+				err := c.Update(func(tx *Tx) error {
+					st, err := tx.Table(kv)
+					if err != nil {
+						return err
+					}
+					a, _, err := tx.Get([]byte("cash"), nil)
+					if err != nil {
+						return err
+					}
+					b, _, err := st.Get([]byte("cash"), nil)
+					if err != nil {
+						return err
+					}
+					d := uint64(1 + (g+i)%3)
+					tx.Put([]byte("cash"), binary.LittleEndian.AppendUint64(nil, u64(a)-d))
+					return st.Put([]byte("cash"), binary.LittleEndian.AppendUint64(nil, u64(b)+d))
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// The reads inside the function are checked at its commit:
+				// the sum holds once View returns.
+				var a, b []byte
+				err = c.View(func(tx *Tx) error {
+					st, err := tx.Table(kv)
+					if err != nil {
+						return err
+					}
+					a, _, _ = tx.Get([]byte("cash"), nil)
+					b, _, _ = st.Get([]byte("cash"), nil)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if u64(a)+u64(b) != 1000 {
+					t.Errorf("a View saw %d + %d", u64(a), u64(b))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	kv, _ := cs[1].Table("stock")
+	a, _, _ := cs[2].Get([]byte("cash"), nil)
+	b, _, _ := kv.Get([]byte("cash"), nil)
+	if u64(a)+u64(b) != 1000 || u64(b) == 500 {
+		t.Fatalf("default %d + stock %d after the moves", u64(a), u64(b))
+	}
+	other := memDB(t, 64)
+	err = cs[0].Update(func(tx *Tx) error {
+		_, err := tx.Table(other)
+		return err
+	})
+	if !errors.Is(err, ErrTxTable) {
+		t.Fatalf("a table of another store: %v", err)
+	}
+}

@@ -88,6 +88,37 @@ func (n *Node) Replicate(w *bufmgr.Worker, pid protocol.PID, data []byte, to pro
 	return !p.failed
 }
 
+// PersistAll is Persist of every frame of fs at once, in their order: the
+// writes are issued together (to one directory, they reach its store in
+// this order, and a store with a write log makes them durable in one log
+// write, never a later one without the earlier ones), and w waits for all.
+// It reports false if any failed.
+func (n *Node) PersistAll(w *bufmgr.Worker, fs []*bufmgr.Frame) bool {
+	for _, f := range fs {
+		if f.Mode != protocol.ModeExclusive {
+			return false
+		}
+	}
+	if n.cfg.Mutations.NoWriteThrough != nil && n.cfg.Mutations.NoWriteThrough() {
+		return true
+	}
+	waits := make([]*persistWait, len(fs))
+	for i, f := range fs {
+		p := &persistWait{w: w, f: f}
+		n.persists = append(n.persists, p)
+		n.issuePersist(p)
+		waits[i] = p
+	}
+	ok := true
+	for _, p := range waits {
+		for !p.done {
+			w.P.Park()
+		}
+		ok = ok && !p.failed
+	}
+	return ok
+}
+
 func (n *Node) issuePersist(p *persistWait) {
 	n.persistSeq++
 	p.seq = n.persistSeq

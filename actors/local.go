@@ -809,6 +809,33 @@ func (l *Local) Persist(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error {
 	return nil
 }
 
+// PersistAll writes the pages gs latch exclusively for w through together,
+// in their order, and waits for all (a B-tree split's pages; it has the
+// shape of btree.Session.PersistAll). Pages of one directory go to it at
+// once, and reach its store in this order: with a write log (storage/nvme)
+// in one log write, of which a crash keeps a prefix. Pages of different
+// directories have no order between them, so they are written one by one.
+func (l *Local) PersistAll(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error {
+	fs := make([]*bufmgr.Frame, len(gs))
+	for i, g := range gs {
+		fs[i] = g.Frame()
+		if fs[i].PID.Dir() != fs[0].PID.Dir() {
+			for _, g := range gs {
+				if err := l.Persist(w, g); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	var ok bool
+	l.Locked(func() { ok = l.node.PersistAll(w, fs) })
+	if !ok {
+		return fmt.Errorf("node %d: writing %d pages through (%v first): %w", l.node.ID(), len(fs), fs[0].PID, ErrWriteThrough)
+	}
+	return nil
+}
+
 // SyncStore calls the store's Sync (where it has one: storage/nvme's waits
 // for the requests in flight, flushes the device and persists the
 // superblock with the metadata set last) while the node runs, in turn with

@@ -2,6 +2,7 @@ package btree
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -114,8 +115,9 @@ var ErrLeafFull = errors.New("btree: a leaf is too full for the writes")
 // LeafFullError names the key whose leaf is too full, and the value size
 // it needs room for (wraps ErrLeafFull).
 type LeafFullError struct {
-	Key []byte
-	Len int
+	Tree *Tree // the key's tree
+	Key  []byte
+	Len  int
 	// Sep, when several writes go to the leaf, is the middle one's key:
 	// MakeRoom splits the leaf there.
 	Sep []byte
@@ -136,10 +138,25 @@ func (e *LeafFullError) Unwrap() error { return ErrLeafFull }
 // waits), so they cannot close a cycle either.
 type Locked struct {
 	s      Session
+	tree   *Tree                   // the tree of Get and of a Write without one
 	leaves []bufmgr.ExclusiveGuard // in page-id order
 	free   []int                   // Apply's room per leaf
-	of     map[string]int          // key -> index in leaves
+	of     map[string]int          // ofKey(tree, key) -> index in leaves
 	dirty  []bool
+}
+
+// TreeKey is a key of a tree: Locks can span the trees (tables) of one
+// node's cache.
+type TreeKey struct {
+	Tree *Tree
+	Key  []byte
+}
+
+// ofKey names key of tree t in Locked.of.
+func ofKey(t *Tree, key []byte) string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(t.catalog))
+	return string(b[:]) + string(key)
 }
 
 // LockAttempts bounds how often Lock finds and latches the leaves again
@@ -149,8 +166,19 @@ const LockAttempts = 1000
 // Lock latches exclusively the leaves that hold (or would hold) keys, in
 // page-id order. Release it when done.
 func (t *Tree) Lock(s Session, keys [][]byte) (*Locked, error) {
+	tk := make([]TreeKey, len(keys))
+	for i, k := range keys {
+		tk[i] = TreeKey{t, k}
+	}
+	return LockKeys(s, t, tk)
+}
+
+// LockKeys is Lock for keys of several trees of one cache (the tables of a
+// node): their leaves are latched in page-id order all together. def is
+// the tree of Get and of Writes that name none.
+func LockKeys(s Session, def *Tree, keys []TreeKey) (*Locked, error) {
 	for _, k := range keys {
-		if err := checkSizes(k, 0); err != nil {
+		if err := checkSizes(k.Key, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +189,7 @@ func (t *Tree) Lock(s Session, keys [][]byte) (*Locked, error) {
 	found := make([]leafOf, len(keys))
 	for attempt := 0; attempt < LockAttempts; attempt++ {
 		for i, k := range keys {
-			p, err := t.descend(s, k, false, 0, 0)
+			p, err := k.Tree.descend(s, k.Key, false, 0, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -176,7 +204,7 @@ func (t *Tree) Lock(s Session, keys [][]byte) (*Locked, error) {
 			}
 			return 0
 		})
-		l := &Locked{s: s, of: make(map[string]int, len(keys))}
+		l := &Locked{s: s, tree: def, of: make(map[string]int, len(keys))}
 		restart := false
 		for i := 0; i < len(found) && !restart; {
 			pid := found[i].g.PID()
@@ -212,7 +240,8 @@ func (t *Tree) Lock(s Session, keys [][]byte) (*Locked, error) {
 			}
 			l.leaves = append(l.leaves, x)
 			for k := i; k < j; k++ {
-				l.of[string(keys[found[k].key])] = len(l.leaves) - 1
+				k := keys[found[k].key]
+				l.of[ofKey(k.Tree, k.Key)] = len(l.leaves) - 1
 			}
 			i = j
 		}
@@ -237,17 +266,24 @@ func (l *Locked) PIDs() []protocol.PID {
 	return out
 }
 
-func (l *Locked) leaf(key []byte) (int, node) {
-	i, ok := l.of[string(key)]
+func (l *Locked) leaf(t *Tree, key []byte) (int, node) {
+	if t == nil {
+		t = l.tree
+	}
+	i, ok := l.of[ofKey(t, key)]
 	if !ok {
 		panic(fmt.Sprintf("btree: key %q was not locked", key))
 	}
 	return i, node(l.leaves[i].Data())
 }
 
-// Get appends key's value to dst; key must be one of the locked keys.
-func (l *Locked) Get(key, dst []byte) ([]byte, bool) {
-	_, n := l.leaf(key)
+// Get appends key's value (of the default tree) to dst; key must be one
+// of the locked keys.
+func (l *Locked) Get(key, dst []byte) ([]byte, bool) { return l.GetIn(nil, key, dst) }
+
+// GetIn is Get of tree t's key (nil: the default tree).
+func (l *Locked) GetIn(t *Tree, key, dst []byte) ([]byte, bool) {
+	_, n := l.leaf(t, key)
 	i, found := n.lowerBound(key)
 	if !found {
 		return dst, false
@@ -255,8 +291,10 @@ func (l *Locked) Get(key, dst []byte) ([]byte, bool) {
 	return append(dst, n.value(i)...), true
 }
 
-// Write is one write of Apply: Delete, or set Key to Val.
+// Write is one write of Apply: Delete, or set Key to Val, in Tree (nil:
+// the Locked's default tree).
 type Write struct {
+	Tree   *Tree
 	Key    []byte
 	Val    []byte
 	Delete bool
@@ -284,7 +322,7 @@ func (l *Locked) Apply(writes []Write) error {
 	}
 	grow := make([]int, len(l.leaves))
 	for _, w := range writes {
-		li, n := l.leaf(w.Key)
+		li, n := l.leaf(w.Tree, w.Key)
 		if free[li] < 0 {
 			free[li] = usable - headerSize - n.live()
 		}
@@ -316,7 +354,7 @@ func (l *Locked) Apply(writes []Write) error {
 			if w.Delete != (pass == 0) {
 				continue
 			}
-			li, n := l.leaf(w.Key)
+			li, n := l.leaf(w.Tree, w.Key)
 			l.dirty[li] = true
 			i, found := n.lowerBound(w.Key)
 			switch {
@@ -348,14 +386,18 @@ func (l *Locked) leafFull(li int, writes []Write) error {
 	var mine [][]byte
 	var first Write
 	for _, w := range writes {
-		if oi, _ := l.leaf(w.Key); oi == li && !w.Delete {
+		if oi, _ := l.leaf(w.Tree, w.Key); oi == li && !w.Delete {
 			if mine == nil {
 				first = w
 			}
 			mine = append(mine, w.Key)
 		}
 	}
-	e := &LeafFullError{Key: append([]byte(nil), first.Key...), Len: len(first.Val)}
+	t := first.Tree
+	if t == nil {
+		t = l.tree
+	}
+	e := &LeafFullError{Tree: t, Key: append([]byte(nil), first.Key...), Len: len(first.Val)}
 	if len(mine) > 1 {
 		slices.SortFunc(mine, bytes.Compare)
 		e.Sep = append([]byte(nil), mine[(len(mine)-1)/2]...)
@@ -416,7 +458,7 @@ func (l *Locked) ApplyReleasingLastEarly(writes []Write) error {
 	last := len(l.leaves) - 1
 	var first, rest []Write
 	for _, w := range writes {
-		if l.of[string(w.Key)] == last {
+		if li, _ := l.leaf(w.Tree, w.Key); li == last {
 			rest = append(rest, w)
 		} else {
 			first = append(first, w)

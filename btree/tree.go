@@ -33,6 +33,12 @@ type Session struct {
 	// then the split node; docs/durability.md). An error means the write
 	// may or may not be durable: the operation fails with it.
 	Persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	// PersistAll, when set beside Persist, writes a split's pages through
+	// together instead of one by one: in the order given, of which a crash
+	// must leave a prefix durable (a store that writes them in one log
+	// write, storage/nvme's write log, does), so the order above still
+	// holds. An error means any of them may or may not be durable.
+	PersistAll func(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error
 	// Mutations break the persistence order on purpose (the simulator's
 	// mutants).
 	Mutations Mutations
@@ -326,6 +332,9 @@ func (t *Tree) splitAt(s Session, p path, key, at []byte) error {
 	// root and the catalog, or the parent), and the split node last (until
 	// then its durable copy still holds the moved entries too; dropAbove
 	// removes them at its next split).
+	if s.Persist != nil && s.PersistAll != nil && s.Mutations.PersistSplitNodeFirst == nil {
+		return t.persistSplit(s, p, sep, &nx, &px, &right, &root, undo)
+	}
 	if err := s.persist(&right); err != nil {
 		if p.isCat {
 			root.Release()
@@ -372,6 +381,38 @@ func (t *Tree) splitAt(s Session, p path, key, at []byte) error {
 	return s.persist(&nx)
 }
 
+// persistSplit finishes a split whose pages are written through together
+// (Session.PersistAll), in the order split documents: the new page, the new
+// root and the catalog or the parent, the split node.
+func (t *Tree) persistSplit(s Session, p path, sep []byte, nx, px, right, root *bufmgr.ExclusiveGuard, undo func(error) error) error {
+	if p.isCat {
+		initNode(root.Data(), kindInner)
+		r := node(root.Data())
+		r.setUpper(uint64(right.PID()))
+		var lv [8]byte
+		binary.LittleEndian.PutUint64(lv[:], uint64(nx.PID()))
+		r.insertAt(0, sep, lv[:])
+		root.MarkDirty()
+		binary.LittleEndian.PutUint64(px.Data()[8:], uint64(root.PID()))
+		px.MarkDirty()
+		err := s.PersistAll(s.Worker, right, root, px, nx)
+		root.Release()
+		if err != nil {
+			binary.LittleEndian.PutUint64(px.Data()[8:], uint64(nx.PID()))
+			return undo(err)
+		}
+		return nil
+	}
+	pbefore := append([]byte(nil), px.Data()...)
+	node(px.Data()).insertSeparator(sep, uint64(nx.PID()), uint64(right.PID()))
+	px.MarkDirty()
+	if err := s.PersistAll(s.Worker, right, px, nx); err != nil {
+		copy(px.Data(), pbefore)
+		return undo(err)
+	}
+	return nil
+}
+
 func checkSizes(key []byte, vlen int) error {
 	if len(key) == 0 || len(key) > MaxKey {
 		return ErrKeySize
@@ -408,6 +449,33 @@ func (t *Tree) Get(s Session, key, dst []byte) (val []byte, ok bool, err error) 
 			t.learn(s, p.guess, n, i)
 		}
 		return dst, found, nil
+	}
+}
+
+// GetGuarded is Get that also returns the optimistic guard of the leaf it
+// read the key in: while the guard's HasChanged is false, the leaf (and so
+// the key's value or absence) is as read. A read-only transaction checks
+// all of its guards at the end instead of latching anything.
+func (t *Tree) GetGuarded(s Session, key, dst []byte) (val []byte, ok bool, g bufmgr.OptimisticGuard, err error) {
+	if err := checkSizes(key, 0); err != nil {
+		return dst, false, g, err
+	}
+	for {
+		p, err := t.descend(s, key, false, 0, 0)
+		if err != nil {
+			return dst, false, g, err
+		}
+		n := node(p.current.Data())
+		mark := len(dst)
+		i, found := n.lowerBound(key)
+		if found {
+			dst = append(dst, n.value(i)...)
+		}
+		if p.current.HasChanged() {
+			dst = dst[:mark]
+			continue
+		}
+		return dst, found, p.current, nil
 	}
 }
 

@@ -68,7 +68,8 @@ type Node struct {
 	tree *btree.Tree
 	log  *slog.Logger
 	// persist is the B-tree's write-through (NodeConfig.WriteThrough).
-	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	persist    func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
+	persistAll func(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error
 	// allocInner allocates the tree's inner pages (setTree).
 	allocInner func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error)
 	ops        atomic.Uint64
@@ -119,7 +120,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{ID: cfg.ID, RT: rt, log: cfg.Logger}
 	if cfg.WriteThrough {
-		n.persist = rt.Persist
+		n.persist, n.persistAll = rt.Persist, rt.PersistAll
 	}
 	if cfg.Membership != nil {
 		if !cfg.WriteThrough {
@@ -264,7 +265,7 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 }
 
 func (n *Node) session(w *bufmgr.Worker) btree.Session {
-	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate, AllocateInner: n.allocInner, Persist: n.persist}
+	return btree.Session{Cache: n.RT.Node().Cache(), Worker: w, Allocate: n.RT.Allocate, AllocateInner: n.allocInner, Persist: n.persist, PersistAll: n.persistAll}
 }
 
 // setTree uses t, its inner pages allocated on its home node: a dead node

@@ -461,28 +461,39 @@ func (c *client) cmdFlush(args [][]byte) {
 	c.ok()
 }
 
-// cmdRandomKey starts a walk at a random point of the keyspace and
-// answers the first live key from there (from the start if none after).
+// randomWindow is how many keys RANDOMKEY draws its answer from.
+const randomWindow = 64
+
+// cmdRandomKey draws a key uniformly from the randomWindow live keys that
+// follow a random point of the keyspace (wrapping to the start): every key
+// when there are no more than that, and a key near a random point
+// otherwise.
 func (c *client) cmdRandomKey(args [][]byte) {
 	var seed [8]byte
 	for i := range seed {
 		seed[i] = byte(rand.Uint32())
 	}
-	var key []byte
-	pick := func(k, _ []byte) bool {
-		key = append(key[:0], k...)
-		return false
+	c.keys, c.ends = c.keys[:0], c.ends[:0]
+	collect := func(k, _ []byte) bool {
+		c.keys = append(c.keys, k...)
+		c.ends = append(c.ends, len(c.keys))
+		return len(c.ends) < randomWindow
 	}
-	err := c.scanLive(seed[:], nil, pick)
-	if err == nil && key == nil {
-		err = c.scanLive(nil, nil, pick)
+	err := c.scanLive(seed[:], nil, collect)
+	if err == nil && len(c.ends) < randomWindow {
+		err = c.scanLive(nil, seed[:], collect)
 	}
 	switch {
 	case err != nil:
 		c.engineError(err)
-	case key == nil:
+	case len(c.ends) == 0:
 		c.null()
 	default:
-		c.bulk(key)
+		i := rand.IntN(len(c.ends))
+		start := 0
+		if i > 0 {
+			start = c.ends[i-1]
+		}
+		c.bulk(c.keys[start:c.ends[i]])
 	}
 }

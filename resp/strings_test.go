@@ -175,6 +175,22 @@ func TestKeyspaceCommands(t *testing.T) {
 		{[]string{"DBSIZE"}, intReply(0)},
 		{[]string{"RANDOMKEY"}, nilReply},
 	})
+	// RANDOMKEY answers each of a few keys, not only the first after a
+	// gap.
+	runSteps(t, rc, []step{{[]string{"MSET", "bar", "1", "foo", "2"}, okReply}})
+	seen := map[string]bool{}
+	for range 200 {
+		rc.send(cmd("RANDOMKEY"))
+		r, err := rc.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[r.String()] = true
+	}
+	if !seen["bar"] || !seen["foo"] || len(seen) != 2 {
+		t.Fatalf("RANDOMKEY over bar and foo answered %v", seen)
+	}
+	runSteps(t, rc, []step{{[]string{"DEL", "bar", "foo"}, intReply(2)}})
 	// FLUSHDB over more keys than one batch.
 	for i := range 3*flushBatch + 7 {
 		e.Put(fmt.Appendf(nil, "bulk%05d", i), []byte("x"))

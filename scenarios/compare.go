@@ -9,7 +9,8 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/protocol"
-
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -52,21 +53,74 @@ type CompareRow struct {
 // TimelineWindows is the number of windows of CompareRow.Timeline.
 const TimelineWindows = 10
 
-// Systems Compare runs: ScaleStore (chaining, the paper's), its
-// conflict-handling baselines, and SELCC.
+// Systems Compare runs through scenarios' own run loops: ScaleStore
+// (chaining, the paper's), its conflict-handling baselines, and SELCC.
+// Any other name is a plug-in protocol of the registry Compare is given,
+// run by the generic runner (simrunner).
 var compareSystems = []string{SystemScaleStore, SystemSELCC, "chaining", "fifo", "polling"}
 
 // messageRTT is one message round trip of the default latency model.
 var messageRTT = 2 * sim.DefaultLatency.Message
 
+// seedRun is what one seed of one system did, as a row sums it.
+type seedRun struct {
+	ops            int
+	msgs, verbs    uint64
+	handlerCalls   uint64
+	failed         bool
+	workload       []checker.Op // the workload's operations (no final reads)
+	clientsPerNode int
+}
+
 // Compare runs cfg with each system on seeds 1..seeds and sums what they
-// did. The runs check as the swarm does; a violation is counted in the
-// row, not an error.
+// did: the built-in systems only (CompareIn runs plug-ins too).
 func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
+	return CompareIn(nil, cfg, systems, seeds, label)
+}
+
+// CompareIn runs cfg with each system on seeds 1..seeds and sums what they
+// did. A system is a built-in (compareSystems) or a protocol registered
+// in reg, which the generic runner runs on the same workload: cfg's
+// compute nodes, workers, pages as keys, cache pages as cache lines,
+// operations, read ratio, skew, locality, operation CPU and faults. The
+// runs check as the swarm does; a violation is counted in the row, not an
+// error.
+func CompareIn(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string) ([]CompareRow, error) {
+	return compare(reg, cfg, systems, seeds, label, CompareOptions{})
+}
+
+// CompareWith is CompareIn with opts: the plug-in protocols' own options
+// and whether their invariants run after every step.
+func CompareWith(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, opts CompareOptions) ([]CompareRow, error) {
+	return compare(reg, cfg, systems, seeds, label, opts)
+}
+
+// CompareOptions are what a figure or the command line adds to a
+// comparison of plug-in protocols.
+type CompareOptions struct {
+	// Options are a plug-in protocol's own options (protocolapi.Option)
+	// by protocol name: Options["gam-seq"]["memory-nodes"] = "2". An
+	// option the protocol does not declare is an error.
+	Options map[string]map[string]string
+	// SkipStepChecks leaves out the plug-ins' invariants after every step
+	// (simrunner.Config.SkipStepChecks): a key space of thousands, which
+	// GAM's check walks at every step. At rest, the final reads and the
+	// history are still checked.
+	SkipStepChecks bool
+}
+
+// compare is CompareWith.
+func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds int, label string, opts CompareOptions) ([]CompareRow, error) {
+	for name := range opts.Options {
+		if !slices.Contains(systems, name) {
+			return nil, fmt.Errorf("options for %s, which is not among the protocols compared (%s)", name, strings.Join(systems, ", "))
+		}
+	}
 	var rows []CompareRow
 	for _, sys := range systems {
-		if !slices.Contains(compareSystems, sys) {
-			return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(compareSystems, ", "))
+		run, err := systemRunner(reg, sys, cfg, opts)
+		if err != nil {
+			return nil, err
 		}
 		nodes := cfg.Nodes + cfg.ComputeNodes
 		row := CompareRow{Protocol: sys, Label: label, Seeds: seeds, Shares: make([]float64, nodes),
@@ -77,36 +131,20 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 		var msgs, verbs uint64
 		perNode := make([]int, nodes)
 		for seed := uint64(1); seed <= uint64(seeds); seed++ {
-			c := cfg
-			c.Seed, c.System = seed, sys
-			switch sys {
-			case SystemScaleStore:
-				c.System = ""
-			case "chaining", "fifo", "polling":
-				v, err := protocol.ParseVariant(sys)
-				if err != nil {
-					return nil, err
-				}
-				c.System, c.Protocol = "", v
-			}
-			res, err := RunSim(c)
+			sr, err := run(seed)
 			if err != nil {
 				return nil, err
 			}
-			if res.Failed() {
+			if sr.failed {
 				row.Violations++
 			}
-			row.Ops += res.Ops
-			msgs += res.Messages
-			verbs += res.Verbs
-			if sys == SystemSELCC {
-				row.MemoryHandlerCalls += res.MemoryHandlerCalls
-			} else {
-				row.MemoryHandlerCalls += res.DirectoryMessages
-			}
+			row.Ops += sr.ops
+			msgs += sr.msgs
+			verbs += sr.verbs
+			row.MemoryHandlerCalls += sr.handlerCalls
 			var spans []checker.Op
-			for _, op := range res.History.Ops() {
-				node := op.Client / cfg.Workers
+			for _, op := range sr.workload {
+				node := op.Client / sr.clientsPerNode
 				if node >= nodes {
 					continue // the final reads
 				}
@@ -147,6 +185,111 @@ func Compare(cfg SimConfig, systems []string, seeds int, label string) ([]Compar
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// systemRunner returns the function that runs one seed of sys on cfg, or
+// why sys cannot run it.
+func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts CompareOptions) (func(seed uint64) (seedRun, error), error) {
+	if slices.Contains(compareSystems, sys) {
+		if len(opts.Options[sys]) > 0 {
+			return nil, fmt.Errorf("%s runs on its own run loop and takes no protocol options", sys)
+		}
+		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, cfg, seed) }, nil
+	}
+	var p protocolapi.Protocol
+	ok := false
+	if reg != nil {
+		p, ok = reg.Lookup(sys)
+	}
+	if !ok || p.Deploy == nil {
+		names := slices.Clone(compareSystems)
+		if reg != nil {
+			for _, q := range reg.All() {
+				if q.Deploy != nil {
+					names = append(names, q.Name)
+				}
+			}
+		}
+		return nil, fmt.Errorf("--protocols: %q is none of %s", sys, strings.Join(names, ", "))
+	}
+	base, err := plugInConfig(p, cfg, opts.Options[sys])
+	if err != nil {
+		return nil, err
+	}
+	base.SkipStepChecks = opts.SkipStepChecks
+	return func(seed uint64) (seedRun, error) {
+		c := base
+		c.Seed = seed
+		res, err := simrunner.Run(p, c)
+		if err != nil {
+			return seedRun{}, err
+		}
+		ops := res.History.Ops()[:res.WorkloadOps]
+		// Every message a plug-in sends is handled by a role's CPU (its
+		// verbs by none): SEL's count is 0 as SELCC's, GAM's is every
+		// request, forward and invalidation its serial queues served.
+		return seedRun{ops: res.WorkloadOps, msgs: res.WorkloadMessages, verbs: res.WorkloadVerbs,
+			handlerCalls: res.WorkloadMessages, failed: res.Failed(), workload: ops, clientsPerNode: cfg.Workers}, nil
+	}, nil
+}
+
+// runBuiltIn runs one seed of a system of scenarios' own run loops.
+func runBuiltIn(sys string, cfg SimConfig, seed uint64) (seedRun, error) {
+	c := cfg
+	c.Seed, c.System = seed, sys
+	switch sys {
+	case SystemScaleStore:
+		c.System = ""
+	case "chaining", "fifo", "polling":
+		v, err := protocol.ParseVariant(sys)
+		if err != nil {
+			return seedRun{}, err
+		}
+		c.System, c.Protocol = "", v
+	}
+	res, err := RunSim(c)
+	if err != nil {
+		return seedRun{}, err
+	}
+	sr := seedRun{ops: res.Ops, msgs: res.Messages, verbs: res.Verbs, failed: res.Failed(),
+		workload: res.History.Ops(), clientsPerNode: cfg.Workers}
+	if sys == SystemSELCC {
+		sr.handlerCalls = res.MemoryHandlerCalls
+	} else {
+		sr.handlerCalls = res.DirectoryMessages
+	}
+	return sr, nil
+}
+
+// plugInConfig is cfg for the generic runner, or why a plug-in protocol
+// cannot run it: the settings that only scenarios' own run loops model
+// are refused, never dropped.
+func plugInConfig(p protocolapi.Protocol, cfg SimConfig, options map[string]string) (simrunner.Config, error) {
+	var not []string
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{cfg.ComputeNodes > 0, "compute nodes"}, {cfg.Elastic, "elastic membership"},
+		{cfg.SingleWriter, "a single writer"}, {cfg.Partitioned || cfg.ShiftAt > 0, "partitioned accesses"},
+		{cfg.HandleCost > 0, "a CPU cost per handled message"}, {cfg.HoldNanos > 0, "a local latch hold time"},
+		{cfg.DirectWrites, "direct writes"}, {cfg.Mutate != "", "a built-in mutant"},
+	} {
+		if f.set {
+			not = append(not, f.name)
+		}
+	}
+	if len(not) > 0 {
+		return simrunner.Config{}, fmt.Errorf("protocol %s runs on the generic runner, which does not model %s", p.Name, strings.Join(not, ", "))
+	}
+	c := simrunner.Config{Nodes: cfg.Nodes, Workers: cfg.Workers, Keys: cfg.Pages, CacheLines: cfg.CachePages,
+		Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Zipf: cfg.Zipf, Workload: cfg.Workload, Faults: cfg.Faults,
+		Locality: cfg.Locality, OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, Watch: -1, CheckTimeout: cfg.CheckTimeout,
+		Options: options}
+	if err := simrunner.Check(p, c); err != nil {
+		return simrunner.Config{}, err
+	}
+	return c, nil
 }
 
 // throughputSpan is what a seed's throughput counts: the operations after
@@ -218,6 +361,14 @@ type Figure struct {
 	// over the windows of the run instead (CompareRow.Timeline).
 	XKey     string
 	Timeline bool
+	// SkipStepChecks runs the plug-in protocols without their invariants
+	// after every step (at rest, the final reads and the history are
+	// still checked): a figure of thousands of keys, which GAM's check
+	// walks at every step.
+	SkipStepChecks bool
+	// Options are the plug-in protocols' own options, by protocol name
+	// (GAM's memory nodes, as SELCC's evaluation runs it).
+	Options map[string]map[string]string
 }
 
 // FigurePoint is one configuration of a figure.
@@ -238,8 +389,8 @@ func figureBase() SimConfig {
 // Figures are SELCC's figures this simulator reproduces (trends, not its
 // hardware's absolute figures).
 var Figures = []Figure{
-	{Name: "selcc-fig12", Paper: "SELCC Fig. 12", About: "scalability: compute nodes 1, 2, 4, 8 at 50% and 95% reads, uniform",
-		Systems: []string{SystemScaleStore, SystemSELCC},
+	{Name: "selcc-fig12", Paper: "SELCC Fig. 12", About: "scalability: compute nodes 1, 2, 4, 8 at 50% and 95% reads, uniform (the paper shows SELCC alone; SEL and GAM beside it here)",
+		Systems: []string{SystemScaleStore, SystemSELCC, "sel", "gam-tso", "gam-seq"}, Options: baselineOptions,
 		Points: func(b SimConfig) []FigurePoint {
 			var ps []FigurePoint
 			for _, rr := range []float64{0.5, 0.95} {
@@ -251,17 +402,29 @@ var Figures = []Figure{
 			}
 			return ps
 		}},
-	{Name: "selcc-fig14", Paper: "SELCC Fig. 14", About: "skew: zipf 0, 0.5, 0.9, 0.99 on 4 compute nodes, 50% reads",
-		Systems: []string{SystemScaleStore, SystemSELCC},
-		Points: func(b SimConfig) []FigurePoint {
-			var ps []FigurePoint
-			for _, z := range []float64{0, 0.5, 0.9, 0.99} {
-				c := b
-				c.Zipf = z
-				ps = append(ps, FigurePoint{fmt.Sprintf("zipf=%.2f", z), c})
-			}
-			return ps
-		}},
+	{Name: "selcc-fig13", Paper: "SELCC Fig. 13",
+		About:   "locality: an access goes to its thread's previous line with probability 0.5, else uniformly to 8,192 lines; 8 compute nodes of 1, 2, 4, 8 threads; 95%, 50%, 0% reads",
+		Systems: baselineSystems, Options: baselineOptions, SkipStepChecks: true, XKey: "threads",
+		Base: func() SimConfig {
+			c := selccThreadsBase()
+			// Far more lines than the run touches: as on the paper's 24M
+			// lines, a cache hits only what locality brings back.
+			c.Pages, c.CachePages, c.Locality = 8192, 2048, 0.5
+			return c
+		},
+		Points: selccThreadPoints},
+	{Name: "selcc-fig14", Paper: "SELCC Fig. 14",
+		About:   "skew: zipf 0.99 over 128 lines; 8 compute nodes of 1, 2, 4, 8 threads; 95%, 50%, 0% reads",
+		Systems: baselineSystems, Options: baselineOptions, SkipStepChecks: true, XKey: "threads",
+		Base: func() SimConfig {
+			c := selccThreadsBase()
+			// zipf 0.99 over 128 lines: the hot set the paper's skew puts
+			// on 24M lines, small enough that a run of 8,000 operations
+			// finds it cached.
+			c.Pages, c.CachePages, c.Zipf = 128, 128, 0.99
+			return c
+		},
+		Points: selccThreadPoints},
 	{Name: "selcc-fig15", Paper: "SELCC Fig. 15", About: "fairness: node 0 only writes, nodes 1-3 only read 4 hot lines (6 workers a node, 1 us in each access); the lease (gamma) and the priority on and off",
 		Systems: []string{SystemSELCC},
 		Points: func(b SimConfig) []FigurePoint {
@@ -294,6 +457,40 @@ var Figures = []Figure{
 		}},
 }
 
+// baselineSystems are every system SELCC's Fig. 13 and 14 compare: SELCC,
+// SEL, GAM in TSO and SEQ mode, and ScaleStore.
+var baselineSystems = []string{SystemSELCC, "sel", "gam-tso", "gam-seq", SystemScaleStore}
+
+// baselineOptions run GAM as SELCC's evaluation does, on disaggregated
+// memory: memory nodes (as many as SELCC's and SEL's) home every line,
+// each with GAM's one serial worker, and the compute nodes only cache.
+var baselineOptions = map[string]map[string]string{
+	"gam-tso": {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
+	"gam-seq": {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
+}
+
+// selccThreadsBase is SELCC Fig. 13's and 14's deployment: 8 compute
+// nodes, 8,000 operations, no faults.
+func selccThreadsBase() SimConfig {
+	c := figureBase()
+	c.Nodes, c.Ops = 8, 8000
+	return c
+}
+
+// selccThreadPoints are Fig. 13's and 14's x axis, threads across the 8
+// compute nodes (1, 2, 4, 8 a node), at 95%, 50% and 0% reads.
+func selccThreadPoints(b SimConfig) []FigurePoint {
+	var ps []FigurePoint
+	for _, rr := range []float64{0.95, 0.5, 0} {
+		for _, w := range []int{1, 2, 4, 8} {
+			c := b
+			c.ReadRatio, c.Workers = rr, w
+			ps = append(ps, FigurePoint{fmt.Sprintf("reads=%.0f%% threads=%d", rr*100, w*c.Nodes), c})
+		}
+	}
+	return ps
+}
+
 // FigureByName finds a figure.
 func FigureByName(name string) (*Figure, error) {
 	for i := range Figures {
@@ -306,12 +503,21 @@ func FigureByName(name string) (*Figure, error) {
 			return &ScaleStoreFigures[i], nil
 		}
 	}
+
 	return nil, fmt.Errorf("unknown figure %q ('scalestore figure list' names them)", name)
 }
 
 // RunFigure runs every point of f on its systems over seeds seeds; nodes,
 // when set, replaces the node counts of a figure that has them (Nodes).
+// It runs the built-in systems only: RunFigureIn finds plug-ins.
 func RunFigure(f *Figure, seeds int, nodes []int, progress func(label string)) ([]CompareRow, error) {
+	return RunFigureIn(nil, f, seeds, nodes, progress)
+}
+
+// RunFigureIn is RunFigure with the plug-in protocols of reg (SEL, GAM):
+// a figure that names a protocol reg does not hold is an error that says
+// which.
+func RunFigureIn(reg *protocolapi.Registry, f *Figure, seeds int, nodes []int, progress func(label string)) ([]CompareRow, error) {
 	base := figureBase()
 	if f.Base != nil {
 		base = f.Base()
@@ -338,7 +544,7 @@ func RunFigure(f *Figure, seeds int, nodes []int, progress func(label string)) (
 		if progress != nil {
 			progress(p.Label)
 		}
-		rs, err := Compare(p.Cfg, f.Systems, seeds, p.Label)
+		rs, err := compare(reg, p.Cfg, f.Systems, seeds, p.Label, CompareOptions{Options: f.Options, SkipStepChecks: f.SkipStepChecks})
 		if err != nil {
 			return nil, err
 		}

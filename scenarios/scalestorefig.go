@@ -124,6 +124,7 @@ var ScaleStoreFigures = []Figure{
 			}
 			return ps
 		}},
+	scaleStoreGAM,
 }
 
 // Fig6OpNanos is the CPU of an operation in Fig. 6's micro-benchmark. The

@@ -491,10 +491,15 @@ func (r *selccRun) stuck(cos []*sim.Coroutine) {
 // the exclusive one.
 func (r *selccRun) worker(co *sim.Coroutine, c *linecache.Cache, t *linecache.Thread, client int) {
 	w := r.s.w
+	prev := -1 // the line index of this worker's previous operation
 	for r.started < r.cfg.Ops {
 		r.started++
 		co.Sleep(w.Intn(2_000))
-		i := r.perm[r.zipf.next(w.Rand())]
+		i := prev
+		if prev < 0 || r.cfg.Locality == 0 || !w.Chance(r.cfg.Locality) {
+			i = r.perm[r.zipf.next(w.Rand())]
+		}
+		prev = i
 		pid := r.pids[i]
 		op := checker.Op{Client: client, Page: uint64(i), Call: w.Now()}
 		var err error

@@ -140,6 +140,10 @@ type SimConfig struct {
 	// Warmup is the share of the operations that throughput figures
 	// (Compare) leave out, counted from the first call.
 	Warmup float64
+	// Locality is the chance that a worker's operation is to the page of
+	// its previous one rather than a new draw (SELCC Fig. 13: 0.5); 0
+	// draws every page (and draws no random number for it).
+	Locality float64
 	// Crashes is how many node crashes the run has, spread evenly over
 	// the workload: each kills a random node, which restarts after 20 to
 	// 220 us with an empty cache (see crash.go). Writes are then written
@@ -341,6 +345,8 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
 	case c.DoubleFaults && (c.Replicas != 2 || c.Workload == "btree"):
 		return fmt.Errorf("double faults: with --replicas 2 and the register or rmw workload")
+	case c.Locality < 0 || c.Locality > 1:
+		return fmt.Errorf("locality %v: want 0..1", c.Locality)
 	case c.OpNanos < 0:
 		return fmt.Errorf("operation CPU %d ns: want at least 0", c.OpNanos)
 	case c.ReadRatio < 0 || c.ReadRatio > 1:
@@ -849,6 +855,7 @@ func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
 	in := r.inflight[client]
 	join, leave := r.window(k)
 	defer func() { r.active[k]-- }()
+	prev := -1 // the page index of this worker's previous operation
 	for r.started < join {
 		co.Sleep(5_000) // not joined yet: an idle node with a cold cache
 	}
@@ -858,10 +865,16 @@ func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
 		if r.cfg.OpNanos == 0 {
 			co.Sleep(w.Intn(2_000))
 		}
-		i := r.perm[r.zipf.next(w.Rand())]
-		if r.cfg.Partitioned {
-			i = r.partitionPage(i, k)
+		var i int
+		if prev >= 0 && r.cfg.Locality > 0 && w.Chance(r.cfg.Locality) {
+			i = prev
+		} else {
+			i = r.perm[r.zipf.next(w.Rand())]
+			if r.cfg.Partitioned {
+				i = r.partitionPage(i, k)
+			}
 		}
+		prev = i
 		pid := r.pids[i]
 		call := w.Now()
 		op := checker.Op{Client: client, Page: uint64(i), Call: call}

@@ -30,6 +30,17 @@ type Config struct {
 	// Workload is register (reads and blind writes) or rmw (every write a
 	// read-modify-write); "" is register.
 	Workload string
+	// Locality is the chance that a worker's access is to the key of its
+	// previous access rather than a new draw (SELCC Fig. 13: 0.5); 0 draws
+	// every key.
+	Locality float64
+	// OpNanos, when above 0, is the CPU time of an access on the worker's
+	// own core before the protocol sees it (WriteNanos for a write or
+	// read-modify-write when above 0), and workers run back to back
+	// without the 0-2 us pause they otherwise take: the paper model's
+	// operation cost (scenarios.PaperModel), so that figures charge every
+	// protocol the same work per operation.
+	OpNanos, WriteNanos int64
 	// Faults names the fault plan (sim.Plan); the seed varies its
 	// intensities.
 	Faults string
@@ -52,6 +63,11 @@ type Config struct {
 	Watch int
 	// CheckTimeout bounds porcupine's search (0: none).
 	CheckTimeout time.Duration
+	// SkipStepChecks leaves out Cluster.Check(false) after every step of
+	// the workload, for a figure that measures a key space too large to
+	// walk at every step (a protocol whose check visits every key); the
+	// checks at rest, the final reads and the history still run.
+	SkipStepChecks bool
 }
 
 // MaxSteps bounds Config.Steps.
@@ -87,7 +103,14 @@ type Result struct {
 	History                       *checker.History
 	// Counters are the protocol's own (protocolapi.Counterer), at the end.
 	Counters []protocolapi.Counter
-	Info     any // porcupine's LinearizationInfo, for its visualization
+	// WorkloadOps is how many of the history's first operations are the
+	// workload's (the rest are the final reads of every key);
+	// WorkloadMessages and WorkloadVerbs are the messages and verbs sent
+	// until the workload's last access returned (throughput figures count
+	// only these).
+	WorkloadOps                     int
+	WorkloadMessages, WorkloadVerbs uint64
+	Info                            any // porcupine's LinearizationInfo, for its visualization
 }
 
 // Failed reports whether the run found a violation (a history porcupine
@@ -135,6 +158,10 @@ func Check(p protocolapi.Protocol, cfg Config) error {
 		return fmt.Errorf("--read-ratio %v: want 0..1", cfg.ReadRatio)
 	case cfg.Zipf < 0 || cfg.Zipf >= 1:
 		return fmt.Errorf("--zipf %v: want 0 (uniform) up to below 1", cfg.Zipf)
+	case cfg.Locality < 0 || cfg.Locality > 1:
+		return fmt.Errorf("locality %v: want 0..1", cfg.Locality)
+	case cfg.OpNanos < 0 || cfg.WriteNanos < 0:
+		return fmt.Errorf("operation CPU %d ns (writes %d ns): want at least 0", cfg.OpNanos, cfg.WriteNanos)
 	}
 	_, err := p.WithDefaults(protocolapi.Config{Mutant: cfg.Mutant, Options: cfg.Options})
 	return err
@@ -169,6 +196,9 @@ type run struct {
 	viol     checker.ViolationLog
 	stater   protocolapi.KeyStater
 	watching bool
+	// the workload's share, taken when its last access returned
+	workloadOps            int
+	workloadMsgs, workVerb uint64
 }
 
 func (r *run) fail(format string, args ...any) { r.viol.Fail(format, args...) }
@@ -256,7 +286,17 @@ func (r *run) complete(node protocol.NodeID, op protocolapi.Op, res protocolapi.
 // access runs one access of worker wk of node on the calling coroutine and
 // records it in the history.
 func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64) {
+	r.accessAfter(co, node, wk, kind, key, 0)
+}
+
+// accessAfter is access after cpu ns of the worker's own CPU (Config.OpNanos),
+// which count in the operation's latency as in scenarios' run loops.
+func (r *run) accessAfter(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64, cpu int64) {
 	w := r.w
+	call := w.Now()
+	if cpu > 0 {
+		co.Sleep(cpu)
+	}
 	wt := r.waiters[node][wk]
 	r.opIDs[node]++
 	op := protocolapi.Op{ID: r.opIDs[node], Worker: wk, Kind: kind, Key: key}
@@ -264,7 +304,6 @@ func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind proto
 		r.value++
 		op.Value = r.value
 	}
-	call := w.Now()
 	wt.co, wt.op, wt.pending, wt.issuing = co, op, true, true
 	r.step(r.envs[node], protocolapi.Event{Kind: protocolapi.EventAccess, Op: op})
 	wt.issuing = false
@@ -296,10 +335,18 @@ func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind proto
 // worker runs accesses until the cluster's budget is used up.
 func (r *run) worker(co *sim.Coroutine, node protocol.NodeID, wk int) {
 	w := r.w
+	prev := -1 // the key of this worker's previous access
 	for r.started < r.cfg.Ops {
 		r.started++
-		co.Sleep(w.Intn(2_000))
-		key := uint64(r.perm[r.zipf.Next(w.Rand())])
+		if r.cfg.OpNanos == 0 {
+			co.Sleep(w.Intn(2_000))
+		}
+		var key uint64
+		if prev >= 0 && r.cfg.Locality > 0 && w.Chance(r.cfg.Locality) {
+			key = uint64(prev)
+		} else {
+			key = uint64(r.perm[r.zipf.Next(w.Rand())])
+		}
 		kind := protocolapi.OpRead
 		if !w.Chance(r.cfg.ReadRatio) {
 			kind = protocolapi.OpWrite
@@ -307,7 +354,12 @@ func (r *run) worker(co *sim.Coroutine, node protocol.NodeID, wk int) {
 				kind = protocolapi.OpRMW
 			}
 		}
-		r.access(co, node, wk, kind, key)
+		cpu := r.cfg.OpNanos
+		if cpu > 0 && kind != protocolapi.OpRead && r.cfg.WriteNanos > 0 {
+			cpu = r.cfg.WriteNanos
+		}
+		r.accessAfter(co, node, wk, kind, key, cpu)
+		prev = int(key)
 	}
 }
 
@@ -347,7 +399,10 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 			cos = append(cos, w.Spawn(protocol.NodeID(n), 0, func(co *sim.Coroutine) { r.worker(co, protocol.NodeID(n), k) }))
 		}
 	}
-	if r.runUntil(cos, "workload") {
+	done := r.runUntil(cos, "workload")
+	r.workloadOps, r.workloadMsgs = r.hist.Len(), w.Messages
+	r.workVerb, _ = w.VerbStats()
+	if done {
 		r.finalRead()
 	}
 	res.SimWall = time.Since(wallStart)
@@ -447,6 +502,9 @@ func guard(what string, fn func()) (err error) {
 
 // checkStep runs the invariants that hold at every instant.
 func (r *run) checkStep() {
+	if r.cfg.SkipStepChecks {
+		return
+	}
 	var errs []error
 	if err := guard("Check", func() { errs = r.cl.Check(false) }); err != nil {
 		r.fail("invariant: %v", err)
@@ -532,6 +590,7 @@ func (r *run) finish(res *Result) {
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol.List(), r.viol.Count()
 	res.History = r.hist
+	res.WorkloadOps, res.WorkloadMessages, res.WorkloadVerbs = r.workloadOps, r.workloadMsgs, r.workVerb
 	if c, ok := r.cl.(protocolapi.Counterer); ok {
 		if err := guard("Counters", func() { res.Counters = c.Counters() }); err != nil {
 			res.ViolationCount++

@@ -24,47 +24,112 @@ import (
 )
 
 const benchRESPUsage = `Usage: scalestore bench resp [--pipelines 1,16] [--requests N] [--clients 50]
-       [--keyspace 100000] [--size 128] [--targets redis,redis-aof,...] [--json]
+       [--keyspace 100000] [--size 128] [--targets redis,redis-aof,...]
+       [--load-requests 1000000] [--json]
 
 Runs Debian's redis-benchmark with the same flags
 (-t set,get -r KEYSPACE -d SIZE -c CLIENTS -n REQUESTS -P PIPELINE) against
 these targets, one after another in one run, each started fresh on free
-loopback ports for every pipeline depth and stopped after it:
+loopback ports for every pipeline depth and stopped after it. Each row says
+what an acknowledged write survives, and its ratios are to the redis row
+that promises the same:
 
-  redis            redis-server in memory (--save '' --appendonly no)
-  redis-aof        redis-server durable: --appendonly yes --appendfsync always
-                   (every write is fsynced before its reply)
-  scalestore       one 'scalestore node' in memory
-  scalestore-1p    the same with --procs 1 (one scheduler slot, like
-                   redis-server's one thread: no thread wake-up per request)
-  scalestore-data  one 'scalestore node --data DIR': every SET written through
-                   to the store (O_DIRECT) before its reply, so it survives a
-                   killed process (the device's cache is not flushed)
-  scalestore-2shm  two 'scalestore node --transport shm' sharing the keys;
-                   two redis-benchmark processes at once, one per node, each
-                   with half the clients and half the requests, on the same
-                   key space; their requests/s are summed
+  redis              redis-server in memory (--save '' --appendonly no)
+  redis-aof-everysec redis-server --appendonly yes --appendfsync everysec:
+                     the AOF is written every event-loop pass (a killed
+                     process loses nothing) and fsynced every second (an OS
+                     crash or power loss loses up to a second)
+  redis-aof          redis-server --appendonly yes --appendfsync always
+                     (every write is fsynced before its reply)
+  scalestore         one 'scalestore node' in memory
+  scalestore-1p      the same with --procs 1 (one scheduler slot, like
+                     redis-server's one thread: no thread wake-up per request)
+  scalestore-data    one 'scalestore node --data DIR' (--durability process):
+                     every SET is on the store before its reply, so it
+                     survives a killed process; against redis-aof-everysec
+  scalestore-sync    the same with --durability sync: the device's cache is
+                     flushed before the reply (power loss); against redis-aof
+  scalestore-2shm    two 'scalestore node --transport shm' sharing the keys;
+                     two redis-benchmark processes at once, one per node, each
+                     with half the clients and half the requests, on the same
+                     key space; their requests/s are summed
+  scalestore-3tcp    three nodes over tcp, three redis-benchmark processes at
+                     once, a third of the clients each
+  scalestore-remote  two nodes over shm: the SETs through node 0 (which
+                     allocates every page: the keys' home), then the GETs
+                     through node 1, which fetches the pages from node 0;
+                     against the one-node scalestore row
+  load-redis-aof-everysec, load-scalestore-data
+                     loading fresh keys: -t set -P 16 -r 100000000 and
+                     --load-requests requests (1,000,000 by default), whatever
+                     --pipelines says; the scalestore row (durability process)
+                     against the redis one (appendfsync everysec)
 
-It prints one table: SET and GET requests per second and their ratio to the
-in-memory redis-server at the same pipeline depth (the SET ratio of
-scalestore-data is to redis-aof, marked *). --requests 0 runs 200000
-requests at -P 1 and 1000000 at deeper pipelines, a few seconds each.
-Progress goes to stderr. Needs redis-benchmark (Debian package redis-tools)
-and, for the redis targets, redis-server (package redis-server).
+--requests 0 runs 200000 requests at -P 1 and 1000000 at deeper pipelines,
+a few seconds each. Progress goes to stderr. Needs redis-benchmark (Debian
+package redis-tools) and, for the redis targets, redis-server (package
+redis-server).
 
---json prints one object: {"rows": [{"target", "pipeline", "requests",
-"set_rps", "get_rps", "set_vs_redis", "get_vs_redis", "set_baseline"}],
-"clients", "keyspace", "size"}.
+--json prints one object: {"rows": [{"target", "promise", "pipeline",
+"requests", "set_rps", "get_rps", "set_vs_redis", "get_vs_redis",
+"set_baseline", "get_baseline"}], "clients", "keyspace", "size"}.
 
 Flags:
 `
 
+// respTarget is one target of bench resp: what it runs and what its
+// acknowledged writes survive.
+type respTarget struct {
+	name    string
+	promise string
+	// base is the row the ratios are to (at the same pipeline depth).
+	base string
+	// load: a loading run (fresh keys, SET only, -P 16) instead of one per
+	// pipeline depth.
+	load bool
+}
+
 // benchRESPTargets are the targets in the order they run and print.
-var benchRESPTargets = []string{"redis", "redis-aof", "scalestore", "scalestore-1p", "scalestore-data", "scalestore-2shm"}
+var benchRESPTargets = []respTarget{
+	{name: "redis", promise: "nothing (memory)", base: "redis"},
+	{name: "redis-aof-everysec", promise: "kill -9; OS crash loses <= 1 s", base: "redis"},
+	{name: "redis-aof", promise: "power loss (fsync per write)", base: "redis"},
+	{name: "scalestore", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-1p", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-data", promise: "kill -9 (durability process)", base: "redis-aof-everysec"},
+	{name: "scalestore-sync", promise: "power loss (durability sync)", base: "redis-aof"},
+	{name: "scalestore-2shm", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-3tcp", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-remote", promise: "nothing (memory)", base: "scalestore"},
+	{name: "load-redis-aof-everysec", promise: "kill -9; OS crash loses <= 1 s", load: true},
+	{name: "load-scalestore-data", promise: "kill -9 (durability process)", base: "load-redis-aof-everysec", load: true},
+}
+
+func benchRESPTarget(name string) (respTarget, bool) {
+	for _, t := range benchRESPTargets {
+		if t.name == name {
+			return t, true
+		}
+	}
+	return respTarget{}, false
+}
+
+func benchRESPTargetNames() []string {
+	var names []string
+	for _, t := range benchRESPTargets {
+		names = append(names, t.name)
+	}
+	return names
+}
+
+// loadKeyspace is the key space of the loading rows: almost every SET
+// creates a key.
+const loadKeyspace = 100_000_000
 
 // benchRESPRow is one line of the table.
 type benchRESPRow struct {
 	Target   string  `json:"target"`
+	Promise  string  `json:"promise"`
 	Pipeline int     `json:"pipeline"`
 	Requests int     `json:"requests"`
 	SetRPS   float64 `json:"set_rps"`
@@ -73,6 +138,7 @@ type benchRESPRow struct {
 	SetVsRedis  float64 `json:"set_vs_redis"`
 	GetVsRedis  float64 `json:"get_vs_redis"`
 	SetBaseline string  `json:"set_baseline"`
+	GetBaseline string  `json:"get_baseline"`
 }
 
 // benchRESP is one run of 'bench resp'.
@@ -90,10 +156,11 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, benchRESPUsage); fs.PrintDefaults() }
 	pipelines := fs.String("pipelines", "1,16", "pipeline depths (redis-benchmark -P), separated by commas")
 	requests := fs.Int("requests", 0, "requests per test (redis-benchmark -n; 0: 200000 at -P 1, 1000000 deeper)")
-	clients := fs.Int("clients", 50, "client connections (redis-benchmark -c; split between the nodes of scalestore-2shm)")
+	loadRequests := fs.Int("load-requests", 1_000_000, "SETs of fresh keys of the load-* targets (redis-benchmark -n)")
+	clients := fs.Int("clients", 50, "client connections (redis-benchmark -c; split between the nodes of scalestore-2shm and scalestore-3tcp)")
 	keyspace := fs.Int("keyspace", 100000, "random keys (redis-benchmark -r)")
 	size := fs.Int("size", 128, "value size in bytes (redis-benchmark -d)")
-	targets := fs.String("targets", strings.Join(benchRESPTargets, ","), "targets, separated by commas")
+	targets := fs.String("targets", strings.Join(benchRESPTargetNames(), ","), "targets, separated by commas")
 	bin := fs.String("bin", "", "the scalestore binary the node targets run (default: this one)")
 	runTimeout := fs.Duration("timeout", 10*time.Minute, "longest one redis-benchmark run may take")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
@@ -115,8 +182,8 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 	var names []string
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimSpace(t)
-		if !slices.Contains(benchRESPTargets, t) {
-			fmt.Fprintf(stderr, "bench resp: --targets: unknown target %q (known: %s)\n", t, strings.Join(benchRESPTargets, ", "))
+		if _, ok := benchRESPTarget(t); !ok {
+			fmt.Fprintf(stderr, "bench resp: --targets: unknown target %q (known: %s)\n", t, strings.Join(benchRESPTargetNames(), ", "))
 			return 2
 		}
 		if !slices.Contains(names, t) {
@@ -127,11 +194,17 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 	case *requests < 0:
 		fmt.Fprintln(stderr, "bench resp: --requests must not be negative")
 		return 2
+	case *loadRequests < 1:
+		fmt.Fprintln(stderr, "bench resp: --load-requests must be positive")
+		return 2
 	case *clients < 1 || *keyspace < 1 || *size < 1:
 		fmt.Fprintln(stderr, "bench resp: --clients, --keyspace and --size must be positive")
 		return 2
 	case *clients < 2 && slices.Contains(names, "scalestore-2shm"):
 		fmt.Fprintln(stderr, "bench resp: scalestore-2shm needs --clients 2 or more (one per node at least)")
+		return 2
+	case *clients < 3 && slices.Contains(names, "scalestore-3tcp"):
+		fmt.Fprintln(stderr, "bench resp: scalestore-3tcp needs --clients 3 or more (one per node at least)")
 		return 2
 	case *runTimeout <= 0:
 		fmt.Fprintln(stderr, "bench resp: --timeout must be positive")
@@ -159,6 +232,21 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	var rows []benchRESPRow
+	one := func(t respTarget, p, n int) bool {
+		fmt.Fprintf(stderr, "running %s -P %d (%d requests, %d clients) ...\n", t.name, p, n, *clients)
+		set, get, err := b.run(ctx, t, p, n)
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "bench resp: %s -P %d: interrupted\n", t.name, p)
+			} else {
+				fmt.Fprintf(stderr, "bench resp: %s -P %d: %v\n", t.name, p, err)
+			}
+			return false
+		}
+		fmt.Fprintf(stderr, "  %s -P %d: SET %.0f req/s, GET %.0f req/s\n", t.name, p, set, get)
+		rows = append(rows, benchRESPRow{Target: t.name, Promise: t.promise, Pipeline: p, Requests: n, SetRPS: set, GetRPS: get})
+		return true
+	}
 	for _, p := range depths {
 		n := *requests
 		if n == 0 {
@@ -167,19 +255,15 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 				n = 1_000_000
 			}
 		}
-		for _, t := range names {
-			fmt.Fprintf(stderr, "running %s -P %d (%d requests, %d clients) ...\n", t, p, n, *clients)
-			set, get, err := b.run(ctx, t, p, n)
-			if err != nil {
-				if ctx.Err() != nil {
-					fmt.Fprintf(stderr, "bench resp: %s -P %d: interrupted\n", t, p)
-					return 1
-				}
-				fmt.Fprintf(stderr, "bench resp: %s -P %d: %v\n", t, p, err)
+		for _, name := range names {
+			if t, _ := benchRESPTarget(name); !t.load && !one(t, p, n) {
 				return 1
 			}
-			fmt.Fprintf(stderr, "  %s -P %d: SET %.0f req/s, GET %.0f req/s\n", t, p, set, get)
-			rows = append(rows, benchRESPRow{Target: t, Pipeline: p, Requests: n, SetRPS: set, GetRPS: get})
+		}
+	}
+	for _, name := range names {
+		if t, _ := benchRESPTarget(name); t.load && !one(t, 16, *loadRequests) {
+			return 1
 		}
 	}
 	respRatios(rows)
@@ -203,12 +287,12 @@ func (b *benchRESP) findPrograms(targets []string) error {
 	if b.redisBench, err = exec.LookPath("redis-benchmark"); err != nil {
 		return errors.New("redis-benchmark not found in $PATH: install Debian's redis-tools package (apt-get install redis-tools)")
 	}
-	if slices.ContainsFunc(targets, func(t string) bool { return strings.HasPrefix(t, "redis") }) {
+	if slices.ContainsFunc(targets, isRedisTarget) {
 		if b.redisServer, err = exec.LookPath("redis-server"); err != nil {
 			return errors.New("redis-server not found in $PATH: install Debian's redis-server package (apt-get install redis-server), or leave the redis targets out of --targets")
 		}
 	}
-	if slices.ContainsFunc(targets, func(t string) bool { return strings.HasPrefix(t, "scalestore") }) {
+	if slices.ContainsFunc(targets, func(t string) bool { return !isRedisTarget(t) }) {
 		if b.bin == "" {
 			if b.bin, err = os.Executable(); err != nil {
 				return fmt.Errorf("finding this binary for the node targets: %w (name it with --bin)", err)
@@ -221,10 +305,22 @@ func (b *benchRESP) findPrograms(targets []string) error {
 	return nil
 }
 
+func isRedisTarget(name string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(name, "load-"), "redis")
+}
+
+// benchPhase is one step of a target's benchmark: redis-benchmark runs
+// the tests against every address at once, the clients and requests split
+// between them.
+type benchPhase struct {
+	addrs []string
+	tests string // redis-benchmark -t
+}
+
 // run starts target fresh in its own temporary directory, waits until it
 // answers PING, runs redis-benchmark against it, and stops it and removes
 // the directory whatever happens.
-func (b *benchRESP) run(ctx context.Context, target string, pipeline, requests int) (set, get float64, err error) {
+func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests int) (set, get float64, err error) {
 	dir, err := os.MkdirTemp("", "scalestore-bench-resp-")
 	if err != nil {
 		return 0, 0, err
@@ -240,51 +336,69 @@ func (b *benchRESP) run(ctx context.Context, target string, pipeline, requests i
 		return p, err
 	}
 
+	target := strings.TrimPrefix(t.name, "load-")
+	nodes := 1
+	switch target {
+	case "scalestore-2shm", "scalestore-remote":
+		nodes = 2
+	case "scalestore-3tcp":
+		nodes = 3
+	}
 	nAddrs := 1
-	if target == "scalestore-2shm" {
-		nAddrs = 4 // two cluster ports, two RESP ports
-	} else if strings.HasPrefix(target, "scalestore") {
-		nAddrs = 2
+	if !isRedisTarget(target) {
+		nAddrs = 2 * nodes // the cluster ports, then the RESP ports
 	}
 	addrs, err := freeAddrs(nAddrs)
 	if err != nil {
 		return 0, 0, err
 	}
-	var resp []string // the addresses redis-benchmark runs against
+	var resp []string // every server's RESP address, in order of servers
 	switch target {
-	case "redis", "redis-aof":
+	case "redis", "redis-aof", "redis-aof-everysec":
 		_, port, _ := net.SplitHostPort(addrs[0])
 		args := []string{"--port", port, "--save", "", "--appendonly", "no", "--daemonize", "no"}
-		if target == "redis-aof" {
+		switch target {
+		case "redis-aof":
 			args = []string{"--port", port, "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", dir, "--daemonize", "no"}
+		case "redis-aof-everysec":
+			args = []string{"--port", port, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--dir", dir, "--daemonize", "no"}
 		}
 		if _, err := start("redis-server", b.redisServer, args...); err != nil {
 			return 0, 0, err
 		}
 		resp = addrs[:1]
-	case "scalestore", "scalestore-1p", "scalestore-data":
+	case "scalestore", "scalestore-1p", "scalestore-data", "scalestore-sync":
 		args := []string{"node", "--id", "0", "--peers", "0=" + addrs[0], "--resp", addrs[1], "--shutdown-timeout", "10s"}
-		if target == "scalestore-data" {
-			args = append(args, "--data", filepath.Join(dir, "data"))
-		}
-		if target == "scalestore-1p" {
+		switch target {
+		case "scalestore-data":
+			args = append(args, "--data", filepath.Join(dir, "data"), "--durability", "process")
+		case "scalestore-sync":
+			args = append(args, "--data", filepath.Join(dir, "data"), "--durability", "sync")
+		case "scalestore-1p":
 			args = append(args, "--procs", "1")
 		}
 		if _, err := start("node 0", b.bin, args...); err != nil {
 			return 0, 0, err
 		}
 		resp = addrs[1:2]
-	case "scalestore-2shm":
-		peers := "0=" + addrs[0] + ",1=" + addrs[1]
-		for i := range 2 {
-			if _, err := start(fmt.Sprintf("node %d", i), b.bin, "node", "--id", strconv.Itoa(i), "--peers", peers,
-				"--resp", addrs[2+i], "--transport", "shm", "--socket-dir", dir, "--shutdown-timeout", "10s"); err != nil {
+	case "scalestore-2shm", "scalestore-3tcp", "scalestore-remote":
+		var peers []string
+		for i := range nodes {
+			peers = append(peers, fmt.Sprintf("%d=%s", i, addrs[i]))
+		}
+		for i := range nodes {
+			args := []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","),
+				"--resp", addrs[nodes+i], "--shutdown-timeout", "10s"}
+			if target != "scalestore-3tcp" {
+				args = append(args, "--transport", "shm", "--socket-dir", dir)
+			}
+			if _, err := start(fmt.Sprintf("node %d", i), b.bin, args...); err != nil {
 				return 0, 0, err
 			}
 		}
-		resp = addrs[2:4]
+		resp = addrs[nodes:]
 	default:
-		return 0, 0, fmt.Errorf("unknown target %q", target)
+		return 0, 0, fmt.Errorf("unknown target %q", t.name)
 	}
 	deadline := time.Now().Add(b.startTimeout)
 	for i, p := range servers {
@@ -293,32 +407,61 @@ func (b *benchRESP) run(ctx context.Context, target string, pipeline, requests i
 		}
 	}
 
-	// One redis-benchmark per RESP address, all at once, the clients and
-	// requests split between them.
-	type result struct {
-		set, get float64
-		err      error
+	phases := []benchPhase{{addrs: resp, tests: "set,get"}}
+	keyspace := b.keyspace
+	switch {
+	case t.load:
+		phases[0].tests = "set"
+		keyspace = loadKeyspace
+	case target == "scalestore-remote":
+		// Node 0 splits every leaf, so it is every page's directory;
+		// node 1 reads them through the protocol.
+		phases = []benchPhase{{addrs: resp[:1], tests: "set"}, {addrs: resp[1:], tests: "get"}}
 	}
-	results := make([]result, len(resp))
+	for _, ph := range phases {
+		s, g, err := b.phase(ctx, ph, keyspace, pipeline, requests)
+		if err != nil {
+			return 0, 0, err
+		}
+		set += s
+		get += g
+	}
+	// A server that died under the load makes the figures suspect.
+	for _, p := range servers {
+		if p.exited() {
+			return 0, 0, fmt.Errorf("%s exited during the benchmark (%s); its last output lines:\n%s", p.name, p.exitStatus(), p.out.lastLines(15))
+		}
+	}
+	return set, get, nil
+}
+
+// phase runs one redis-benchmark per address of ph, all at once, the
+// clients and requests split between them, and sums their rates.
+func (b *benchRESP) phase(ctx context.Context, ph benchPhase, keyspace, pipeline, requests int) (set, get float64, err error) {
+	type result struct {
+		rps map[string]float64
+		err error
+	}
+	results := make([]result, len(ph.addrs))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for i, addr := range resp {
-		c := b.clients / len(resp)
-		n := requests / len(resp)
-		if i < b.clients%len(resp) {
+	for i, addr := range ph.addrs {
+		c := b.clients / len(ph.addrs)
+		n := requests / len(ph.addrs)
+		if i < b.clients%len(ph.addrs) {
 			c++
 		}
-		if i < requests%len(resp) {
+		if i < requests%len(ph.addrs) {
 			n++
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := &results[i]
-			r.set, r.get, r.err = b.redisBenchmark(runCtx, addr, c, n, pipeline)
+			r.rps, r.err = b.redisBenchmark(runCtx, addr, ph.tests, keyspace, c, n, pipeline)
 			if r.err != nil {
-				cancel() // the other one's figures are worthless now
+				cancel() // the other ones' figures are worthless now
 			}
 		}()
 	}
@@ -332,26 +475,20 @@ func (b *benchRESP) run(ctx context.Context, target string, pipeline, requests i
 		return 0, 0, err
 	}
 	for _, r := range results {
-		set += r.set
-		get += r.get
-	}
-	// A server that died under the load makes the figures suspect.
-	for _, p := range servers {
-		if p.exited() {
-			return 0, 0, fmt.Errorf("%s exited during the benchmark (%s); its last output lines:\n%s", p.name, p.exitStatus(), p.out.lastLines(15))
-		}
+		set += r.rps["SET"]
+		get += r.rps["GET"]
 	}
 	return set, get, nil
 }
 
-// redisBenchmark runs one redis-benchmark against addr and returns the SET
-// and GET requests per second from its CSV output.
-func (b *benchRESP) redisBenchmark(ctx context.Context, addr string, clients, requests, pipeline int) (set, get float64, err error) {
+// redisBenchmark runs one redis-benchmark of tests (its -t) against addr
+// and returns the requests per second of each test from its CSV output.
+func (b *benchRESP) redisBenchmark(ctx context.Context, addr, tests string, keyspace, clients, requests, pipeline int) (map[string]float64, error) {
 	host, port, _ := net.SplitHostPort(addr)
 	ctx, cancel := context.WithTimeout(ctx, b.runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, b.redisBench, "-h", host, "-p", port, "--csv", "-t", "set,get",
-		"-r", strconv.Itoa(b.keyspace), "-d", strconv.Itoa(b.size), "-c", strconv.Itoa(clients),
+	cmd := exec.CommandContext(ctx, b.redisBench, "-h", host, "-p", port, "--csv", "-t", tests,
+		"-r", strconv.Itoa(keyspace), "-d", strconv.Itoa(b.size), "-c", strconv.Itoa(clients),
 		"-n", strconv.Itoa(requests), "-P", strconv.Itoa(pipeline))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var stdout bytes.Buffer
@@ -368,27 +505,27 @@ func (b *benchRESP) redisBenchmark(ctx context.Context, addr string, clients, re
 	cmd.WaitDelay = 2 * time.Second
 	runErr := cmd.Run()
 	errOut.flush()
-	what := fmt.Sprintf("redis-benchmark -p %s -c %d -n %d -P %d", port, clients, requests, pipeline)
+	what := fmt.Sprintf("redis-benchmark -p %s -t %s -c %d -n %d -P %d", port, tests, clients, requests, pipeline)
 	switch {
 	case len(failed) > 0:
-		return 0, 0, fmt.Errorf("%s failed: %s; its last stderr lines:\n%s", what, failed[0], errOut.tail.lastLines(15))
+		return nil, fmt.Errorf("%s failed: %s; its last stderr lines:\n%s", what, failed[0], errOut.tail.lastLines(15))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return 0, 0, fmt.Errorf("%s did not finish within %v (--timeout); its last stderr lines:\n%s", what, b.runTimeout, errOut.tail.lastLines(15))
+		return nil, fmt.Errorf("%s did not finish within %v (--timeout); its last stderr lines:\n%s", what, b.runTimeout, errOut.tail.lastLines(15))
 	case ctx.Err() != nil:
-		return 0, 0, ctx.Err()
+		return nil, ctx.Err()
 	case runErr != nil:
-		return 0, 0, fmt.Errorf("%s: %v; its last stderr lines:\n%s", what, runErr, errOut.tail.lastLines(15))
+		return nil, fmt.Errorf("%s: %v; its last stderr lines:\n%s", what, runErr, errOut.tail.lastLines(15))
 	}
 	rps, err := parseRedisBenchmarkCSV(stdout.Bytes())
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %v; its output:\n%s%s", what, err, stdout.String(), errOut.tail.lastLines(15))
+		return nil, fmt.Errorf("%s: %v; its output:\n%s%s", what, err, stdout.String(), errOut.tail.lastLines(15))
 	}
-	set, okSet := rps["SET"]
-	get, okGet := rps["GET"]
-	if !okSet || !okGet {
-		return 0, 0, fmt.Errorf("%s printed no SET or GET rate; its output:\n%s%s", what, stdout.String(), errOut.tail.lastLines(15))
+	for _, test := range strings.Split(tests, ",") {
+		if _, ok := rps[strings.ToUpper(test)]; !ok {
+			return nil, fmt.Errorf("%s printed no %s rate; its output:\n%s%s", what, strings.ToUpper(test), stdout.String(), errOut.tail.lastLines(15))
+		}
 	}
-	return set, get, nil
+	return rps, nil
 }
 
 // isRedisBenchmarkError tells whether a line redis-benchmark printed on
@@ -447,8 +584,9 @@ func parseRedisBenchmarkCSV(out []byte) (map[string]float64, error) {
 	return rps, nil
 }
 
-// respRatios fills the ratio columns: against redis at the same pipeline
-// depth, and for scalestore-data's SET against redis-aof.
+// respRatios fills the ratio columns: against each row's baseline (the
+// redis row of the same promise, or for scalestore-remote the one-node
+// row) at the same pipeline depth.
 func respRatios(rows []benchRESPRow) {
 	find := func(target string, p int) *benchRESPRow {
 		for i := range rows {
@@ -460,45 +598,50 @@ func respRatios(rows []benchRESPRow) {
 	}
 	for i := range rows {
 		r := &rows[i]
-		if base := find("redis", r.Pipeline); base != nil {
-			r.GetVsRedis = r.GetRPS / base.GetRPS
-			r.SetVsRedis = r.SetRPS / base.SetRPS
-			r.SetBaseline = "redis"
+		t, _ := benchRESPTarget(r.Target)
+		base := find(t.base, r.Pipeline)
+		if base == nil {
+			continue
 		}
-		if r.Target == "scalestore-data" {
-			r.SetVsRedis, r.SetBaseline = 0, ""
-			if base := find("redis-aof", r.Pipeline); base != nil {
-				r.SetVsRedis = r.SetRPS / base.SetRPS
-				r.SetBaseline = "redis-aof"
-			}
+		if r.SetRPS > 0 && base.SetRPS > 0 {
+			r.SetVsRedis, r.SetBaseline = r.SetRPS/base.SetRPS, base.Target
+		}
+		if r.GetRPS > 0 && base.GetRPS > 0 {
+			r.GetVsRedis, r.GetBaseline = r.GetRPS/base.GetRPS, base.Target
 		}
 	}
 }
 
 func printRESPTable(w io.Writer, rows []benchRESPRow, clients, keyspace, size int) {
-	ratio := func(v float64, mark string) string {
+	ratio := func(v float64) string {
 		if v == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.2fx%s", v, mark)
+		return fmt.Sprintf("%.2fx", v)
 	}
-	fmt.Fprintln(w, "| target | pipeline | SET req/s | GET req/s | SET vs redis | GET vs redis |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
-	marked := false
-	for _, r := range rows {
-		mark := ""
-		if r.SetBaseline == "redis-aof" {
-			mark, marked = "*", true
+	rate := func(v float64) string {
+		if v == 0 {
+			return "-"
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", r.Target, r.Pipeline, thousands(r.SetRPS), thousands(r.GetRPS),
-			ratio(r.SetVsRedis, mark), ratio(r.GetVsRedis, ""))
+		return thousands(v)
+	}
+	fmt.Fprintln(w, "| target | an acknowledged write survives | pipeline | SET req/s | GET req/s | SET ratio | GET ratio | against |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		against := r.SetBaseline
+		if against == "" {
+			against = r.GetBaseline
+		}
+		if against == "" {
+			against = "-"
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", r.Target, r.Promise, r.Pipeline, rate(r.SetRPS), rate(r.GetRPS),
+			ratio(r.SetVsRedis), ratio(r.GetVsRedis), against)
 	}
 	fmt.Fprintln(w)
-	if marked {
-		fmt.Fprintln(w, "* against redis-aof (appendfsync always) at the same pipeline depth.")
-	}
-	fmt.Fprintf(w, "redis-benchmark -t set,get -r %d -d %d -c %d (scalestore-2shm: two at once, %d and %d clients); "+
-		"scalestore-data writes every SET to its store (O_DIRECT) before its reply, without flushing the device's cache; redis-aof fsyncs.\n", keyspace, size, clients, (clients+1)/2, clients/2)
+	fmt.Fprintf(w, "redis-benchmark -t set,get -r %d -d %d -c %d (the nodes of scalestore-2shm and scalestore-3tcp each get their share of the clients at once; "+
+		"scalestore-remote: the SETs through node 0, then the GETs through node 1; load-*: -t set -r %d). "+
+		"The ratios are to the row named in the last column at the same pipeline depth.\n", keyspace, size, clients, loadKeyspace)
 }
 
 // thousands formats v rounded, with commas: 123,456.

@@ -67,6 +67,8 @@ func TestBenchRESPFlags(t *testing.T) {
 		{"--pipelines", "0"},
 		{"--clients", "0"},
 		{"--clients", "1", "--targets", "scalestore-2shm"},
+		{"--clients", "2", "--targets", "scalestore-3tcp"},
+		{"--load-requests", "0"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -77,6 +79,61 @@ func TestBenchRESPFlags(t *testing.T) {
 	code, out, _ := runCLI("bench", "help")
 	if code != 0 || !strings.Contains(out, "Usage: scalestore bench resp") {
 		t.Errorf("bench help: exit %d, no bench resp usage:\n%s", code, out)
+	}
+}
+
+// Each row's ratios are to the redis row of the same promise (durability
+// process to appendfsync everysec, sync to always), the remote-node row's
+// to one node, and the loading rows to each other.
+func TestRESPRatiosMatchPromises(t *testing.T) {
+	rows := []benchRESPRow{
+		{Target: "redis", Pipeline: 1, SetRPS: 100, GetRPS: 200},
+		{Target: "redis-aof-everysec", Pipeline: 1, SetRPS: 80, GetRPS: 160},
+		{Target: "redis-aof", Pipeline: 1, SetRPS: 50, GetRPS: 100},
+		{Target: "scalestore", Pipeline: 1, SetRPS: 90, GetRPS: 100},
+		{Target: "scalestore-data", Pipeline: 1, SetRPS: 40, GetRPS: 80},
+		{Target: "scalestore-sync", Pipeline: 1, SetRPS: 25, GetRPS: 50},
+		{Target: "scalestore-remote", Pipeline: 1, SetRPS: 45, GetRPS: 90},
+		{Target: "scalestore-data", Pipeline: 16, SetRPS: 400, GetRPS: 800},
+		{Target: "load-redis-aof-everysec", Pipeline: 16, SetRPS: 300},
+		{Target: "load-scalestore-data", Pipeline: 16, SetRPS: 150},
+	}
+	for i := range rows {
+		tg, _ := benchRESPTarget(rows[i].Target)
+		rows[i].Promise = tg.promise
+	}
+	respRatios(rows)
+	want := map[string]struct {
+		set, get float64
+		base     string
+	}{
+		"redis":                   {1, 1, "redis"},
+		"redis-aof-everysec":      {0.8, 0.8, "redis"},
+		"redis-aof":               {0.5, 0.5, "redis"},
+		"scalestore":              {0.9, 0.5, "redis"},
+		"scalestore-data":         {0.5, 0.5, "redis-aof-everysec"},
+		"scalestore-sync":         {0.5, 0.5, "redis-aof"},
+		"scalestore-remote":       {0.5, 0.9, "scalestore"},
+		"load-redis-aof-everysec": {0, 0, ""},
+		"load-scalestore-data":    {0.5, 0, "load-redis-aof-everysec"},
+	}
+	for _, r := range rows {
+		if r.Pipeline == 16 && r.Target == "scalestore-data" {
+			if r.SetVsRedis != 0 || r.SetBaseline != "" {
+				t.Errorf("%+v: a ratio without its baseline at -P 16", r)
+			}
+			continue
+		}
+		w := want[r.Target]
+		if r.SetVsRedis != w.set || r.GetVsRedis != w.get || r.SetBaseline+r.GetBaseline == "" && w.base != "" ||
+			(r.SetBaseline != "" && r.SetBaseline != w.base) || (r.GetBaseline != "" && r.GetBaseline != w.base) {
+			t.Errorf("%s: SET %.2fx GET %.2fx against %q/%q; want %.2fx %.2fx against %q", r.Target, r.SetVsRedis, r.GetVsRedis, r.SetBaseline, r.GetBaseline, w.set, w.get, w.base)
+		}
+	}
+	var out bytes.Buffer
+	printRESPTable(&out, rows, 50, 100000, 128)
+	if !strings.Contains(out.String(), "| scalestore-sync | power loss (durability sync) | 1 | 25 | 50 | 0.50x | 0.50x | redis-aof |") {
+		t.Errorf("the table has no promise and baseline for scalestore-sync:\n%s", out.String())
 	}
 }
 

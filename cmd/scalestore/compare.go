@@ -6,12 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/scalestore-go/scalestore/internal/plot"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/scenarios"
 )
 
@@ -19,10 +22,16 @@ const compareUsage = `Usage:
   scalestore compare [--protocols scalestore,selcc] [--seeds N] [workload flags] [--json]
 
 Runs the same simulated workload on the same seeds with each protocol and
-prints one row per protocol: operations per simulated second, network
+prints one row per protocol. ScaleStore (and its chaining, fifo and polling
+conflict handling) and SELCC run on their own run loops; every other
+protocol of the registry (SEL, GAM in SEQ and TSO mode, the tutorial's MSI)
+runs on the generic runner with the same workload: the compute nodes,
+workers, pages as keys, cache pages as cache lines, operations, reads, skew
+and locality. The row gives operations per simulated second, network
 messages and one-sided verbs per operation, the median operation's latency in
 message round trips, the messages handled where the data lives (ScaleStore:
-its directories; SELCC: its memory nodes, which have no handler), p50 and p99
+its directories; SELCC: its memory nodes, which have no handler; a plug-in:
+every message its roles handled, so SEL's 0), p50 and p99
 simulated latency, and fairness (each compute node's share of the operations,
 and the least share over the largest). ScaleStore's nodes are each compute
 node and directory; SELCC adds --memory-nodes passive memory nodes. Every run
@@ -37,7 +46,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, compareUsage); fs.PrintDefaults() }
 	cfg := scenarios.DefaultSimConfig()
 	cfg.Nodes, cfg.Workers, cfg.Pages, cfg.CachePages, cfg.Faults = 4, 3, 48, 48, "none"
-	protocols := fs.String("protocols", "scalestore,selcc", "protocols to run, comma-separated: scalestore, selcc")
+	protocols := fs.String("protocols", "scalestore,selcc", "protocols to run, comma-separated: scalestore, selcc, chaining, fifo, polling, or any protocol 'scalestore protocols' lists as generic (sel, gam-seq, gam-tso, ...)")
 	seeds := fs.Int("seeds", 5, "seeds 1..N per protocol")
 	asJSON := fs.Bool("json", false, "print the rows as one JSON array")
 	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "compute nodes (ScaleStore: nodes, each also a directory)")
@@ -47,12 +56,22 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Ops, "ops", cfg.Ops, "operations across the cluster, per seed")
 	fs.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "share of reads (0..1)")
 	fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "zipfian skew, 0 = uniform, up to 0.99")
+	fs.Float64Var(&cfg.Locality, "locality", 0, "chance that an operation goes to its worker's previous page (SELCC Fig. 13: 0.5)")
 	fs.StringVar(&cfg.Faults, "faults", cfg.Faults, "fault plan (none measures; heavy checks)")
 	fs.IntVar(&cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "SELCC's passive memory nodes")
 	fs.Float64Var(&cfg.Gamma, "gamma", scenarios.DefaultGamma, "SELCC's lease threshold (0 or below: off)")
 	fs.BoolVar(&cfg.NoPriority, "no-priority", false, "turn SELCC's starved-writer priority off")
 	fs.BoolVar(&cfg.SingleWriter, "single-writer", false, "node 0 only writes, the other nodes only read")
 	fs.Int64Var(&cfg.HandleCost, "handle-cost", 0, "simulated ns of CPU each message costs the node holding the data")
+	skipStep := fs.Bool("skip-step-checks", false, "leave out the plug-in protocols' invariants after every step (thousands of keys: GAM's check walks them all at every step); at rest, the final reads and the history are still checked")
+	var opts []string
+	fs.Func("opt", "a plug-in protocol's own option name=value, given to every protocol compared that has it (repeatable; 'scalestore protocols --json' lists them), e.g. memory-nodes=2", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("want name=value, got %q", v)
+		}
+		opts = append(opts, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -70,12 +89,47 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	if cfg.Gamma <= 0 {
 		cfg.Gamma = -1
 	}
-	rows, err := scenarios.Compare(cfg, strings.Split(*protocols, ","), *seeds, "")
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 1
+	}
+	systems := strings.Split(*protocols, ",")
+	options, err := pluginOptions(reg, systems, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 2
+	}
+	rows, err := scenarios.CompareWith(reg, cfg, systems, *seeds, "", scenarios.CompareOptions{Options: options, SkipStepChecks: *skipStep})
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 2
 	}
 	return printRows(rows, *asJSON, stdout)
+}
+
+// pluginOptions gives each --opt name=value to every protocol of systems
+// that declares the option; an option none of them has is an error.
+func pluginOptions(reg *protocolapi.Registry, systems, opts []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, o := range opts {
+		name, value, _ := strings.Cut(o, "=")
+		taken := false
+		for _, sys := range systems {
+			p, ok := reg.Lookup(sys)
+			if !ok || p.Deploy == nil || !slices.ContainsFunc(p.Options, func(x protocolapi.Option) bool { return x.Name == name }) {
+				continue
+			}
+			if out[sys] == nil {
+				out[sys] = map[string]string{}
+			}
+			out[sys][name], taken = value, true
+		}
+		if !taken {
+			return nil, fmt.Errorf("--opt %s: none of %s has that option", o, strings.Join(systems, ", "))
+		}
+	}
+	return out, nil
 }
 
 func printRows(rows []scenarios.CompareRow, asJSON bool, stdout io.Writer) int {
@@ -119,11 +173,14 @@ const figureUsage = `Usage:
   scalestore figure NAME [--seeds N] [--nodes LIST] [--svg FILE] [--json]
 
 Runs one of the seed papers' evaluation figures in the simulator and prints
-one table. SELCC's (selcc-*): their configurations, each on the protocols it
-compares (as 'scalestore compare' runs them), --seeds seeds each. The
+one table. SELCC's (selcc-*) and ScaleStore's (scalestore-*, and
+scalestore-gam: its §6.4 table against GAM): their configurations, each on
+the protocols it compares (as 'scalestore compare' runs them, plug-ins such
+as SEL and GAM found in the registry; 'figure list' names each figure's
+protocols and their options), --seeds seeds each. The
 NAM-tree's and Cell's (nam-*, cell-*): a loaded tree, closed-loop clients
 for a span of simulated time, one seed. The simulator reproduces trends,
-not the papers' hardware: docs/selcc.md and docs/indexes.md have every
+not the papers' hardware: docs/figures.md, docs/selcc.md and docs/indexes.md have every
 figure's table and what it shows.
 
 Flags:
@@ -157,10 +214,10 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case "list":
 		for _, f := range scenarios.Figures {
-			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
+			fmt.Fprintf(stdout, "%-14s %-20s %s [%s]\n", f.Name, f.Paper, f.About, figureSystems(f))
 		}
 		for _, f := range scenarios.ScaleStoreFigures {
-			fmt.Fprintf(stdout, "%-18s %-20s %s\n", f.Name, f.Paper, f.About)
+			fmt.Fprintf(stdout, "%-18s %-20s %s [%s]\n", f.Name, f.Paper, f.About, figureSystems(f))
 		}
 		for _, f := range scenarios.IndexFigures {
 			fmt.Fprintf(stdout, "%-14s %-20s %s\n", f.Name, f.Paper, f.About)
@@ -190,7 +247,12 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 			nodes = append(nodes, n)
 		}
 	}
-	rows, err := scenarios.RunFigure(f, *seeds, nodes, func(label string) {
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "figure: %v\n", err)
+		return 1
+	}
+	rows, err := scenarios.RunFigureIn(reg, f, *seeds, nodes, func(label string) {
 		if isTerminal(stderr) {
 			fmt.Fprintf(stderr, "\r%s: %-40s", f.Name, label)
 		}
@@ -216,6 +278,21 @@ func runFigure(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return printRows(rows, *asJSON, stdout)
+}
+
+// figureSystems names a figure's systems, each with the options it runs
+// with: "selcc, gam-seq memory-nodes=2".
+func figureSystems(f scenarios.Figure) string {
+	var out []string
+	for _, sys := range f.Systems {
+		s := sys
+		opts := f.Options[sys]
+		for _, name := range slices.Sorted(maps.Keys(opts)) {
+			s += " " + name + "=" + opts[name]
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 // writeTimelineTable prints each row's throughput per tenth of its run.

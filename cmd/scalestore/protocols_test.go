@@ -54,7 +54,7 @@ func TestSimDispatchesThroughRegistry(t *testing.T) {
 		{"--protocol msi --elastic", "does not support elastic membership"},
 		{"--protocol msi --workload btree", "does not support the btree workload"},
 		{"--protocol msi --mutate skip-invalidation", `no mutant "skip-invalidation"`},
-		{"--protocol nope", "registered protocol (cell, msi,"},
+		{"--protocol nope", "or a registered protocol (cell, "},
 		{"--protocol msi --opt mode=tso", `protocol msi has no option "mode"`},
 		{"--protocol msi --opt mode", "want name=value"},
 	} {

@@ -68,6 +68,18 @@
 // tells how far the file's data goes, for a reader of a store that was not
 // closed cleanly, whose pages can lie past what its metadata counts.
 //
+// # Write log
+//
+// With Options.WriteLog a write is acknowledged once its page image is in a
+// redo log beside the store (path + WriteLogSuffix): every write queued
+// while the previous log write was in flight goes in the next one, as one
+// sequential write (group commit), and each slot is written in place later
+// by a checkpoint, once however often it changed. Reads of a slot whose
+// newest image is in the log are served from memory. Open of a store that
+// was not closed cleanly writes the log's acknowledged pages back first;
+// Sync and Close write every page back, so a closed store needs no log.
+// wlog.go has the layout and the recovery rules.
+//
 // # Space
 //
 // A store file is sparse: Reserve preallocates (fallocate) the slots a

@@ -47,6 +47,21 @@ type Options struct {
 	// of a store that was not closed cleanly writes those images back
 	// (Recovered), so its pages are again what its metadata describes.
 	Journal bool
+	// WriteLog acknowledges writes once their page images are in a redo
+	// log beside the store (path + WriteLogSuffix), many writes in one
+	// sequential log write, and writes each slot in place later, once
+	// however often it changed (wlog.go). Open of a store that was not
+	// closed cleanly writes the log's pages back first. Not with Journal.
+	WriteLog bool
+	// WriteLogBytes is the write log's size (default
+	// DefaultWriteLogBytes): a checkpoint starts when half of it is used.
+	WriteLogBytes int
+	// WriteLogCached writes the log through the page cache: a write is
+	// acknowledged once the kernel holds it, which a killed process cannot
+	// undo but a power failure can (until DataSync). Without it the log is
+	// written with O_DIRECT, like the pages, and a DataSync after it only
+	// flushes the device's cache: cheaper where every group is synced.
+	WriteLogCached bool
 }
 
 // ErrDirectUnsupported is returned by Open when the filesystem rejects
@@ -115,6 +130,9 @@ type Store struct {
 	recovered  bool
 	rolledBack int
 
+	// wlog is the write log (Options.WriteLog), nil without one.
+	wlog *writeLog
+
 	// Reads and Writes count successful page reads and writes.
 	Reads, Writes uint64
 }
@@ -157,7 +175,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("nvme: open %s: %w", path, err)
 	}
 	s := &Store{fd: fd, path: path, depth: depth, direct: !opts.NoDirect}
-	if err := s.open(opts, cmp.Or(final, path)+JournalSuffix); err != nil {
+	if err := s.open(opts, cmp.Or(final, path)); err != nil {
 		s.release(true)
 		if final != "" {
 			_ = unix.Unlink(path)
@@ -196,7 +214,11 @@ func openRetry(path string, flags int, mode uint32) (int, error) {
 // its process was killed finds it locked for a few milliseconds.
 const lockWait = 2 * time.Second
 
-func (s *Store) open(opts Options, journalPath string) error {
+func (s *Store) open(opts Options, base string) error {
+	journalPath := base + JournalSuffix
+	if opts.Journal && opts.WriteLog {
+		return errors.New("nvme: Options.Journal and Options.WriteLog exclude each other")
+	}
 	for deadline := time.Now().Add(lockWait); ; {
 		err := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -255,12 +277,23 @@ func (s *Store) open(opts Options, journalPath string) error {
 			s.epoch = 1
 			s.journal.reset(s.epoch)
 		}
+		if opts.WriteLog {
+			if err := s.openWriteLog(base+WriteLogSuffix, opts.WriteLogBytes, true, opts.WriteLogCached); err != nil {
+				return err
+			}
+		}
 	} else {
 		if err := s.load(opts.Slots, size); err != nil {
 			return err
 		}
 		if opts.Journal {
 			if err := s.recover(journalPath); err != nil {
+				return err
+			}
+		}
+		if opts.WriteLog {
+			// A clean store's log is empty (Close wrote it back).
+			if err := s.openWriteLog(base+WriteLogSuffix, opts.WriteLogBytes, false, opts.WriteLogCached); err != nil {
 				return err
 			}
 		}
@@ -513,7 +546,21 @@ func (s *Store) ReadAsync(slot uint64, buf []byte, done func(error)) error {
 	if err := s.check(slot, buf); err != nil {
 		return err
 	}
-	return s.submit(slot, buf, done, false)
+	return s.queue(slot, buf, done, false)
+}
+
+// queue is ReadAsync or WriteAsync once the arguments are checked: through
+// the write log if there is one, else straight to the device.
+func (s *Store) queue(slot uint64, buf []byte, done func(error), write bool) error {
+	if s.wlog != nil {
+		if write {
+			return s.logWrite(slot, buf, done)
+		}
+		if ok, err := s.logRead(slot, buf, done); ok || err != nil {
+			return err
+		}
+	}
+	return s.submit(slot, buf, done, write)
 }
 
 // WriteAsync queues a write of buf to slot, like ReadAsync. buf is copied
@@ -523,7 +570,7 @@ func (s *Store) WriteAsync(slot uint64, buf []byte, done func(error)) error {
 	if err := s.check(slot, buf); err != nil {
 		return err
 	}
-	return s.submit(slot, buf, done, true)
+	return s.queue(slot, buf, done, true)
 }
 
 func (s *Store) submit(slot uint64, buf []byte, done func(error), write bool) error {
@@ -666,6 +713,9 @@ func (s *Store) Submit() error {
 	if err := s.releaseDeferred(); err != nil {
 		return err
 	}
+	if err := s.logPump(); err != nil {
+		return err
+	}
 	if s.ring != nil && s.ring.unsubmitted() > 0 {
 		if err := s.ring.enter(0); err != nil {
 			return fmt.Errorf("nvme: %s: %w", s.path, err)
@@ -700,6 +750,9 @@ func (s *Store) Poll(min int) (int, error) {
 	}
 	n := 0
 	if err := s.releaseDeferred(); err != nil {
+		return 0, err
+	}
+	if err := s.logPump(); err != nil {
 		return 0, err
 	}
 	if s.ring == nil || len(s.completed) > s.compHead {
@@ -755,7 +808,10 @@ func (s *Store) reap() int {
 			break
 		}
 		if ud >= uint64(len(s.reqs)) {
-			continue // not ours; cannot happen
+			if s.logReap(ud, res) {
+				n++
+			}
+			continue
 		}
 		i := uint32(ud)
 		r := s.reqs[i]
@@ -797,7 +853,7 @@ func (s *Store) reap() int {
 // InFlight counts requests queued or in flight whose completion has not been
 // reported yet.
 func (s *Store) InFlight() int {
-	return s.inflight + len(s.completed) - s.compHead
+	return s.inflight + len(s.completed) - s.compHead + s.logQueued()
 }
 
 // wait runs one request to completion.
@@ -809,7 +865,7 @@ func (s *Store) wait(slot uint64, buf []byte, write bool) error {
 		res      error
 		finished bool
 	)
-	if err := s.submit(slot, buf, func(err error) { res, finished = err, true }, write); err != nil {
+	if err := s.queue(slot, buf, func(err error) { res, finished = err, true }, write); err != nil {
 		return err
 	}
 	for !finished {
@@ -918,7 +974,11 @@ func (s *Store) DataSync() error {
 	if s.closed {
 		return ErrClosed
 	}
-	if err := unix.Fdatasync(s.fd); err != nil {
+	fd := s.fd
+	if w := s.wlog; w != nil {
+		fd = w.fd // the acknowledged writes are in the log
+	}
+	if err := unix.Fdatasync(fd); err != nil {
 		return s.fileErr("sync", err)
 	}
 	return nil
@@ -933,6 +993,11 @@ func (s *Store) Sync() error {
 	}
 	if err := s.drain(); err != nil {
 		return err
+	}
+	if s.wlog != nil {
+		if err := s.checkpointAll(); err != nil {
+			return err
+		}
 	}
 	return s.persist(false)
 }
@@ -1032,6 +1097,9 @@ func (s *Store) finish(clean bool) error {
 	if s.closed {
 		return nil // a callback closed the store
 	}
+	if err == nil && clean && s.wlog != nil {
+		err = s.checkpointAll()
+	}
 	if err == nil && clean {
 		err = s.persist(true)
 	}
@@ -1046,6 +1114,9 @@ func (s *Store) release(unmapPool bool) {
 	s.closed = true
 	if s.journal != nil {
 		s.journal.close()
+	}
+	if s.wlog != nil {
+		s.wlog.close(unmapPool)
 	}
 	if s.ring != nil {
 		s.ring.close()

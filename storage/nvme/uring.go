@@ -15,6 +15,7 @@ const (
 	sysIOUringSetup = 425
 	sysIOUringEnter = 426
 
+	ioringOpNop   = 0
 	ioringOpRead  = 22
 	ioringOpWrite = 23
 

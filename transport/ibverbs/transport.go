@@ -620,6 +620,7 @@ func (t *Transport) Register(mem []byte) (transport.Region, error) {
 func (t *Transport) Close() error {
 	var err error
 	t.once.Do(func() {
+		t.flushSends()
 		t.closed.Store(true)
 		close(t.closing)
 		for _, p := range t.order {
@@ -635,6 +636,29 @@ func (t *Transport) Close() error {
 		err = t.teardown()
 	})
 	return err
+}
+
+// flushSends waits until the messages already posted to every live peer
+// have completed: destroying a queue pair drops the requests it still
+// holds, and a node that leaves sends its last messages (the pages it
+// hands back) just before it closes, which over tcp the kernel delivers
+// after the close. A dead peer fails its fence at once or after the
+// transport's PeerTimeout; the peers are flushed side by side.
+func (t *Transport) flushSends() {
+	var wg sync.WaitGroup
+	for _, p := range t.order {
+		if p.msg == nil || p.err() != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Not under sendMu: a Send waiting for a mailbox slot holds
+			// it, and returns only once the transport is closed.
+			_ = p.msg.fence() // a failed peer has nothing left to deliver
+		}()
+	}
+	wg.Wait()
 }
 
 // teardown releases the device resources, then the memory: queue pairs
