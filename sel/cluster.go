@@ -26,8 +26,11 @@ type cluster struct {
 	computes []*compute
 	mems     [][]byte // each memory node's region, 0-based
 	// dirty are the keys of attempts ended since the last Check: their
-	// lines are checked once more, with no attempt left on them.
+	// lines are checked once more, with no attempt left on them. A key is
+	// in it once (isDirty), so it stays bounded by the keys where Check
+	// is never called (processes).
 	dirty   []uint64
+	isDirty []bool
 	mark    []uint32 // per key: the Check generation that saw it
 	gen     uint32
 	scratch []*attempt
@@ -57,7 +60,7 @@ func deploy(cfg protocolapi.Config, o Options) (protocolapi.Cluster, error) {
 		}
 	}
 	return &cluster{cfg: cfg, opts: o, lay: lineLayout{computes: cfg.Nodes, memories: o.MemoryNodes, lineSize: o.LineSize},
-		mems: make([][]byte, o.MemoryNodes), mark: make([]uint32, cfg.Keys)}, nil
+		mems: make([][]byte, o.MemoryNodes), mark: make([]uint32, cfg.Keys), isDirty: make([]bool, cfg.Keys)}, nil
 }
 
 // Layout implements protocolapi.Cluster: registered memory on the memory
@@ -133,7 +136,7 @@ func (c *cluster) Check(atRest bool) []error {
 				errs = append(errs, fmt.Errorf("key %d: at rest, its latch word is %v, not free", key, w))
 			}
 		}
-		c.dirty = c.dirty[:0]
+		c.clearDirty()
 		return errs
 	}
 	c.gen++
@@ -159,8 +162,23 @@ func (c *cluster) Check(atRest bool) []error {
 			errs = append(errs, c.checkLine(key, nil)...)
 		}
 	}
-	c.dirty = c.dirty[:0]
+	c.clearDirty()
 	return errs
+}
+
+// markDirty notes that an attempt on key ended.
+func (c *cluster) markDirty(key uint64) {
+	if !c.isDirty[key] {
+		c.isDirty[key] = true
+		c.dirty = append(c.dirty, key)
+	}
+}
+
+func (c *cluster) clearDirty() {
+	for _, key := range c.dirty {
+		c.isDirty[key] = false
+	}
+	c.dirty = c.dirty[:0]
 }
 
 // checkLine checks key's latch word and line against the attempts in

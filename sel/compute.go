@@ -387,7 +387,7 @@ func (n *compute) remove(a *attempt) {
 			break
 		}
 	}
-	n.c.dirty = append(n.c.dirty, a.key)
+	n.c.markDirty(a.key)
 	// No verb holds it or its buffer any more, and its access has let go.
 	if len(n.free) < 2*len(n.accesses)+4 {
 		n.free = append(n.free, a)
