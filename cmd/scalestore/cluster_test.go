@@ -185,8 +185,12 @@ func TestClusterIndexes(t *testing.T) {
 		for _, kind := range []string{"shm", "tcp"} {
 			t.Run(wl+"/"+kind, func(t *testing.T) {
 				logFile := filepath.Join(t.TempDir(), "nodes.log")
+				d := "700ms"
+				if wl == "cell" {
+					d = "2s" // enough puts for a meganode to split on a loaded host
+				}
 				out, err := exec.Command(bin, "cluster", "--workload", wl, "--nodes", "2", "--memory-nodes", "2", "--transport", kind,
-					"--records", "2000", "--threads", "2", "--read-ratio", "0.7", "--duration", "700ms", "--check", "--json", "--quiet",
+					"--records", "2000", "--threads", "2", "--read-ratio", "0.7", "--duration", d, "--check", "--json", "--quiet",
 					"--cell-mega-nodes", "8", "--scan-len", "40", "--log", logFile).CombinedOutput()
 				if err != nil {
 					t.Fatalf("%v\n%s", err, out)
