@@ -543,7 +543,7 @@ func TestExpiryHeaderRoundTrip(t *testing.T) {
 			t.Fatalf("%q %d: tagged %q, read back %q %d", c.payload, c.exp, raw, p, e)
 		}
 	}
-	if newWatchTag() == newWatchTag() {
+	if t1, t2 := newWatchTag(), newWatchTag(); t1 == t2 {
 		t.Fatal("two watch tags are equal")
 	}
 	// A value written before expiry existed reads as itself.
