@@ -57,19 +57,12 @@ func (c *client) cmdSetBit(args [][]byte) {
 		} else {
 			buf[byteAt] &^= mask
 		}
-		if n := storedLen(buf, exp); !c.fits(key, n) {
-			cerr = c.tooBig(key, n)
+		if out, cerr = c.encodeFitting(out, key, buf, exp); cerr != nil {
 			return nil, false, false
 		}
-		out = appendValue(out[:0], buf, exp)
 		return out, true, true
 	})
-	switch {
-	case err != nil:
-		c.engineError(err)
-	case cerr != nil:
-		c.replyErr(cerr)
-	default:
+	if !c.modifyFailed(err, cerr) {
 		c.int(old)
 	}
 }

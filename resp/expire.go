@@ -79,11 +79,10 @@ func (c *client) cmdExpire(args [][]byte) {
 		if when <= now {
 			return nil, false, true // already expired: deleted now
 		}
-		if n := storedLen(p, when); !c.fits(key, n) {
-			set, cerr = false, c.tooBig(key, n)
+		if out, cerr = c.encodeFitting(out, key, p, when); cerr != nil {
+			set = false
 			return nil, true, false
 		}
-		out = appendValue(out[:0], p, when)
 		return out, true, true
 	})
 	switch {

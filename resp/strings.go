@@ -444,11 +444,9 @@ func (c *client) cmdGetEx(args [][]byte) {
 		if e == exp {
 			return nil, true, false
 		}
-		if n := storedLen(p, e); !c.fits(key, n) {
-			cerr = c.tooBig(key, n)
+		if out, cerr = c.encodeFitting(out, key, p, e); cerr != nil {
 			return nil, true, false
 		}
-		out = appendValue(out[:0], p, e)
 		return out, true, true
 	})
 	switch {
@@ -480,19 +478,12 @@ func (c *client) cmdAppend(args [][]byte) {
 		}
 		buf = append(append(buf[:0], p...), add...)
 		n, cerr = len(buf), nil
-		if size := storedLen(buf, exp); !c.fits(key, size) {
-			cerr = c.tooBig(key, size)
+		if out, cerr = c.encodeFitting(out, key, buf, exp); cerr != nil {
 			return nil, false, false
 		}
-		out = appendValue(out[:0], buf, exp)
 		return out, true, true
 	})
-	switch {
-	case err != nil:
-		c.engineError(err)
-	case cerr != nil:
-		c.replyErr(cerr)
-	default:
+	if !c.modifyFailed(err, cerr) {
 		c.int(int64(n))
 	}
 }
@@ -584,19 +575,12 @@ func (c *client) cmdSetRange(args [][]byte) {
 		copy(buf, p)
 		copy(buf[off:], val)
 		n = size
-		if sl := storedLen(buf, exp); !c.fits(key, sl) {
-			cerr = c.tooBig(key, sl)
+		if out, cerr = c.encodeFitting(out, key, buf, exp); cerr != nil {
 			return nil, false, false
 		}
-		out = appendValue(out[:0], buf, exp)
 		return out, true, true
 	})
-	switch {
-	case err != nil:
-		c.engineError(err)
-	case cerr != nil:
-		c.replyErr(cerr)
-	default:
+	if !c.modifyFailed(err, cerr) {
 		c.int(int64(n))
 	}
 }

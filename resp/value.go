@@ -128,3 +128,27 @@ func (s *Server) nowMicros() int64 {
 	}
 	return time.Now().UnixMicro()
 }
+
+// encodeFitting is what a Modify callback stores for payload with expiry
+// exp, encoded into out's storage, or the error that it is too big for
+// key.
+func (c *client) encodeFitting(out, key, payload []byte, exp int64) ([]byte, error) {
+	if n := storedLen(payload, exp); !c.fits(key, n) {
+		return nil, c.tooBig(key, n)
+	}
+	return appendValue(out[:0], payload, exp), nil
+}
+
+// modifyFailed replies the error of a Modify, the engine's (err) or the
+// command's own (cerr), and reports whether there was one.
+func (c *client) modifyFailed(err, cerr error) bool {
+	switch {
+	case err != nil:
+		c.engineError(err)
+	case cerr != nil:
+		c.replyErr(cerr)
+	default:
+		return false
+	}
+	return true
+}
