@@ -264,6 +264,9 @@ func startServer(t testing.TB, cfg Config) (*Server, *fakeEngine) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
+	if cfg.Loop == "" {
+		cfg.Loop = testLoop
+	}
 	e := newFakeEngine()
 	s, err := Listen(cfg, e)
 	if err != nil {
