@@ -62,12 +62,12 @@ type client struct {
 
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{
-		s:     s,
-		nc:    nc,
-		id:    s.nextID.Add(1),
-		fd:    -1,
-		buf:   make([]byte, readBufSize),
-		args:  make([][]byte, 0, 8),
+		s:    s,
+		nc:   nc,
+		id:   s.nextID.Add(1),
+		fd:   -1,
+		buf:  make([]byte, readBufSize),
+		args: make([][]byte, 0, 8),
 	}
 	if nc != nil {
 		c.raddr = nc.RemoteAddr()

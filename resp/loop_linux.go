@@ -48,9 +48,12 @@ type eventLoop struct {
 	done      chan struct{}
 }
 
-// startLoops starts GOMAXPROCS event loops.
+// startLoops starts the event loops (Config.Loops, GOMAXPROCS by default).
 func (s *Server) startLoops() error {
-	n := runtime.GOMAXPROCS(0)
+	n := s.nLoops
+	if n == 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
 	for range n {
 		l, err := newEventLoop(s)
 		if err != nil {

@@ -96,6 +96,8 @@ type Config struct {
 	// in read. Under TLS, and off Linux, connections are served by
 	// goroutines whatever Loop says.
 	Loop string
+	// Loops is how many event loops LoopEpoll runs (0: GOMAXPROCS).
+	Loops int
 }
 
 // Loop values of Config.
@@ -172,6 +174,7 @@ type Server struct {
 	closeErr  error
 	done      chan struct{} // closed when the accept loop has returned
 	loops     []*eventLoop  // nil: every connection has a goroutine
+	nLoops    int           // how many loops to start
 	nextLoop  int           // the loop the next connection goes to
 
 	conns      atomic.Int64
@@ -193,7 +196,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 	if e == nil {
 		return nil, errors.New("resp: nil Engine")
 	}
-	if cfg.MaxKey < 0 || cfg.MaxValue < 0 || cfg.MaxEntry < 0 || cfg.MaxConns < 0 || cfg.IdleTimeout < 0 {
+	if cfg.MaxKey < 0 || cfg.MaxValue < 0 || cfg.MaxEntry < 0 || cfg.MaxConns < 0 || cfg.IdleTimeout < 0 || cfg.Loops < 0 {
 		return nil, errors.New("resp: negative limit in Config")
 	}
 	switch cfg.Loop {
@@ -222,6 +225,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		open:      make(map[net.Conn]struct{}),
 		now:       cfg.Now,
 		protected: !cfg.Unprotected,
+		nLoops:    cfg.Loops,
 		cmdStats:  make([]cmdStat, len(commandNames)),
 	}
 	if s.log == nil {

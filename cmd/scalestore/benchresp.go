@@ -44,6 +44,10 @@ that promises the same:
   scalestore         one 'scalestore node' in memory
   scalestore-1p      the same with --procs 1 (one scheduler slot, like
                      redis-server's one thread: no thread wake-up per request)
+  scalestore-goroutine
+                     one node with --resp-loop goroutine: a goroutine per
+                     connection blocking in read, instead of the default
+                     epoll event loops (compare with the scalestore row)
   scalestore-data    one 'scalestore node --data DIR' (--durability process):
                      every SET is on the store before its reply, so it
                      survives a killed process; against redis-aof-everysec
@@ -96,6 +100,7 @@ var benchRESPTargets = []respTarget{
 	{name: "redis-aof", promise: "power loss (fsync per write)", base: "redis"},
 	{name: "scalestore", promise: "nothing (memory)", base: "redis"},
 	{name: "scalestore-1p", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-goroutine", promise: "nothing (memory)", base: "redis"},
 	{name: "scalestore-data", promise: "kill -9 (durability process)", base: "redis-aof-everysec"},
 	{name: "scalestore-sync", promise: "power loss (durability sync)", base: "redis-aof"},
 	{name: "scalestore-2shm", promise: "nothing (memory)", base: "redis"},
@@ -367,7 +372,7 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 			return 0, 0, err
 		}
 		resp = addrs[:1]
-	case "scalestore", "scalestore-1p", "scalestore-data", "scalestore-sync":
+	case "scalestore", "scalestore-1p", "scalestore-goroutine", "scalestore-data", "scalestore-sync":
 		args := []string{"node", "--id", "0", "--peers", "0=" + addrs[0], "--resp", addrs[1], "--shutdown-timeout", "10s"}
 		switch target {
 		case "scalestore-data":
@@ -376,6 +381,8 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 			args = append(args, "--data", filepath.Join(dir, "data"), "--durability", "sync")
 		case "scalestore-1p":
 			args = append(args, "--procs", "1")
+		case "scalestore-goroutine":
+			args = append(args, "--resp-loop", "goroutine")
 		}
 		if _, err := start("node 0", b.bin, args...); err != nil {
 			return 0, 0, err
