@@ -147,13 +147,24 @@ func (c *client) serve() {
 // asked to close the connection (c.quit). A malformed request is the
 // error, with the replies before it in out.
 func (c *client) execBuffered() error {
+	_, err := c.execUntil(false)
+	return err
+}
+
+// execUntil is execBuffered that, if beforeWrite, stops before a command
+// that writes through an engine whose writes block (Config.OffloadWrites)
+// and reports it (blocked).
+func (c *client) execUntil(beforeWrite bool) (blocked bool, err error) {
 	for c.r < c.w && len(c.out) < flushAt && !c.quit {
 		complete, args, n, err := c.next()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !complete {
-			return nil
+			return false, nil
+		}
+		if beforeWrite && len(args) > 0 && c.writeBlocks(args) {
+			return true, nil
 		}
 		c.r += n
 		if len(args) == 0 {
@@ -161,7 +172,18 @@ func (c *client) execBuffered() error {
 		}
 		c.exec(args)
 	}
-	return nil
+	return false, nil
+}
+
+// writeBlocks reports whether executing args now would write through the
+// engine, with Config.OffloadWrites set: a write command, run now (not
+// queued in MULTI) by a client allowed to.
+func (c *client) writeBlocks(args [][]byte) bool {
+	if !c.s.offload || (c.s.password && !c.authed) {
+		return false
+	}
+	cmd, ok := dispatch[string(c.lowerName(args[0]))]
+	return ok && cmd.writes && (!c.multi || cmd.now)
 }
 
 // next parses the next command in buf[r:w] with redcon. complete is false

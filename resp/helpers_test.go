@@ -267,6 +267,7 @@ func startServer(t testing.TB, cfg Config) (*Server, *fakeEngine) {
 	if cfg.Loop == "" {
 		cfg.Loop = testLoop
 	}
+	cfg.OffloadWrites = cfg.OffloadWrites || testOffload
 	e := newFakeEngine()
 	s, err := Listen(cfg, e)
 	if err != nil {

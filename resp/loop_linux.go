@@ -38,6 +38,7 @@ type eventLoop struct {
 
 	mu      sync.Mutex
 	pending []*client // handed over by the accept loop, not yet in conns
+	back    []*client // given back by their workers (offload), not yet in conns
 	closing bool
 	news    atomic.Bool // pending is not empty or closing is set
 	shut    bool        // the loop has closed its descriptors
@@ -240,7 +241,38 @@ func (l *eventLoop) takeLocked() {
 		l.pending[i] = nil
 	}
 	l.pending = l.pending[:0]
+	for i, c := range l.back {
+		l.conns[int32(c.fd)] = c
+		l.back[i] = nil
+		if !l.closing {
+			l.resume(c)
+		}
+	}
+	l.back = l.back[:0]
 	l.news.Store(l.closing)
+}
+
+// resume watches the socket of a client its worker gave back again.
+func (l *eventLoop) resume(c *client) {
+	if c.fd < 0 {
+		return
+	}
+	if c.eof && !c.wantWrite {
+		if c.r < c.w {
+			l.s.log.Debug("resp: connection ended mid-command", "remote", c.remote())
+		}
+		l.drop(c)
+		return
+	}
+	events := uint32(unix.EPOLLIN)
+	if c.wantWrite {
+		events = unix.EPOLLOUT
+	}
+	ev := unix.EpollEvent{Events: events, Fd: int32(c.fd)}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		l.s.log.Warn("resp: epoll_ctl failed", "remote", c.remote(), "err", err)
+		l.drop(c)
+	}
 }
 
 // shutdown closes every connection of the loop (Close).
@@ -300,7 +332,7 @@ func (l *eventLoop) readable(c *client) {
 // writable writes the replies c's socket would not take before, and goes
 // on with c's commands once they are all out.
 func (l *eventLoop) writable(c *client) {
-	done, err := l.write(c)
+	done, err := write(c, l.now)
 	if err != nil {
 		l.drop(c)
 		return
@@ -309,41 +341,53 @@ func (l *eventLoop) writable(c *client) {
 		return
 	}
 	c.wantWrite = false
-	l.serve(c)
-	if c.fd >= 0 && !c.wantWrite {
+	if l.serve(c) && !c.wantWrite {
 		l.watch(c, unix.EPOLLIN)
 	}
 }
 
 // serve executes c's complete commands and writes their replies, until
 // none is left or the socket takes no more; then closes c if it hung up.
-func (l *eventLoop) serve(c *client) {
+// onLoop: c is still the loop's (not closed, handed off or offloaded).
+func (l *eventLoop) serve(c *client) (onLoop bool) {
 	for {
-		if err := c.execBuffered(); err != nil {
+		blocked, err := c.execUntil(l.s.offload)
+		if err != nil {
 			l.protocolError(c, err)
-			return
+			return false
+		}
+		if blocked {
+			// The replies so far go out before the write that may block.
+			if len(c.out) > 0 {
+				if _, err := write(c, l.now); err != nil {
+					c.publish()
+					l.drop(c)
+					return false
+				}
+			}
+			l.offload(c)
+			return false
 		}
 		if c.quit {
 			c.publish()
 			l.handOff(c)
-			return
+			return false
 		}
 		if len(c.out) == 0 {
 			break
 		}
-		done, err := l.write(c)
+		done, err := write(c, l.now)
 		if err != nil {
 			c.publish()
 			l.drop(c)
-			return
+			return false
 		}
 		if !done {
 			// Take no more commands from c until its replies are out:
 			// what it sends meanwhile stays in the kernel's buffers.
 			c.publish()
 			c.wantWrite = true
-			l.watch(c, unix.EPOLLOUT)
-			return
+			return l.watch(c, unix.EPOLLOUT)
 		}
 	}
 	c.publish()
@@ -352,15 +396,17 @@ func (l *eventLoop) serve(c *client) {
 			l.s.log.Debug("resp: connection ended mid-command", "remote", c.remote())
 		}
 		l.drop(c)
+		return false
 	}
+	return true
 }
 
 // write writes out[sent:] with one write; done when all of out is written.
-func (l *eventLoop) write(c *client) (done bool, err error) {
+func write(c *client, now time.Time) (done bool, err error) {
 	n, err := unix.Write(c.fd, c.out[c.sent:])
 	if n > 0 {
 		c.sent += n
-		c.active = l.now
+		c.active = now
 	}
 	if err != nil && err != unix.EAGAIN && err != unix.EINTR {
 		return false, err
@@ -377,13 +423,16 @@ func (l *eventLoop) write(c *client) (done bool, err error) {
 	return true, nil
 }
 
-// watch sets what the loop waits for on c's socket.
-func (l *eventLoop) watch(c *client, events uint32) {
+// watch sets what the loop waits for on c's socket; false if it failed
+// and c is closed.
+func (l *eventLoop) watch(c *client, events uint32) bool {
 	ev := unix.EpollEvent{Events: events, Fd: int32(c.fd)}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
 		l.s.log.Warn("resp: epoll_ctl failed", "remote", c.remote(), "err", err)
 		l.drop(c)
+		return false
 	}
+	return true
 }
 
 // protocolError answers a malformed request as Redis does and closes.
@@ -402,29 +451,102 @@ func (l *eventLoop) handOff(c *client) {
 	delete(l.conns, int32(fd))
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	c.fd = -1
-	out := c.out[c.sent:]
-	s := l.s
-	go func() {
-		defer s.wg.Done()
-		defer s.conns.Add(-1)
-		f := os.NewFile(uintptr(fd), "resp")
-		nc, err := net.FileConn(f)
-		f.Close()
+	go l.s.closeGently(fd, c.out[c.sent:])
+}
+
+// closeGently writes out to the socket fd and closes it with
+// lingerClose, through Go's netpoller; it uncounts the connection.
+func (s *Server) closeGently(fd int, out []byte) {
+	defer s.wg.Done()
+	defer s.conns.Add(-1)
+	f := os.NewFile(uintptr(fd), "resp")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return
+	}
+	if !s.track(nc) {
+		nc.Close()
+		return
+	}
+	defer s.untrack(nc)
+	if s.idle > 0 {
+		nc.SetWriteDeadline(time.Now().Add(s.idle))
+	}
+	if _, err := nc.Write(out); err != nil {
+		nc.Close()
+		return
+	}
+	lingerClose(nc)
+}
+
+// offload takes c off the loop and runs its commands, from the write
+// that may block on, on a goroutine of its own (Config.OffloadWrites):
+// the loop's other connections go on meanwhile. The loop neither reads
+// from c nor runs its commands until the worker gives it back, so its
+// replies stay in order.
+func (l *eventLoop) offload(c *client) {
+	delete(l.conns, int32(c.fd))
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, c.fd, nil); err != nil {
+		l.s.log.Warn("resp: epoll_ctl failed", "remote", c.remote(), "err", err)
+		c.publish()
+		l.s.conns.Add(-1)
+		l.s.wg.Done()
+		unix.Close(c.fd)
+		c.fd = -1
+		return
+	}
+	go l.work(c)
+}
+
+// work is offload's goroutine: it runs every complete command c has
+// pending and writes the replies, then gives c back to the loop.
+func (l *eventLoop) work(c *client) {
+	var now time.Time
+	for {
+		if err := c.execBuffered(); err != nil {
+			l.s.log.Debug("resp: protocol error", "remote", c.remote(), "err", err)
+			c.error("ERR " + err.Error())
+			c.quit = true
+		}
+		if c.quit {
+			c.publish()
+			fd := c.fd
+			c.fd = -1
+			l.s.closeGently(fd, c.out[c.sent:])
+			return
+		}
+		if len(c.out) == 0 {
+			break
+		}
+		if l.s.idle > 0 {
+			now = time.Now()
+		}
+		done, err := write(c, now)
 		if err != nil {
-			return
+			c.publish()
+			l.s.log.Debug("resp: write failed", "remote", c.remote(), "err", err)
+			c.eof, c.wantWrite = true, false
+			c.r = c.w
+			break
 		}
-		if !s.track(nc) {
-			nc.Close()
-			return
+		if !done {
+			c.wantWrite = true
+			break
 		}
-		defer s.untrack(nc)
-		if s.idle > 0 {
-			nc.SetWriteDeadline(time.Now().Add(s.idle))
-		}
-		if _, err := nc.Write(out); err != nil {
-			nc.Close()
-			return
-		}
-		lingerClose(nc)
-	}()
+	}
+	c.publish()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing || l.shut {
+		unix.Close(c.fd)
+		c.fd = -1
+		l.s.conns.Add(-1)
+		l.s.wg.Done()
+		return
+	}
+	l.back = append(l.back, c)
+	l.news.Store(true)
+	var one = [8]byte{1}
+	unix.Write(l.wakefd, one[:])
 }

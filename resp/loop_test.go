@@ -10,6 +10,9 @@ import (
 // not set one ("": the default).
 var testLoop string
 
+// testOffload is Config.OffloadWrites for startServer's servers.
+var testOffload bool
+
 // The bad-input and connection tests run against both ways of serving
 // connections (the default run covers the default one).
 func TestBadInputBothPaths(t *testing.T) {
@@ -36,11 +39,14 @@ func TestBadInputBothPaths(t *testing.T) {
 		{"Pipeline", TestPipeline},
 		{"TLS", TestTLS},
 	}
-	defer func() { testLoop = "" }()
-	for _, loop := range []string{LoopGoroutine, LoopEpoll} {
-		testLoop = loop
+	defer func() { testLoop, testOffload = "", false }()
+	for _, mode := range []struct {
+		name, loop string
+		offload    bool
+	}{{LoopGoroutine, LoopGoroutine, false}, {LoopEpoll, LoopEpoll, false}, {"epoll-offload", LoopEpoll, true}} {
+		testLoop, testOffload = mode.loop, mode.offload
 		for _, tc := range tests {
-			t.Run(loop+"/"+tc.name, tc.fn)
+			t.Run(mode.name+"/"+tc.name, tc.fn)
 		}
 	}
 }

@@ -98,6 +98,12 @@ type Config struct {
 	Loop string
 	// Loops is how many event loops LoopEpoll runs (0: GOMAXPROCS).
 	Loops int
+	// OffloadWrites says that the engine's writes block (a write-through
+	// to a store): on an event loop, a connection's commands from its
+	// first write on run on a goroutine of their own, so that the loop's
+	// other connections go on and writes that wait together share the
+	// store's flush. Reads stay on the loop.
+	OffloadWrites bool
 }
 
 // Loop values of Config.
@@ -175,6 +181,7 @@ type Server struct {
 	done      chan struct{} // closed when the accept loop has returned
 	loops     []*eventLoop  // nil: every connection has a goroutine
 	nLoops    int           // how many loops to start
+	offload   bool          // Config.OffloadWrites
 	nextLoop  int           // the loop the next connection goes to
 
 	conns      atomic.Int64
@@ -226,6 +233,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		now:       cfg.Now,
 		protected: !cfg.Unprotected,
 		nLoops:    cfg.Loops,
+		offload:   cfg.OffloadWrites,
 		cmdStats:  make([]cmdStat, len(commandNames)),
 	}
 	if s.log == nil {

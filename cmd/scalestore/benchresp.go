@@ -47,7 +47,10 @@ that promises the same:
   scalestore-goroutine
                      one node with --resp-loop goroutine: a goroutine per
                      connection blocking in read, instead of the default
-                     epoll event loops (compare with the scalestore row)
+                     epoll event loops (compare with the scalestore row).
+                     Any scalestore target takes the suffix -goroutine
+                     (scalestore-data-goroutine, scalestore-remote-goroutine,
+                     ...): its nodes run with --resp-loop goroutine
   scalestore-data    one 'scalestore node --data DIR' (--durability process):
                      every SET is on the store before its reply, so it
                      survives a killed process; against redis-aof-everysec
@@ -91,7 +94,14 @@ type respTarget struct {
 	// load: a loading run (fresh keys, SET only, -P 16) instead of one per
 	// pipeline depth.
 	load bool
+	// goroutine: the nodes run with --resp-loop goroutine (the target's
+	// name ends in -goroutine).
+	goroutine bool
 }
+
+// goroutineSuffix names the variant of a scalestore target whose nodes
+// serve RESP with a goroutine per connection.
+const goroutineSuffix = "-goroutine"
 
 // benchRESPTargets are the targets in the order they run and print.
 var benchRESPTargets = []respTarget{
@@ -100,7 +110,7 @@ var benchRESPTargets = []respTarget{
 	{name: "redis-aof", promise: "power loss (fsync per write)", base: "redis"},
 	{name: "scalestore", promise: "nothing (memory)", base: "redis"},
 	{name: "scalestore-1p", promise: "nothing (memory)", base: "redis"},
-	{name: "scalestore-goroutine", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-goroutine", promise: "nothing (memory)", base: "redis", goroutine: true},
 	{name: "scalestore-data", promise: "kill -9 (durability process)", base: "redis-aof-everysec"},
 	{name: "scalestore-sync", promise: "power loss (durability sync)", base: "redis-aof"},
 	{name: "scalestore-2shm", promise: "nothing (memory)", base: "redis"},
@@ -113,6 +123,12 @@ var benchRESPTargets = []respTarget{
 func benchRESPTarget(name string) (respTarget, bool) {
 	for _, t := range benchRESPTargets {
 		if t.name == name {
+			return t, true
+		}
+	}
+	if base, ok := strings.CutSuffix(name, goroutineSuffix); ok && !isRedisTarget(base) {
+		if t, ok := benchRESPTarget(base); ok && !t.goroutine {
+			t.name, t.goroutine = name, true
 			return t, true
 		}
 	}
@@ -342,6 +358,9 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 	}
 
 	target := strings.TrimPrefix(t.name, "load-")
+	if t.goroutine {
+		target = strings.TrimSuffix(target, goroutineSuffix)
+	}
 	nodes := 1
 	switch target {
 	case "scalestore-2shm", "scalestore-remote":
@@ -372,7 +391,7 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 			return 0, 0, err
 		}
 		resp = addrs[:1]
-	case "scalestore", "scalestore-1p", "scalestore-goroutine", "scalestore-data", "scalestore-sync":
+	case "scalestore", "scalestore-1p", "scalestore-data", "scalestore-sync":
 		args := []string{"node", "--id", "0", "--peers", "0=" + addrs[0], "--resp", addrs[1], "--shutdown-timeout", "10s"}
 		switch target {
 		case "scalestore-data":
@@ -381,7 +400,8 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 			args = append(args, "--data", filepath.Join(dir, "data"), "--durability", "sync")
 		case "scalestore-1p":
 			args = append(args, "--procs", "1")
-		case "scalestore-goroutine":
+		}
+		if t.goroutine {
 			args = append(args, "--resp-loop", "goroutine")
 		}
 		if _, err := start("node 0", b.bin, args...); err != nil {
@@ -398,6 +418,9 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 				"--resp", addrs[nodes+i], "--shutdown-timeout", "10s"}
 			if target != "scalestore-3tcp" {
 				args = append(args, "--transport", "shm", "--socket-dir", dir)
+			}
+			if t.goroutine {
+				args = append(args, "--resp-loop", "goroutine")
 			}
 			if _, err := start(fmt.Sprintf("node %d", i), b.bin, args...); err != nil {
 				return 0, 0, err
