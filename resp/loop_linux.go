@@ -38,7 +38,6 @@ type eventLoop struct {
 
 	mu      sync.Mutex
 	pending []*client // handed over by the accept loop, not yet in conns
-	back    []*client // given back by their workers (offload), not yet in conns
 	closing bool
 	news    atomic.Bool // pending is not empty or closing is set
 	shut    bool        // the loop has closed its descriptors
@@ -241,38 +240,7 @@ func (l *eventLoop) takeLocked() {
 		l.pending[i] = nil
 	}
 	l.pending = l.pending[:0]
-	for i, c := range l.back {
-		l.conns[int32(c.fd)] = c
-		l.back[i] = nil
-		if !l.closing {
-			l.resume(c)
-		}
-	}
-	l.back = l.back[:0]
 	l.news.Store(l.closing)
-}
-
-// resume watches the socket of a client its worker gave back again.
-func (l *eventLoop) resume(c *client) {
-	if c.fd < 0 {
-		return
-	}
-	if c.eof && !c.wantWrite {
-		if c.r < c.w {
-			l.s.log.Debug("resp: connection ended mid-command", "remote", c.remote())
-		}
-		l.drop(c)
-		return
-	}
-	events := uint32(unix.EPOLLIN)
-	if c.wantWrite {
-		events = unix.EPOLLOUT
-	}
-	ev := unix.EpollEvent{Events: events, Fd: int32(c.fd)}
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
-		l.s.log.Warn("resp: epoll_ctl failed", "remote", c.remote(), "err", err)
-		l.drop(c)
-	}
 }
 
 // shutdown closes every connection of the loop (Close).
@@ -480,73 +448,42 @@ func (s *Server) closeGently(fd int, out []byte) {
 	lingerClose(nc)
 }
 
-// offload takes c off the loop and runs its commands, from the write
-// that may block on, on a goroutine of its own (Config.OffloadWrites):
-// the loop's other connections go on meanwhile. The loop neither reads
-// from c nor runs its commands until the worker gives it back, so its
-// replies stay in order.
+// offload moves c off the loop for good, to a goroutine of its own that
+// serves it as LoopGoroutine does (client.serve), from the write that may
+// block on (Config.OffloadWrites): the loop's other connections go on
+// meanwhile, and the connection's later writes do not come back to block
+// the loop. A connection that only reads stays on its loop. (Handing the
+// write to a worker and giving the connection back after it cost three
+// syscalls and two wake-ups per write: 30-40% fewer durable SETs/s than a
+// goroutine per connection, docs/bench.md.)
 func (l *eventLoop) offload(c *client) {
-	delete(l.conns, int32(c.fd))
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, c.fd, nil); err != nil {
-		l.s.log.Warn("resp: epoll_ctl failed", "remote", c.remote(), "err", err)
-		c.publish()
-		l.s.conns.Add(-1)
-		l.s.wg.Done()
-		unix.Close(c.fd)
-		c.fd = -1
-		return
-	}
-	go l.work(c)
+	fd := c.fd
+	delete(l.conns, int32(fd))
+	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	c.fd = -1
+	go l.s.serveMoved(c, fd)
 }
 
-// work is offload's goroutine: it runs every complete command c has
-// pending and writes the replies, then gives c back to the loop.
-func (l *eventLoop) work(c *client) {
-	var now time.Time
-	for {
-		if err := c.execBuffered(); err != nil {
-			l.s.log.Debug("resp: protocol error", "remote", c.remote(), "err", err)
-			c.error("ERR " + err.Error())
-			c.quit = true
-		}
-		if c.quit {
-			c.publish()
-			fd := c.fd
-			c.fd = -1
-			l.s.closeGently(fd, c.out[c.sent:])
-			return
-		}
-		if len(c.out) == 0 {
-			break
-		}
-		if l.s.idle > 0 {
-			now = time.Now()
-		}
-		done, err := write(c, now)
-		if err != nil {
-			c.publish()
-			l.s.log.Debug("resp: write failed", "remote", c.remote(), "err", err)
-			c.eof, c.wantWrite = true, false
-			c.r = c.w
-			break
-		}
-		if !done {
-			c.wantWrite = true
-			break
-		}
-	}
-	c.publish()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closing || l.shut {
-		unix.Close(c.fd)
-		c.fd = -1
-		l.s.conns.Add(-1)
-		l.s.wg.Done()
+// serveMoved serves c, whose socket fd an event loop gave up, on this
+// goroutine through Go's netpoller, until it ends.
+func (s *Server) serveMoved(c *client, fd int) {
+	f := os.NewFile(uintptr(fd), "resp")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		s.log.Warn("resp: cannot move a connection off its event loop", "remote", c.remote(), "err", err)
+		s.conns.Add(-1)
+		s.wg.Done()
 		return
 	}
-	l.back = append(l.back, c)
-	l.news.Store(true)
-	var one = [8]byte{1}
-	unix.Write(l.wakefd, one[:])
+	if !s.track(nc) {
+		nc.Close()
+		s.conns.Add(-1)
+		s.wg.Done()
+		return
+	}
+	c.nc = nc
+	c.out = c.out[c.sent:]
+	c.sent, c.wantWrite = 0, false
+	c.serve()
 }

@@ -84,7 +84,7 @@ func TestOffloadWrites(t *testing.T) {
 			b.expect("+OK\r\n")
 			b.expect("$1\r\n3\r\n")
 		}
-		// Given back to the loop, a goes on.
+		// Moved to a goroutine of its own, a goes on.
 		a.send(cmd("GET", "k"))
 		a.expect("$1\r\n2\r\n")
 		if err := s.Close(); err != nil {

@@ -99,10 +99,11 @@ type Config struct {
 	// Loops is how many event loops LoopEpoll runs (0: GOMAXPROCS).
 	Loops int
 	// OffloadWrites says that the engine's writes block (a write-through
-	// to a store): on an event loop, a connection's commands from its
-	// first write on run on a goroutine of their own, so that the loop's
-	// other connections go on and writes that wait together share the
-	// store's flush. Reads stay on the loop.
+	// to a store): on an event loop, a connection leaves the loop for a
+	// goroutine of its own (as LoopGoroutine serves it) before its first
+	// write, so that the loop's other connections go on and writes that
+	// wait together share the store's flush. Connections that only read
+	// stay on the loops.
 	OffloadWrites bool
 }
 
