@@ -14,6 +14,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/scalestore-go/scalestore/resp"
 )
 
 // The bank, after Jepsen: bankAccounts accounts on different leaves, a
@@ -241,8 +243,8 @@ func bankRun(t *testing.T, nodes *bankNodes, dur time.Duration, event func()) st
 						if err != nil {
 							return err
 						}
-						av, _ := strconv.ParseInt(string(a), 10, 64)
-						bv, _ := strconv.ParseInt(string(b), 10, 64)
+						av := bankBalance(a)
+						bv := bankBalance(b)
 						if err := tx.Put([]byte(keys[from]), strconv.AppendInt(nil, av-amount, 10)); err != nil {
 							return err
 						}
@@ -282,7 +284,7 @@ func bankRun(t *testing.T, nodes *bankNodes, dur time.Duration, event func()) st
 								if err != nil {
 									return err
 								}
-								got[i], _ = strconv.ParseInt(string(v), 10, 64)
+								got[i] = bankBalance(v)
 							}
 							return nil
 						})
@@ -311,7 +313,7 @@ func bankRun(t *testing.T, nodes *bankNodes, dur time.Duration, event func()) st
 		if err != nil {
 			t.Fatal(err)
 		}
-		final[i], _ = strconv.ParseInt(string(v), 10, 64)
+		final[i] = bankBalance(v)
 		sum += final[i]
 	}
 	if sum != bankAccounts*bankStart {
@@ -512,4 +514,12 @@ func freePortB(b *testing.B) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// bankBalance is an account's balance from its stored value: RESP's WATCH
+// may have put a header before the digits (resp.Payload takes it off).
+func bankBalance(v []byte) int64 {
+	p, _ := resp.Payload(v)
+	n, _ := strconv.ParseInt(string(p), 10, 64)
+	return n
 }

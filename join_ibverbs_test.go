@@ -59,20 +59,7 @@ func TestJoinOverIBVerbsFake(t *testing.T) {
 	}
 	// Enough keys that the tree splits, written from every node.
 	const n = 1500
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := i; k < n; k += len(cs) {
-				if err := c.Put(fmt.Appendf(nil, "key-%05d", k), fmt.Appendf(nil, "v%d", k)); err != nil {
-					t.Errorf("node %d put %d: %v", i, k, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	putFromEveryNode(t, cs, n)
 	if t.Failed() {
 		return
 	}

@@ -68,6 +68,26 @@ func joinAll(t *testing.T, opts []ClusterOptions) []*Cluster {
 	return out
 }
 
+// putFromEveryNode writes keys key-00000.. key-<n-1> ("value-K"), node i
+// the keys i, i+len(cs), ..., all nodes at once.
+func putFromEveryNode(t *testing.T, cs []*Cluster, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := i; k < n; k += len(cs) {
+				if err := c.Put(fmt.Appendf(nil, "key-%05d", k), fmt.Appendf(nil, "value-%d", k)); err != nil {
+					t.Errorf("node %d put %d: %v", i, k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 func closeAll(t *testing.T, cs []*Cluster) {
 	t.Helper()
 	errs := make([]error, len(cs))
@@ -117,20 +137,7 @@ func TestJoinNodesShareKeysAndTables(t *testing.T) {
 	}
 	// Enough keys that the tree splits on every node.
 	const n = 3000
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := i; k < n; k += len(cs) {
-				if err := c.Put(fmt.Appendf(nil, "key-%05d", k), fmt.Appendf(nil, "value-%d", k)); err != nil {
-					t.Errorf("node %d put %d: %v", i, k, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	putFromEveryNode(t, cs, n)
 	for _, c := range cs {
 		count := 0
 		err := c.Scan([]byte("key-"), []byte("key."), func(k, v []byte) bool {

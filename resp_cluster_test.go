@@ -96,6 +96,29 @@ func TestRESPOnCluster(t *testing.T) {
 	stop.Store(true)
 	readers.Wait()
 
+	// WATCH on node 0; the key written on node 1 and put back on node 2:
+	// EXEC on node 0 aborts. Unwritten, it runs.
+	for _, writes := range []int{2, 0} {
+		if err := rcs[0].Set(ctx, "w", "same", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		err := rcs[0].Watch(ctx, func(tx *redis.Tx) error {
+			for i := range writes {
+				if err := rcs[1+i].Set(ctx, "w", []string{"other", "same"}[i], 0).Err(); err != nil {
+					return err
+				}
+			}
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, "w", "by-exec", 0)
+				return nil
+			})
+			return err
+		}, "w")
+		if want := map[int]error{2: redis.TxFailedErr, 0: nil}[writes]; err != want {
+			t.Fatalf("EXEC after %d writes of the watched key on other nodes: %v, want %v", writes, err, want)
+		}
+	}
+
 	// Transfers with WATCH and MULTI/EXEC through every node.
 	const accounts = 5
 	for i := range accounts {

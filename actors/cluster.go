@@ -173,8 +173,12 @@ type outbox struct {
 	try    TrySender // sender's non-blocking side, if it has one
 	busy   bool      // run is sending a batch (order: nothing may overtake it)
 	closed bool
-	done   chan struct{}
-	pool   sync.Pool
+	// deliver: the close is a clean one, run hands what is queued to the
+	// sender before it returns (else it drops it, as a crash would).
+	deliver bool
+	dropped int // queued messages a close without deliver dropped
+	done    chan struct{}
+	pool    sync.Pool
 }
 
 func newOutbox(l *Local) *outbox {
@@ -260,7 +264,8 @@ func (o *outbox) run() {
 		for (len(o.queue) == 0 || o.sender == nil) && !o.closed {
 			o.cond.Wait()
 		}
-		if o.closed {
+		if o.closed && (!o.deliver || len(o.queue) == 0 || o.sender == nil) {
+			o.dropped = len(o.queue)
 			o.mu.Unlock()
 			return
 		}
@@ -370,12 +375,23 @@ func (l *Local) retrySends() {
 	}
 }
 
-func (o *outbox) close() {
+// close stops the outbox. With deliver (a clean close) the messages still
+// queued go to the sender first: they are the node's last words, such as
+// the answers to the evictions of peers that are leaving too, and the pages
+// those pulled; a node that stops as soon as no peer holds its pages would
+// otherwise drop the answer that let the last peer go, whenever run had not
+// yet been scheduled to send it, and that peer would wait for it in vain.
+// A transport that sends at once (TrySender: tcp, shm) mostly has nothing
+// queued; one without (ibverbs) queues everything. Without deliver (a stop,
+// a crash) what is queued is dropped; close returns how many.
+func (o *outbox) close(deliver bool) (dropped int) {
 	o.mu.Lock()
 	o.closed = true
+	o.deliver = deliver
 	o.mu.Unlock()
 	o.cond.Broadcast()
 	<-o.done
+	return o.dropped
 }
 
 // Stop ends a cluster node without flushing (its pages may be owned by
@@ -389,7 +405,7 @@ func (l *Local) Stop() {
 	}
 	l.stopping = true // a stop is not a failure worth logging
 	l.fail(errors.New("actors: node stopped"))
-	l.halt()
+	l.halt(false)
 }
 
 // DescribeWaits reports the node's state for hang reports: whether it

@@ -1010,9 +1010,11 @@ func (l *Local) WriteBack() error {
 	}
 }
 
-// halt lets the timers lapse and stops the I/O goroutine and the outbox.
-// Called with l.mu held; returns with it released.
-func (l *Local) halt() {
+// halt lets the timers lapse and stops the I/O goroutine and the outbox,
+// which first sends what is queued if deliver (a clean close), else drops
+// it (a stop or a kill: see outbox.close). Called with l.mu held; returns
+// with it released.
+func (l *Local) halt(deliver bool) {
 	l.node.Stop()
 	l.closed = true
 	l.stopped.Store(true)
@@ -1020,7 +1022,9 @@ func (l *Local) halt() {
 	l.mu.Unlock()
 	<-l.done
 	if l.out != nil {
-		l.out.close()
+		if n := l.out.close(deliver); n > 0 {
+			l.log.Warn("stopped with messages not sent", "node", l.node.ID(), "dropped", n)
+		}
 	}
 }
 
@@ -1032,16 +1036,22 @@ func (l *Local) Abandon() {
 	for l.inFlite > 0 {
 		l.idle.Wait()
 	}
-	l.halt()
+	l.halt(false)
 	_ = unmapPages(l.pages)
 }
 
 // Close flushes and stops the node; the store stays open (its owner closes
-// it).
+// it). The messages it still has to send reach the transport before Close
+// returns; one the transport refused is the error.
 func (l *Local) Close() error {
 	err := l.Flush()
 	l.mu.Lock()
-	l.halt()
+	l.halt(true)
+	l.mu.Lock()
+	if err == nil {
+		err = l.err // set by a send the transport refused while the outbox emptied
+	}
+	l.mu.Unlock()
 	if uerr := unmapPages(l.pages); err == nil {
 		err = uerr
 	}

@@ -821,6 +821,12 @@ func (n *Node) serveCopy(f *bufmgr.Frame, t *bufmgr.Transfer) {
 }
 
 func (n *Node) giveUp(f *bufmgr.Frame, t *bufmgr.Transfer) {
+	// The copy is going: from now on a hot-path worker that latches the
+	// frame sees it slow and backs off. Without this, one could latch it
+	// while the send below waits for the transport, keep it across a
+	// remote wait of its own (a transaction's next leaf) and leave drop's
+	// Invalidate spinning until it panics.
+	f.Slow()
 	switch {
 	case t.Invalidate:
 		n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: f.PID}, nil)

@@ -270,7 +270,11 @@ func (l *Locked) leaf(t *Tree, key []byte) (int, node) {
 	if t == nil {
 		t = l.tree
 	}
-	i, ok := l.of[ofKey(t, key)]
+	// The name is built in a buffer on the stack and looked up as
+	// string(b), which does not allocate (ofKey's concatenation would).
+	var buf [8 + 64]byte
+	b := binary.LittleEndian.AppendUint64(buf[:0], uint64(t.catalog))
+	i, ok := l.of[string(append(b, key...))]
 	if !ok {
 		panic(fmt.Sprintf("btree: key %q was not locked", key))
 	}
@@ -321,12 +325,24 @@ func (l *Locked) Apply(writes []Write) error {
 		free[i] = -1 // not counted yet
 	}
 	grow := make([]int, len(l.leaves))
-	for _, w := range writes {
+	// Where each write goes, found by the room count: the write applies
+	// there too, unless another write of the same leaf moved its slots
+	// first (count > 1), when it searches again. A transaction's keys are
+	// mostly in leaves of their own.
+	type place struct {
+		li, i int
+		found bool
+	}
+	places := make([]place, len(writes))
+	count := make([]int, len(l.leaves))
+	for k, w := range writes {
 		li, n := l.leaf(w.Tree, w.Key)
 		if free[li] < 0 {
 			free[li] = usable - headerSize - n.live()
 		}
 		i, found := n.lowerBound(w.Key)
+		places[k] = place{li, i, found}
+		count[li]++
 		var old int
 		if found {
 			_, okl, ovl := n.slot(i)
@@ -350,13 +366,16 @@ func (l *Locked) Apply(writes []Write) error {
 	// Deletes first, so that every write after them finds the room
 	// counted above whatever its order.
 	for pass := range 2 {
-		for _, w := range writes {
+		for k, w := range writes {
 			if w.Delete != (pass == 0) {
 				continue
 			}
-			li, n := l.leaf(w.Tree, w.Key)
+			li, i, found := places[k].li, places[k].i, places[k].found
+			n := node(l.leaves[li].Data())
+			if count[li] > 1 {
+				i, found = n.lowerBound(w.Key)
+			}
 			l.dirty[li] = true
-			i, found := n.lowerBound(w.Key)
 			switch {
 			case w.Delete:
 				if found {

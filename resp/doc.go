@@ -36,16 +36,20 @@
 // RENAME, RENAMENX, COPY, LCS) is one [Engine.Atomic] transaction: a
 // reader never sees part of an MSET, on any node. EXEC runs its queued
 // commands in one transaction too, after checking the keys WATCH saw:
-// EXEC answers a null array if a watched key's stored value differs from
-// what WATCH saw, or if the client itself read a watched key with another
-// value in between. (Redis aborts on any write of a watched key; a key
-// written and put back to the same value, unread by the watching client,
-// does not abort here.) KEYS, SCAN, DBSIZE, RANDOMKEY and FLUSHALL walk
+// EXEC answers a null array if a watched key was written since WATCH, as
+// in Redis, even back to the same value: WATCH tags the stored value
+// (below) and every write stores one without that tag, so EXEC finds the
+// bytes WATCH left only if no one wrote the key (docs/transactions.md).
+// A key absent at WATCH aborts if it is there at EXEC, or if the client
+// read it with a value in between. KEYS, SCAN, DBSIZE, RANDOMKEY and FLUSHALL walk
 // the keyspace outside any transaction, in key order; FLUSHALL deletes
 // each key it finds, from any node for the whole cluster.
 //
 // Expiry. A value with a TTL is stored behind a 12-byte header: 0xff 'S'
-// 'x', a version byte (1), and the expiry in Unix milliseconds (value.go).
+// 'x', a version byte (1), and the expiry in Unix milliseconds (value.go);
+// a watched value behind a 20-byte one, version 2, with a watch tag after
+// the expiry. [Payload] takes either off, for Go code that reads values
+// RESP clients write.
 // A value without one is stored as it is, so values written before expiry
 // existed read unchanged; a string that happens to start with the magic
 // is stored behind a header with no expiry, so that it is never misread.

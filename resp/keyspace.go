@@ -307,6 +307,13 @@ func (c *client) move(src, dst []byte, keep, replace bool) (ok bool, err error) 
 			return false, nil
 		}
 	}
+	if hasTag(raw) {
+		// A copy is a new write of dst: without src's watch tag, or a
+		// RENAME there and back would put back the very bytes a WATCH
+		// of src saw.
+		p, exp := decodeValue(raw)
+		raw = appendValue(nil, p, exp)
+	}
 	if err := c.kv.put(dst, raw); err != nil {
 		return false, err
 	}

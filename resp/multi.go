@@ -15,11 +15,14 @@ type multiState struct {
 // watched is a key WATCH saw: its stored value then (or that it was
 // absent), which EXEC compares with what is there at its commit.
 //
-// Redis aborts EXEC when a watched key was written at all; there is no
-// per-key write counter here, so a key written and then put back to the
-// same value in between, which the client did not read, does not abort
-// (see sawWatched for one it did read). The client's transaction still
-// runs on the values it saw.
+// WATCH tags the value of a live key (value.go) unless it carries a tag
+// already, and every write stores a value without one: the bytes WATCH
+// saw are still there at EXEC only if no one wrote the key in between,
+// on any node, even back to the same string, as Redis has it. A key
+// absent at WATCH has no value to tag: one created and deleted again in
+// between, which the client did not read, does not abort (see sawWatched
+// for one it did read). So does a value too big for the tag's 8 bytes
+// more, which is compared by its bytes.
 type watched struct {
 	key   []byte
 	raw   []byte
@@ -85,17 +88,37 @@ func (c *client) cmdWatch(args [][]byte) {
 	}
 	now := c.s.nowMs()
 	for _, k := range args[1:] {
-		raw, found, err := c.kv.get(k, nil)
+		w, err := c.watchKey(k, now)
 		if err != nil {
 			c.engineError(err)
 			return
 		}
-		if _, _, ok := live(raw, found, now); !ok {
-			raw, found = nil, false
-		}
-		c.tx.watch = append(c.tx.watch, watched{key: bytes.Clone(k), raw: raw, found: found})
+		c.tx.watch = append(c.tx.watch, w)
 	}
 	c.ok()
+}
+
+// watchKey tags key's value if it is live and has no tag yet, in one
+// Modify, and returns what EXEC must find there. A tag already there is
+// kept: every client watching the key then holds the same bytes, and the
+// first write replaces them for all of them (a tag is only ever added to
+// an untagged value, which no current watcher holds).
+func (c *client) watchKey(key []byte, now int64) (watched, error) {
+	w := watched{key: bytes.Clone(key)}
+	err := c.s.eng.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
+		payload, exp, ok := live(old, found, now)
+		switch {
+		case !ok:
+			w.raw, w.found = nil, false
+			return nil, false, false
+		case hasTag(old) || !c.fits(key, hdrLenTagged+len(payload)):
+			w.raw, w.found = append(w.raw[:0], old...), true
+			return nil, false, false
+		}
+		w.raw, w.found = appendTagged(w.raw[:0], payload, exp, newWatchTag()), true
+		return w.raw, true, true
+	})
+	return w, err
 }
 
 func (c *client) cmdUnwatch(args [][]byte) {
@@ -122,7 +145,8 @@ func (c *client) sawWatched(key, raw []byte, found bool) {
 
 // cmdExec runs the queued commands in one transaction of the engine: no
 // other client's command comes between them, on this node or another. A
-// watched key whose value changed since WATCH aborts it (a null reply).
+// watched key written since WATCH aborts it (a null reply): its stored
+// bytes, tag included, are no longer those WATCH left.
 func (c *client) cmdExec(args [][]byte) {
 	if !c.multi {
 		c.error("ERR EXEC without MULTI")

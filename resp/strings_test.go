@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
 )
 
 // testClock is a settable clock for Config.Now.
@@ -354,6 +355,15 @@ func TestMultiExecWatch(t *testing.T) {
 		{[]string{"INCR", "x"}, "+QUEUED\r\n"},
 		{[]string{"EXEC"}, "*1\r\n" + intReply(101)},
 	})
+	// A watched key changed and put back, even unread by the watcher,
+	// aborts (Redis: any write of a watched key does).
+	runSteps(t, a, []step{{[]string{"WATCH", "x"}, okReply}})
+	runSteps(t, b, []step{{[]string{"SET", "x", "between"}, okReply}, {[]string{"SET", "x", "101"}, okReply}})
+	runSteps(t, a, []step{
+		{[]string{"MULTI"}, okReply},
+		{[]string{"INCR", "x"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "*-1\r\n"},
+	})
 	// A watched key changed and put back: a client that read the
 	// intermediate value aborts.
 	runSteps(t, a, []step{{[]string{"WATCH", "x"}, okReply}})
@@ -450,6 +460,66 @@ func TestWatchTransfersKeepTheSum(t *testing.T) {
 	}
 }
 
+// Any write of a watched key aborts EXEC, the watched value itself
+// unchanged or not, and nothing else does: a second watcher, reads, or
+// writes of other keys.
+func TestWatchAbortsOnAnyWrite(t *testing.T) {
+	s, e := startServer(t, Config{})
+	a, b := dialRaw(t, s.Addr()), dialRaw(t, s.Addr())
+	execIncr := func(c *rawConn, want string) {
+		t.Helper()
+		runSteps(t, c, []step{
+			{[]string{"MULTI"}, okReply},
+			{[]string{"INCR", "n"}, "+QUEUED\r\n"},
+			{[]string{"EXEC"}, want},
+		})
+	}
+	runSteps(t, b, []step{{[]string{"SET", "x", "1"}, okReply}, {[]string{"SET", "n", "0"}, okReply}})
+	// Nothing written: reads, another watcher, other keys.
+	runSteps(t, a, []step{{[]string{"WATCH", "x"}, okReply}})
+	runSteps(t, b, []step{
+		{[]string{"WATCH", "x"}, okReply},
+		{[]string{"GET", "x"}, bulkReply("1")},
+		{[]string{"STRLEN", "x"}, intReply(1)},
+		{[]string{"TTL", "x"}, intReply(-1)},
+		{[]string{"SET", "other", "1"}, okReply},
+		{[]string{"UNWATCH"}, okReply},
+	})
+	execIncr(a, "*1\r\n"+intReply(1))
+	if v, _ := e.get("x"); !hasTag([]byte(v)) {
+		t.Fatalf("x after WATCH is stored as %q, want a tagged value", v)
+	}
+	// Each write, each putting x back to "1" (or its TTL back to none).
+	for _, write := range [][][]string{
+		{{"SET", "x", "1"}},
+		{{"SET", "x", "2"}, {"SET", "x", "1"}},
+		{{"APPEND", "x", ""}},
+		{{"INCR", "x"}, {"DECR", "x"}},
+		{{"EXPIRE", "x", "100"}, {"PERSIST", "x"}},
+		{{"RENAME", "x", "y"}, {"RENAME", "y", "x"}},
+		{{"MSET", "x", "1", "z", "1"}},
+		{{"DEL", "x"}, {"SET", "x", "1"}},
+	} {
+		runSteps(t, a, []step{{[]string{"WATCH", "x"}, okReply}})
+		for _, w := range write {
+			b.send(cmd(w...))
+			if r, err := b.read(); err != nil || r.Type == redcon.Error {
+				t.Fatalf("%q: %q %v", w, r.Raw, err)
+			}
+		}
+		execIncr(a, "*-1\r\n")
+		runSteps(t, b, []step{{[]string{"GET", "x"}, bulkReply("1")}})
+	}
+	// The watching client's own write aborts too, and EXEC's write of a
+	// key aborts another client watching it.
+	runSteps(t, a, []step{{[]string{"WATCH", "x"}, okReply}, {[]string{"SET", "x", "1"}, okReply}})
+	execIncr(a, "*-1\r\n")
+	runSteps(t, a, []step{{[]string{"WATCH", "n"}, okReply}})
+	runSteps(t, b, []step{{[]string{"WATCH", "n"}, okReply}})
+	execIncr(a, "*1\r\n"+intReply(2))
+	execIncr(b, "*-1\r\n")
+}
+
 func TestExpiryHeaderRoundTrip(t *testing.T) {
 	for _, c := range []struct {
 		payload string
@@ -460,6 +530,21 @@ func TestExpiryHeaderRoundTrip(t *testing.T) {
 		if string(p) != c.payload || e != c.exp || storedLen([]byte(c.payload), c.exp) != len(raw) {
 			t.Fatalf("%q %d: stored %q, read back %q %d", c.payload, c.exp, raw, p, e)
 		}
+	}
+	// A watch tag reads as the value and its expiry, and is never
+	// written back by appendValue.
+	for _, c := range []struct {
+		payload string
+		exp     int64
+	}{{"", 0}, {"v", 0}, {"v", 123}, {"\xffSx\x02", 5}} {
+		raw := appendTagged(nil, []byte(c.payload), c.exp, 7)
+		p, e := decodeValue(raw)
+		if !hasTag(raw) || string(p) != c.payload || e != c.exp || hasTag(appendValue(nil, p, e)) {
+			t.Fatalf("%q %d: tagged %q, read back %q %d", c.payload, c.exp, raw, p, e)
+		}
+	}
+	if t1, t2 := newWatchTag(), newWatchTag(); t1 == t2 {
+		t.Fatal("two watch tags are equal")
 	}
 	// A value written before expiry existed reads as itself.
 	if p, e := decodeValue([]byte("plain")); string(p) != "plain" || e != 0 {

@@ -23,9 +23,10 @@ import (
 	"time"
 )
 
-const benchRESPUsage = `Usage: scalestore bench resp [--pipelines 1,16] [--requests N] [--clients 50]
+const benchRESPUsage = `Usage: scalestore bench resp [--pipelines 1,16|none] [--requests N] [--clients 50]
        [--keyspace 100000] [--size 128] [--targets redis,redis-aof,...]
-       [--load-requests 1000000] [--json]
+       [--load-requests 1000000] [--ops mset,incr,transfer] [--op-requests N]
+       [--transfer-time 2s] [--json]
 
 Runs Debian's redis-benchmark with the same flags
 (-t set,get -r KEYSPACE -d SIZE -c CLIENTS -n REQUESTS -P PIPELINE) against
@@ -73,13 +74,30 @@ that promises the same:
                      against the redis one (appendfsync everysec)
 
 --requests 0 runs 200000 requests at -P 1 and 1000000 at deeper pipelines,
-a few seconds each. Progress goes to stderr. Needs redis-benchmark (Debian
+a few seconds each. --pipelines none runs none of these rows (only --ops).
+
+Then a second table, issue 49's targets, for the targets redis and
+scalestore among --targets (--ops "" runs none):
+
+  mset      redis-benchmark -t mset (10 keys a request) at -P 1, --op-requests
+            of them (0: 100000); goal: scalestore >= 0.5x redis
+  incr      redis-benchmark -t incr at -P 16 (0: 1000000); goal >= 0.7x redis
+  transfer  moving 1 between two keys with WATCH, GET, GET (one round trip)
+            and MULTI, SET, SET, EXEC (another), retried until EXEC commits,
+            from Go clients for --transfer-time per row: on redis-server
+            with 1 and 2 clients; on two scalestore nodes over tcp, the
+            keys on pages of different nodes, with 1 client on node 0, 1
+            client alternating between the nodes, and 2 clients, one per
+            node. Transfers per second, latency p50 and p99, aborted EXECs;
+            the sum of the two keys is checked at the end. Progress goes to stderr. Needs redis-benchmark (Debian
 package redis-tools) and, for the redis targets, redis-server (package
 redis-server).
 
 --json prints one object: {"rows": [{"target", "promise", "pipeline",
 "requests", "set_rps", "get_rps", "set_vs_redis", "get_vs_redis",
-"set_baseline", "get_baseline"}], "clients", "keyspace", "size"}.
+"set_baseline", "get_baseline"}], "ops": [{"op", "target", "how",
+"clients", "pipeline", "requests", "rps", "p50_ms", "p99_ms", "aborts",
+"vs_redis", "goal"}], "clients", "keyspace", "size"}.
 
 Flags:
 `
@@ -185,6 +203,9 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 	bin := fs.String("bin", "", "the scalestore binary the node targets run (default: this one)")
 	runTimeout := fs.Duration("timeout", 10*time.Minute, "longest one redis-benchmark run may take")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	opsFlag := fs.String("ops", strings.Join(benchOps, ","), "issue 49's operations to run on redis and scalestore, separated by commas (\"\": none)")
+	opRequests := fs.Int("op-requests", 0, "requests of the mset and incr rows (0: 100000 MSETs, 1000000 INCRs)")
+	transferTime := fs.Duration("transfer-time", 2*time.Second, "how long each transfer row runs")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -195,9 +216,17 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench resp: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	depths, err := parseInts(*pipelines)
+	var depths []int
+	if *pipelines != "none" {
+		var err error
+		if depths, err = parseInts(*pipelines); err != nil {
+			fmt.Fprintf(stderr, "bench resp: --pipelines: %v (or none)\n", err)
+			return 2
+		}
+	}
+	ops, err := parseBenchOps(*opsFlag)
 	if err != nil {
-		fmt.Fprintf(stderr, "bench resp: --pipelines: %v\n", err)
+		fmt.Fprintf(stderr, "bench resp: --ops: %v\n", err)
 		return 2
 	}
 	var names []string
@@ -229,6 +258,12 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *runTimeout <= 0:
 		fmt.Fprintln(stderr, "bench resp: --timeout must be positive")
+		return 2
+	case *opRequests < 0:
+		fmt.Fprintln(stderr, "bench resp: --op-requests must not be negative")
+		return 2
+	case *transferTime <= 0:
+		fmt.Fprintln(stderr, "bench resp: --transfer-time must be positive")
 		return 2
 	}
 	b := &benchRESP{bin: *bin, clients: *clients, keyspace: *keyspace, size: *size,
@@ -288,8 +323,17 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	respRatios(rows)
+	opRows, err := b.runOps(ctx, ops, names, *opRequests, *transferTime)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "bench resp: interrupted")
+		} else {
+			fmt.Fprintf(stderr, "bench resp: %v\n", err)
+		}
+		return 1
+	}
 	if *asJSON {
-		out, err := json.Marshal(map[string]any{"rows": rows, "clients": *clients, "keyspace": *keyspace, "size": *size})
+		out, err := json.Marshal(map[string]any{"rows": rows, "ops": opRows, "clients": *clients, "keyspace": *keyspace, "size": *size})
 		if err != nil {
 			fmt.Fprintf(stderr, "bench resp: %v\n", err)
 			return 1
@@ -297,7 +341,15 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(out))
 		return 0
 	}
-	printRESPTable(stdout, rows, *clients, *keyspace, *size)
+	if len(rows) > 0 {
+		printRESPTable(stdout, rows, *clients, *keyspace, *size)
+	}
+	if len(opRows) > 0 {
+		if len(rows) > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printOpTable(stdout, opRows)
+	}
 	return 0
 }
 
@@ -338,32 +390,31 @@ type benchPhase struct {
 	tests string // redis-benchmark -t
 }
 
-// run starts target fresh in its own temporary directory, waits until it
-// answers PING, runs redis-benchmark against it, and stops it and removes
-// the directory whatever happens.
-func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests int) (set, get float64, err error) {
-	dir, err := os.MkdirTemp("", "scalestore-bench-resp-")
+// start starts target (a name of benchRESPTargets without load-, or
+// scalestore-2tcp: two nodes over tcp) in a new temporary directory (dir:
+// the caller removes it), appends its processes to *servers (the caller
+// stops them), and waits until each answers PING at its RESP address.
+func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respProc) (resp []string, dir string, err error) {
+	dir, err = os.MkdirTemp("", "scalestore-bench-resp-")
 	if err != nil {
-		return 0, 0, err
+		return nil, "", err
 	}
-	defer os.RemoveAll(dir)
-	var servers []*respProc
-	defer func() { stopRESPProcs(servers) }()
 	start := func(name, path string, args ...string) (*respProc, error) {
 		p, err := startRESPProc(name, path, args...)
 		if p != nil {
-			servers = append(servers, p)
+			*servers = append(*servers, p)
 		}
 		return p, err
 	}
-
-	target := strings.TrimPrefix(t.name, "load-")
-	if t.goroutine {
-		target = strings.TrimSuffix(target, goroutineSuffix)
+	// A name ending in -goroutine: the target's nodes with --resp-loop
+	// goroutine.
+	goroutine := false
+	if !isRedisTarget(target) {
+		target, goroutine = strings.CutSuffix(target, goroutineSuffix)
 	}
 	nodes := 1
 	switch target {
-	case "scalestore-2shm", "scalestore-remote":
+	case "scalestore-2shm", "scalestore-remote", "scalestore-2tcp":
 		nodes = 2
 	case "scalestore-3tcp":
 		nodes = 3
@@ -374,9 +425,9 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 	}
 	addrs, err := freeAddrs(nAddrs)
 	if err != nil {
-		return 0, 0, err
+		return nil, dir, err
 	}
-	var resp []string // every server's RESP address, in order of servers
+	// resp: every server's RESP address, in order of servers.
 	switch target {
 	case "redis", "redis-aof", "redis-aof-everysec":
 		_, port, _ := net.SplitHostPort(addrs[0])
@@ -388,7 +439,7 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 			args = []string{"--port", port, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--dir", dir, "--daemonize", "no"}
 		}
 		if _, err := start("redis-server", b.redisServer, args...); err != nil {
-			return 0, 0, err
+			return nil, dir, err
 		}
 		resp = addrs[:1]
 	case "scalestore", "scalestore-1p", "scalestore-data", "scalestore-sync":
@@ -401,14 +452,14 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 		case "scalestore-1p":
 			args = append(args, "--procs", "1")
 		}
-		if t.goroutine {
+		if goroutine {
 			args = append(args, "--resp-loop", "goroutine")
 		}
 		if _, err := start("node 0", b.bin, args...); err != nil {
-			return 0, 0, err
+			return nil, dir, err
 		}
 		resp = addrs[1:2]
-	case "scalestore-2shm", "scalestore-3tcp", "scalestore-remote":
+	case "scalestore-2shm", "scalestore-3tcp", "scalestore-remote", "scalestore-2tcp":
 		var peers []string
 		for i := range nodes {
 			peers = append(peers, fmt.Sprintf("%d=%s", i, addrs[i]))
@@ -416,25 +467,40 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 		for i := range nodes {
 			args := []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","),
 				"--resp", addrs[nodes+i], "--shutdown-timeout", "10s"}
-			if target != "scalestore-3tcp" {
+			if target != "scalestore-3tcp" && target != "scalestore-2tcp" {
 				args = append(args, "--transport", "shm", "--socket-dir", dir)
 			}
-			if t.goroutine {
+			if goroutine {
 				args = append(args, "--resp-loop", "goroutine")
 			}
 			if _, err := start(fmt.Sprintf("node %d", i), b.bin, args...); err != nil {
-				return 0, 0, err
+				return nil, dir, err
 			}
 		}
 		resp = addrs[nodes:]
 	default:
-		return 0, 0, fmt.Errorf("unknown target %q", t.name)
+		return nil, dir, fmt.Errorf("unknown target %q", target)
 	}
 	deadline := time.Now().Add(b.startTimeout)
-	for i, p := range servers {
+	for i, p := range *servers {
 		if err := waitRESPPing(ctx, p, resp[i], deadline, b.startTimeout); err != nil {
-			return 0, 0, err
+			return nil, dir, err
 		}
+	}
+	return resp, dir, nil
+}
+
+// run starts target fresh in its own temporary directory, waits until it
+// answers PING, runs redis-benchmark against it, and stops it and removes
+// the directory whatever happens.
+func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests int) (set, get float64, err error) {
+	target := strings.TrimPrefix(t.name, "load-")
+	var servers []*respProc
+	var dir string
+	defer func() { stopRESPProcs(servers); removeDir(dir) }()
+	resp, dir, err := b.start(ctx, target, &servers)
+	if err != nil {
+		return 0, 0, err
 	}
 
 	phases := []benchPhase{{addrs: resp, tests: "set,get"}}
@@ -443,31 +509,42 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 	case t.load:
 		phases[0].tests = "set"
 		keyspace = loadKeyspace
-	case target == "scalestore-remote":
+	case strings.TrimSuffix(target, goroutineSuffix) == "scalestore-remote":
 		// Node 0 splits every leaf, so it is every page's directory;
 		// node 1 reads them through the protocol.
 		phases = []benchPhase{{addrs: resp[:1], tests: "set"}, {addrs: resp[1:], tests: "get"}}
 	}
 	for _, ph := range phases {
-		s, g, err := b.phase(ctx, ph, keyspace, pipeline, requests)
+		rps, err := b.phase(ctx, ph, keyspace, pipeline, requests)
 		if err != nil {
 			return 0, 0, err
 		}
-		set += s
-		get += g
+		set += rps["SET"]
+		get += rps["GET"]
 	}
-	// A server that died under the load makes the figures suspect.
+	return set, get, stillRunning(servers)
+}
+
+// stillRunning fails if a server died under the load, which makes the
+// figures suspect.
+func stillRunning(servers []*respProc) error {
 	for _, p := range servers {
 		if p.exited() {
-			return 0, 0, fmt.Errorf("%s exited during the benchmark (%s); its last output lines:\n%s", p.name, p.exitStatus(), p.out.lastLines(15))
+			return fmt.Errorf("%s exited during the benchmark (%s); its last output lines:\n%s", p.name, p.exitStatus(), p.out.lastLines(15))
 		}
 	}
-	return set, get, nil
+	return nil
+}
+
+func removeDir(dir string) {
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
 }
 
 // phase runs one redis-benchmark per address of ph, all at once, the
-// clients and requests split between them, and sums their rates.
-func (b *benchRESP) phase(ctx context.Context, ph benchPhase, keyspace, pipeline, requests int) (set, get float64, err error) {
+// clients and requests split between them, and sums their rates by test.
+func (b *benchRESP) phase(ctx context.Context, ph benchPhase, keyspace, pipeline, requests int) (map[string]float64, error) {
 	type result struct {
 		rps map[string]float64
 		err error
@@ -498,17 +575,19 @@ func (b *benchRESP) phase(ctx context.Context, ph benchPhase, keyspace, pipeline
 	wg.Wait()
 	for _, r := range results {
 		if r.err != nil && ctx.Err() == nil && !errors.Is(r.err, context.Canceled) {
-			return 0, 0, r.err
+			return nil, r.err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	sum := map[string]float64{}
 	for _, r := range results {
-		set += r.rps["SET"]
-		get += r.rps["GET"]
+		for test, v := range r.rps {
+			sum[test] += v
+		}
 	}
-	return set, get, nil
+	return sum, nil
 }
 
 // redisBenchmark runs one redis-benchmark of tests (its -t) against addr

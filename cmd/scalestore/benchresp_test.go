@@ -23,7 +23,7 @@ func TestBenchRESPSmoke(t *testing.T) {
 	// (os.Executable) is not.
 	bin := scalestoreBinary(t)
 	var stdout, stderr bytes.Buffer
-	code := runBenchRESP([]string{"--bin", bin, "--requests", "2000", "--pipelines", "1", "--targets", "redis,scalestore", "--json"}, &stdout, &stderr)
+	code := runBenchRESP([]string{"--bin", bin, "--requests", "2000", "--pipelines", "1", "--targets", "redis,scalestore", "--ops", "", "--json"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
@@ -71,6 +71,10 @@ func TestBenchRESPFlags(t *testing.T) {
 		{"--clients", "1", "--targets", "scalestore-2shm"},
 		{"--clients", "2", "--targets", "scalestore-3tcp"},
 		{"--load-requests", "0"},
+		{"--pipelines", "none,1"},
+		{"--ops", "mset,lpush"},
+		{"--op-requests", "-1"},
+		{"--transfer-time", "0s"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -182,6 +186,97 @@ func TestParseRedisBenchmarkCSV(t *testing.T) {
 	} {
 		if got := isRedisBenchmarkError(line); got != want {
 			t.Errorf("isRedisBenchmarkError(%q) = %v", line, got)
+		}
+	}
+}
+
+// The rows of issue 49's targets, with tiny settings: MSET and INCR on
+// redis and one node, transfers on redis and two nodes, each with a
+// positive rate, the ratio to its redis row, and the goals where the issue
+// sets one; the transfer rows also with latencies (the run itself checks
+// that the two accounts still sum to what they started with).
+func TestBenchRESPOps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: bench resp starts redis-server and scalestore nodes")
+	}
+	for _, prog := range []struct{ name, pkg string }{{"redis-benchmark", "redis-tools"}, {"redis-server", "redis-server"}} {
+		if _, err := exec.LookPath(prog.name); err != nil {
+			t.Skipf("%s is not installed (Debian package %s)", prog.name, prog.pkg)
+		}
+	}
+	bin := scalestoreBinary(t)
+	var stdout, stderr bytes.Buffer
+	code := runBenchRESP([]string{"--bin", bin, "--pipelines", "none", "--targets", "redis,scalestore", "--op-requests", "2000",
+		"--transfer-time", "200ms", "--clients", "4", "--json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	var res struct {
+		Rows []benchRESPRow `json:"rows"`
+		Ops  []benchOpRow   `json:"ops"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	if len(res.Rows) != 0 {
+		t.Errorf("--pipelines none ran SET/GET rows: %+v", res.Rows)
+	}
+	count := map[string]int{}
+	for _, r := range res.Ops {
+		count[r.Op+" "+r.Target]++
+		t.Logf("%+v", r)
+		if !(r.RPS > 0) || r.Requests < 1 || !(r.VsRedis > 0) {
+			t.Errorf("row %+v: want a positive rate and a ratio to redis", r)
+		}
+		switch r.Op {
+		case "mset", "incr":
+			wantP, wantGoal := 1, 0.5
+			if r.Op == "incr" {
+				wantP, wantGoal = 16, 0.7
+			}
+			if r.Pipeline != wantP || r.Goal != wantGoal || r.Requests != 2000 || r.Clients != 4 {
+				t.Errorf("row %+v: want -P %d, goal %.1f, 2000 requests, 4 clients", r, wantP, wantGoal)
+			}
+		case "transfer":
+			if !(r.P50Ms > 0) || r.P99Ms < r.P50Ms {
+				t.Errorf("row %+v: want latencies, p99 >= p50", r)
+			}
+		}
+	}
+	want := map[string]int{"mset redis": 1, "mset scalestore": 1, "incr redis": 1, "incr scalestore": 1,
+		"transfer redis": 2, "transfer scalestore-2tcp": 3}
+	for k, n := range want {
+		if count[k] != n {
+			t.Errorf("%d rows of %s, want %d (rows %v)", count[k], k, n, count)
+		}
+	}
+}
+
+func TestOpRatiosAndTable(t *testing.T) {
+	rows := []benchOpRow{
+		{Op: "mset", Target: "redis", How: "redis-benchmark -t mset -P 1", Clients: 50, Pipeline: 1, Requests: 1000, RPS: 100, Goal: 0.5},
+		{Op: "mset", Target: "scalestore", How: "redis-benchmark -t mset -P 1", Clients: 50, Pipeline: 1, Requests: 1000, RPS: 40, Goal: 0.5},
+		{Op: "transfer", Target: "redis", How: "2 clients", Clients: 2, Pipeline: 1, Requests: 10, RPS: 200, P50Ms: 0.1, P99Ms: 1, Aborts: 3},
+		{Op: "transfer", Target: "redis", How: "1 client", Clients: 1, Pipeline: 1, Requests: 10, RPS: 100, P50Ms: 0.1, P99Ms: 1},
+		{Op: "transfer", Target: "scalestore-2tcp", How: "2 clients, one per node", Clients: 2, Pipeline: 1, Requests: 5, RPS: 50, P50Ms: 0.5, P99Ms: 2.25, Aborts: 7},
+		{Op: "incr", Target: "scalestore", Clients: 50, Pipeline: 16, RPS: 10, Goal: 0.7},
+	}
+	opRatios(rows)
+	for i, want := range []float64{1, 0.4, 1, 1, 0.25, 0} {
+		if rows[i].VsRedis != want {
+			t.Errorf("%s %s %s: ratio %.2f, want %.2f", rows[i].Op, rows[i].Target, rows[i].How, rows[i].VsRedis, want)
+		}
+	}
+	var out bytes.Buffer
+	printOpTable(&out, rows)
+	for _, line := range []string{
+		"| mset | scalestore | redis-benchmark -t mset -P 1 | 50 | 1 | 1,000 | 40 | - | - | - | 0.40x | >= 0.5x |",
+		"| mset | redis | redis-benchmark -t mset -P 1 | 50 | 1 | 1,000 | 100 | - | - | - | 1.00x | - |",
+		"| transfer | scalestore-2tcp | 2 clients, one per node | 2 | 1 | 5 | 50 | 0.500 | 2.250 | 7 | 0.25x | - |",
+		"| incr | scalestore |  | 50 | 16 | 0 | 10 | - | - | - | - | >= 0.7x |",
+	} {
+		if !strings.Contains(out.String(), line+"\n") {
+			t.Errorf("no line %q in the table:\n%s", line, out.String())
 		}
 	}
 }

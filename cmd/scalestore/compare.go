@@ -72,15 +72,8 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, v)
 		return nil
 	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "compare: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	if *seeds < 1 {
 		fmt.Fprintln(stderr, "compare: --seeds: want at least 1")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -77,15 +76,8 @@ func runPlugSim(p protocolapi.Protocol, args []string, stdout, stderr io.Writer)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&quiet, "quiet", false, "no progress line")
 	fs.BoolVar(&allowUndec, "allow-undecided", false, "exit 0 although some seeds' histories could not be decided")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	first, n := cfg.Seed, 1
 	if seeds > 0 {

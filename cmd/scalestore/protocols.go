@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,15 +47,8 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, protocolsUsage); fs.PrintDefaults() }
 	asJSON := fs.Bool("json", false, "print one JSON array")
 	list := fs.String("list", "", "for scripts (the Makefile's swarm and mutants): 'runs' prints a line 'PROTOCOL WORKLOAD' for every workload of every protocol on the generic runner, 'mutants' a line 'PROTOCOL MUTANT WORKLOAD' for every mutant of those")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "protocols: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	reg, err := registry()
 	if err != nil {

@@ -119,15 +119,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.cfg.Partitioned, "partitioned", false, "each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)")
 	fs.StringVar(&f.checkWith, "checker", "zones", "how histories are checked: zones (pages whose writes are unique are decided in O(n log n) by Gibbons-Korach zones, the rest by porcupine) or porcupine (every page searched by porcupine: the reference verdict, which can take minutes at 256 nodes)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (simulation and checks) to this file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	f.cfg.Faults = f.faults
 	if f.cfg.NAMHeadGroup < 2 || f.cfg.NAMHeadGroup > 29 {
