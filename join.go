@@ -103,6 +103,12 @@ type ClusterOptions struct {
 	// RESPPassword), RESP clients that do not connect from the loopback
 	// interface get Redis's -DENIED and are closed.
 	RESPUnprotected bool
+	// RESPLoop is how RESP connections are served: resp.LoopEpoll (""
+	// means it on Linux) on a few event loops, or resp.LoopGoroutine, a
+	// goroutine per connection (resp.Config.Loop).
+	RESPLoop string
+	// RESPLoops is how many event loops serve RESP (0: GOMAXPROCS).
+	RESPLoops int
 	// Durability is what a write that returned survives: DurabilityNone
 	// (the paper: a page lives in the caches until it is evicted or the
 	// cluster stops cleanly) or DurabilityProcess (the default: every page
@@ -416,7 +422,8 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	if o.RESP != "" {
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected}, respEngine{c})
+			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: o.RESPLoops,
+			OffloadWrites: o.writesThrough()}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
 			c.closeAfter(err)

@@ -23,6 +23,14 @@ func numberCommands() {
 		cmd.id = i
 		dispatch[name] = cmd
 	}
+	for _, name := range writeCommands {
+		cmd, ok := dispatch[name]
+		if !ok {
+			panic("resp: write command " + name + " is not in the table")
+		}
+		cmd.writes = true
+		dispatch[name] = cmd
+	}
 }
 
 // cmdStat is one command's counters on the server.

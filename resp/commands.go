@@ -15,7 +15,18 @@ type command struct {
 	// now: runs at once inside MULTI instead of being queued.
 	now bool
 	id  int // index in commandNames (cmdstats.go)
+	// writes: the command writes through the engine (Put, Modify, Delete,
+	// a writing Atomic), which may block until a store has it
+	// (Config.OffloadWrites).
+	writes bool
 }
+
+// writeCommands are the commands whose engine calls write. (A read that
+// finds an expired key deletes it too; that is rare and not counted.)
+var writeCommands = []string{"set", "setnx", "setex", "psetex", "getset", "getdel", "getex",
+	"append", "setrange", "incr", "decr", "incrby", "decrby", "incrbyfloat", "setbit", "del",
+	"unlink", "mset", "msetnx", "rename", "renamenx", "copy", "flushdb", "flushall", "expire",
+	"pexpire", "expireat", "pexpireat", "persist", "exec"}
 
 var dispatch map[string]command
 

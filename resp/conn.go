@@ -8,11 +8,23 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// client is one connection's state. Only its serve goroutine touches it.
+// client is one connection's state. Only its serve goroutine, or the
+// event loop that owns it, touches it.
 type client struct {
-	s  *Server
-	nc net.Conn
-	id uint64
+	s     *Server
+	nc    net.Conn // the goroutine path's connection (nil on an event loop)
+	raddr net.Addr
+	id    uint64
+
+	// The event loop's state (loop_linux.go): the socket, how much of out
+	// was written, whether the loop waits for the socket to take more
+	// replies, whether the client hung up, and when it last made progress
+	// (active).
+	fd        int
+	sent      int
+	wantWrite bool
+	eof       bool
+	active    time.Time
 
 	buf  []byte   // read buffer; buf[r:w] is received and not yet executed
 	r, w int      //
@@ -53,8 +65,12 @@ func newClient(s *Server, nc net.Conn) *client {
 		s:    s,
 		nc:   nc,
 		id:   s.nextID.Add(1),
+		fd:   -1,
 		buf:  make([]byte, readBufSize),
 		args: make([][]byte, 0, 8),
+	}
+	if nc != nil {
+		c.raddr = nc.RemoteAddr()
 	}
 	c.kv = engineStore{s.eng}
 	c.setFn, c.incrFn = c.setModify, c.incrModify
@@ -77,21 +93,13 @@ func (c *client) serve() {
 	}()
 	var readErr error
 	for {
-		// Execute every complete command received.
-		for c.r < c.w {
-			complete, args, n, err := c.next()
-			if err != nil {
+		// Execute every complete command received, writing the replies
+		// out whenever flushAt of them are pending.
+		for {
+			if err := c.execBuffered(); err != nil {
 				c.protocolError(err)
 				return
 			}
-			if !complete {
-				break
-			}
-			c.r += n
-			if len(args) == 0 {
-				continue
-			}
-			c.exec(args)
 			if c.quit {
 				c.publish()
 				if c.flush() == nil {
@@ -101,11 +109,12 @@ func (c *client) serve() {
 				}
 				return
 			}
-			if len(c.out) >= flushAt {
-				if c.flush() != nil {
-					c.nc.Close()
-					return
-				}
+			if len(c.out) < flushAt {
+				break
+			}
+			if c.flush() != nil {
+				c.nc.Close()
+				return
 			}
 		}
 		c.publish()
@@ -131,6 +140,50 @@ func (c *client) serve() {
 		n, readErr = c.nc.Read(c.buf[c.w:])
 		c.w += n
 	}
+}
+
+// execBuffered executes the complete commands in buf[r:w], in order,
+// until none is left, flushAt bytes of replies are pending, or a command
+// asked to close the connection (c.quit). A malformed request is the
+// error, with the replies before it in out.
+func (c *client) execBuffered() error {
+	_, err := c.execUntil(false)
+	return err
+}
+
+// execUntil is execBuffered that, if beforeWrite, stops before a command
+// that writes through an engine whose writes block (Config.OffloadWrites)
+// and reports it (blocked).
+func (c *client) execUntil(beforeWrite bool) (blocked bool, err error) {
+	for c.r < c.w && len(c.out) < flushAt && !c.quit {
+		complete, args, n, err := c.next()
+		if err != nil {
+			return false, err
+		}
+		if !complete {
+			return false, nil
+		}
+		if beforeWrite && len(args) > 0 && c.writeBlocks(args) {
+			return true, nil
+		}
+		c.r += n
+		if len(args) == 0 {
+			continue
+		}
+		c.exec(args)
+	}
+	return false, nil
+}
+
+// writeBlocks reports whether executing args now would write through the
+// engine, with Config.OffloadWrites set: a write command, run now (not
+// queued in MULTI) by a client allowed to.
+func (c *client) writeBlocks(args [][]byte) bool {
+	if !c.s.offload || (c.s.password && !c.authed) {
+		return false
+	}
+	cmd, ok := dispatch[string(c.lowerName(args[0]))]
+	return ok && cmd.writes && (!c.multi || cmd.now)
 }
 
 // next parses the next command in buf[r:w] with redcon. complete is false
@@ -227,7 +280,7 @@ func (c *client) protocolError(err error) {
 }
 
 func (c *client) remote() string {
-	if a := c.nc.RemoteAddr(); a != nil {
+	if a := c.raddr; a != nil {
 		return a.String()
 	}
 	return ""

@@ -104,7 +104,7 @@ func TestManyConnections(t *testing.T) {
 // handlers have (TestMain checks that no goroutine is left).
 func TestCloseWithOpenConnections(t *testing.T) {
 	e := newFakeEngine()
-	s, err := Listen(Config{Addr: "127.0.0.1:0"}, e)
+	s, err := Listen(Config{Addr: "127.0.0.1:0", Loop: testLoop}, e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,36 @@
 // connect from the loopback interface gets Redis's -DENIED message and is
 // closed, unless Config.Unprotected turns this off.
 //
+// # Serving connections
+//
+// Config.Loop chooses how. LoopEpoll, the default on Linux
+// (loop_linux.go), serves them as redis-server's ae does: Config.Loops
+// event loops (GOMAXPROCS by default) each wait in epoll_wait for their
+// ready sockets, read each once, run the commands read in order on the
+// loop's goroutine, and write the replies with one write: no goroutine
+// is woken per request. The accept loop (Go's netpoller) hands each new
+// connection to a loop round-robin, as a duplicate of its socket that
+// the netpoller no longer watches. A socket that does not take all its
+// replies is watched for writing and not read until they are out, so a
+// client that does not read holds at most one batch of replies. QUIT and
+// protocol errors hand the socket back to a goroutine that writes the
+// last reply and closes gently (lingerClose). IdleTimeout is a sweep of
+// each loop's connections, a few times per timeout.
+//
+// A command that blocks blocks its loop, and the loop's other
+// connections wait. That is right for an in-memory node, whose calls
+// return in microseconds, but not for writes that go through to a store:
+// with Config.OffloadWrites, a connection that is about to run a write
+// leaves its loop, with what it has buffered, for a goroutine of its own
+// that serves it as LoopGoroutine does from then on (its replies stay in
+// order: the loop runs none of its commands after that point). Writes
+// that wait together then share the store's flush, and connections that
+// only read stay on the loops.
+//
+// LoopGoroutine gives each connection a goroutine that blocks in read.
+// TLS connections are always served so (the TLS record layer is
+// crypto/tls's), and so is every connection off Linux.
+//
 // # Protocol handling
 //
 // Requests are parsed by github.com/tidwall/redcon (its ReadNextCommand
@@ -106,5 +136,6 @@
 // This package must never import the root package
 // github.com/scalestore-go/scalestore (nor anything that imports it): the
 // root package imports resp, and a cycle would not build. It depends only
-// on the standard library (log/slog included) and redcon.
+// on the standard library (log/slog included), redcon and
+// golang.org/x/sys/unix (epoll).
 package resp

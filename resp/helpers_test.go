@@ -56,6 +56,15 @@ type fakeEngine struct {
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{} }
 
+// txnCount is how many transactions Atomic committed. (Under the mutex:
+// the server's goroutines write it, and a reply read from a socket orders
+// nothing for the race detector.)
+func (e *fakeEngine) txnCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.txns
+}
+
 func failing(key []byte) bool { return bytes.HasPrefix(key, []byte("!fail")) }
 
 func (e *fakeEngine) Get(key, dst []byte) ([]byte, bool, error) {
@@ -264,6 +273,10 @@ func startServer(t testing.TB, cfg Config) (*Server, *fakeEngine) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
+	if cfg.Loop == "" {
+		cfg.Loop = testLoop
+	}
+	cfg.OffloadWrites = cfg.OffloadWrites || testOffload
 	e := newFakeEngine()
 	s, err := Listen(cfg, e)
 	if err != nil {

@@ -90,7 +90,28 @@ type Config struct {
 	// that do not connect from the loopback interface with -DENIED and
 	// closes them.
 	Unprotected bool
+	// Loop is how connections are served: LoopEpoll (the default on
+	// Linux) serves the ready connections in batches on GOMAXPROCS event
+	// loops; LoopGoroutine gives each connection a goroutine that blocks
+	// in read. Under TLS, and off Linux, connections are served by
+	// goroutines whatever Loop says.
+	Loop string
+	// Loops is how many event loops LoopEpoll runs (0: GOMAXPROCS).
+	Loops int
+	// OffloadWrites says that the engine's writes block (a write-through
+	// to a store): on an event loop, a connection leaves the loop for a
+	// goroutine of its own (as LoopGoroutine serves it) before its first
+	// write, so that the loop's other connections go on and writes that
+	// wait together share the store's flush. Connections that only read
+	// stay on the loops.
+	OffloadWrites bool
 }
+
+// Loop values of Config.
+const (
+	LoopGoroutine = "goroutine"
+	LoopEpoll     = "epoll"
+)
 
 // InfoSection is one section of INFO's reply, rendered as
 // "# Name\r\nk:v\r\n...".
@@ -159,6 +180,10 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed when the accept loop has returned
+	loops     []*eventLoop  // nil: every connection has a goroutine
+	nLoops    int           // how many loops to start
+	offload   bool          // Config.OffloadWrites
+	nextLoop  int           // the loop the next connection goes to
 
 	conns      atomic.Int64
 	connsTotal atomic.Uint64
@@ -179,8 +204,13 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 	if e == nil {
 		return nil, errors.New("resp: nil Engine")
 	}
-	if cfg.MaxKey < 0 || cfg.MaxValue < 0 || cfg.MaxEntry < 0 || cfg.MaxConns < 0 || cfg.IdleTimeout < 0 {
+	if cfg.MaxKey < 0 || cfg.MaxValue < 0 || cfg.MaxEntry < 0 || cfg.MaxConns < 0 || cfg.IdleTimeout < 0 || cfg.Loops < 0 {
 		return nil, errors.New("resp: negative limit in Config")
+	}
+	switch cfg.Loop {
+	case "", LoopGoroutine, LoopEpoll:
+	default:
+		return nil, errors.New("resp: Config.Loop is " + strconv.Quote(cfg.Loop) + ", want " + LoopGoroutine + " or " + LoopEpoll)
 	}
 	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 &&
 		cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
@@ -203,6 +233,8 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		open:      make(map[net.Conn]struct{}),
 		now:       cfg.Now,
 		protected: !cfg.Unprotected,
+		nLoops:    cfg.Loops,
+		offload:   cfg.OffloadWrites,
 		cmdStats:  make([]cmdStat, len(commandNames)),
 	}
 	if s.log == nil {
@@ -218,6 +250,12 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	s.ln = ln
+	if cfg.TLS == nil && cfg.Loop != LoopGoroutine && loopSupported {
+		if err := s.startLoops(); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	go s.acceptLoop()
 	s.startExpirer()
 	return s, nil
@@ -244,6 +282,7 @@ func (s *Server) Close() error {
 		s.closeErr = s.ln.Close()
 		s.stopExpirer()
 		<-s.done
+		s.stopLoops()
 		s.mu.Lock()
 		open := make([]net.Conn, 0, len(s.open))
 		for nc := range s.open {
@@ -320,6 +359,11 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		c := newClient(s, nc)
+		if s.loops != nil {
+			s.untrack(nc)
+			s.toLoop(c)
+			continue
+		}
 		go c.serve()
 	}
 }

@@ -375,7 +375,7 @@ func TestMultiExecWatch(t *testing.T) {
 		{[]string{"INCR", "x"}, "+QUEUED\r\n"},
 		{[]string{"EXEC"}, "*-1\r\n"},
 	})
-	if e.txns == 0 {
+	if e.txnCount() == 0 {
 		t.Fatal("EXEC ran outside the engine's transactions")
 	}
 }

@@ -45,6 +45,13 @@ that promises the same:
   scalestore         one 'scalestore node' in memory
   scalestore-1p      the same with --procs 1 (one scheduler slot, like
                      redis-server's one thread: no thread wake-up per request)
+  scalestore-goroutine
+                     one node with --resp-loop goroutine: a goroutine per
+                     connection blocking in read, instead of the default
+                     epoll event loops (compare with the scalestore row).
+                     Any scalestore target takes the suffix -goroutine
+                     (scalestore-data-goroutine, scalestore-remote-goroutine,
+                     ...): its nodes run with --resp-loop goroutine
   scalestore-data    one 'scalestore node --data DIR' (--durability process):
                      every SET is on the store before its reply, so it
                      survives a killed process; against redis-aof-everysec
@@ -105,7 +112,14 @@ type respTarget struct {
 	// load: a loading run (fresh keys, SET only, -P 16) instead of one per
 	// pipeline depth.
 	load bool
+	// goroutine: the nodes run with --resp-loop goroutine (the target's
+	// name ends in -goroutine).
+	goroutine bool
 }
+
+// goroutineSuffix names the variant of a scalestore target whose nodes
+// serve RESP with a goroutine per connection.
+const goroutineSuffix = "-goroutine"
 
 // benchRESPTargets are the targets in the order they run and print.
 var benchRESPTargets = []respTarget{
@@ -114,6 +128,7 @@ var benchRESPTargets = []respTarget{
 	{name: "redis-aof", promise: "power loss (fsync per write)", base: "redis"},
 	{name: "scalestore", promise: "nothing (memory)", base: "redis"},
 	{name: "scalestore-1p", promise: "nothing (memory)", base: "redis"},
+	{name: "scalestore-goroutine", promise: "nothing (memory)", base: "redis", goroutine: true},
 	{name: "scalestore-data", promise: "kill -9 (durability process)", base: "redis-aof-everysec"},
 	{name: "scalestore-sync", promise: "power loss (durability sync)", base: "redis-aof"},
 	{name: "scalestore-2shm", promise: "nothing (memory)", base: "redis"},
@@ -126,6 +141,12 @@ var benchRESPTargets = []respTarget{
 func benchRESPTarget(name string) (respTarget, bool) {
 	for _, t := range benchRESPTargets {
 		if t.name == name {
+			return t, true
+		}
+	}
+	if base, ok := strings.CutSuffix(name, goroutineSuffix); ok && !isRedisTarget(base) {
+		if t, ok := benchRESPTarget(base); ok && !t.goroutine {
+			t.name, t.goroutine = name, true
 			return t, true
 		}
 	}
@@ -385,6 +406,12 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 		}
 		return p, err
 	}
+	// A name ending in -goroutine: the target's nodes with --resp-loop
+	// goroutine.
+	goroutine := false
+	if !isRedisTarget(target) {
+		target, goroutine = strings.CutSuffix(target, goroutineSuffix)
+	}
 	nodes := 1
 	switch target {
 	case "scalestore-2shm", "scalestore-remote", "scalestore-2tcp":
@@ -425,6 +452,9 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 		case "scalestore-1p":
 			args = append(args, "--procs", "1")
 		}
+		if goroutine {
+			args = append(args, "--resp-loop", "goroutine")
+		}
 		if _, err := start("node 0", b.bin, args...); err != nil {
 			return nil, dir, err
 		}
@@ -439,6 +469,9 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 				"--resp", addrs[nodes+i], "--shutdown-timeout", "10s"}
 			if target != "scalestore-3tcp" && target != "scalestore-2tcp" {
 				args = append(args, "--transport", "shm", "--socket-dir", dir)
+			}
+			if goroutine {
+				args = append(args, "--resp-loop", "goroutine")
 			}
 			if _, err := start(fmt.Sprintf("node %d", i), b.bin, args...); err != nil {
 				return nil, dir, err
@@ -476,7 +509,7 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 	case t.load:
 		phases[0].tests = "set"
 		keyspace = loadKeyspace
-	case target == "scalestore-remote":
+	case strings.TrimSuffix(target, goroutineSuffix) == "scalestore-remote":
 		// Node 0 splits every leaf, so it is every page's directory;
 		// node 1 reads them through the protocol.
 		phases = []benchPhase{{addrs: resp[:1], tests: "set"}, {addrs: resp[1:], tests: "get"}}

@@ -64,6 +64,8 @@ func TestBenchRESPMissingTools(t *testing.T) {
 func TestBenchRESPFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--targets", "redis,memcached"},
+		{"--targets", "redis-goroutine"},
+		{"--targets", "scalestore-goroutine-goroutine"},
 		{"--pipelines", "0"},
 		{"--clients", "0"},
 		{"--clients", "1", "--targets", "scalestore-2shm"},
@@ -138,6 +140,27 @@ func TestRESPRatiosMatchPromises(t *testing.T) {
 	printRESPTable(&out, rows, 50, 100000, 128)
 	if !strings.Contains(out.String(), "| scalestore-sync | power loss (durability sync) | 1 | 25 | 50 | 0.50x | 0.50x | redis-aof |") {
 		t.Errorf("the table has no promise and baseline for scalestore-sync:\n%s", out.String())
+	}
+}
+
+// A scalestore target with the suffix -goroutine is the same target, its
+// nodes serving RESP with a goroutine per connection; its promise and
+// baseline are the target's.
+func TestBenchRESPGoroutineTargets(t *testing.T) {
+	for _, name := range []string{"scalestore-goroutine", "scalestore-data-goroutine", "scalestore-remote-goroutine", "load-scalestore-data-goroutine"} {
+		tg, ok := benchRESPTarget(name)
+		base, _ := benchRESPTarget(strings.TrimSuffix(name, goroutineSuffix))
+		if base.name == "" {
+			base, _ = benchRESPTarget("scalestore")
+		}
+		if !ok || !tg.goroutine || tg.name != name || tg.promise != base.promise || tg.base != base.base || tg.load != base.load {
+			t.Errorf("%s: %+v, %v; want the goroutine variant of %+v", name, tg, ok, base)
+		}
+	}
+	for _, name := range []string{"redis-goroutine", "redis-aof-goroutine", "scalestore-goroutine-goroutine", "nosuch-goroutine"} {
+		if tg, ok := benchRESPTarget(name); ok {
+			t.Errorf("%s: %+v, want no such target", name, tg)
+		}
 	}
 }
 

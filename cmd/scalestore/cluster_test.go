@@ -290,3 +290,15 @@ func TestNodeIbverbsUnavailable(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want non-zero naming ibverbs", code, stderr.String())
 	}
 }
+
+// --resp-loop takes epoll or goroutine, --resp-loops a count; anything
+// else is refused before the node starts, naming the flag.
+func TestNodeRESPLoopFlags(t *testing.T) {
+	for _, c := range []struct{ flag, value string }{{"--resp-loop", "io_uring"}, {"--resp-loop", ""}, {"--resp-loops", "-1"}} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"node", "--id", "0", "--listen", "127.0.0.1:0", "--peers", "0=127.0.0.1:1", c.flag, c.value}, &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), c.flag) {
+			t.Errorf("%s %q: exit %d, stderr %q: want non-zero naming the flag", c.flag, c.value, code, stderr.String())
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/resp"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/storage/memfile"
 	"github.com/scalestore-go/scalestore/storage/nvme"
@@ -90,6 +91,8 @@ type nodeFlags struct {
 	computes, servers      int
 	resp, respPassword     string
 	respProtected          bool
+	respLoop               string
+	respLoops              int
 	config                 string
 	bootstrap              int
 	joinTimeout, stopLimit time.Duration
@@ -155,6 +158,8 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.reformat, "reformat", false, "format the node's store under --data even if its last node was killed (its pages are discarded)")
 	fs.StringVar(&f.resp, "resp", "", "serve the Redis protocol (RESP) on the default table at this address, e.g. 127.0.0.1:6379 (empty: none)")
 	fs.StringVar(&f.respPassword, "resp-password", "", "RESP clients must AUTH with this password (or set SCALESTORE_RESP_PASSWORD); with --tls-cert the RESP port serves TLS too")
+	fs.StringVar(&f.respLoop, "resp-loop", "epoll", "how RESP connections are served: epoll (ready connections in batches on GOMAXPROCS event loops; TLS connections still get a goroutine each) or goroutine (a goroutine per connection)")
+	fs.IntVar(&f.respLoops, "resp-loops", 0, "how many event loops --resp-loop epoll runs (0: one per scheduler slot, GOMAXPROCS)")
 	fs.BoolVar(&f.respProtected, "resp-protected-mode", true, "without --resp-password, answer RESP clients that do not connect from the loopback interface with -DENIED (Redis's protected mode); false serves them")
 	fs.StringVar(&f.config, "config", "", "a TOML file describing the whole cluster (cluster_id, bootstrap, transport, data, cache and one [[node]] per node with id, address, resp); flags given here win")
 	fs.IntVar(&f.procs, "procs", 0, "Go scheduler slots (GOMAXPROCS) for the node; 0: Go's default and the transport's adjustments. On a host whose clients share the node's cores, 1 avoids a thread wake-up per request (bench resp: 1.1x redis-server at -P 1, but 0.7x of 2 slots at -P 16)")
@@ -195,6 +200,12 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if err := checkTransport("node", f.kind); err != nil {
 		return fmt.Errorf("--transport: %w", err)
+	}
+	if f.respLoop != resp.LoopEpoll && f.respLoop != resp.LoopGoroutine {
+		return fmt.Errorf("--resp-loop %q: want %s or %s", f.respLoop, resp.LoopEpoll, resp.LoopGoroutine)
+	}
+	if f.respLoops < 0 {
+		return fmt.Errorf("--resp-loops %d: want 0 or more", f.respLoops)
 	}
 	self := protocol.NodeID(f.id)
 	peers, err := cluster.ParsePeers(f.peers)
@@ -324,7 +335,7 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
+		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, RESPLoop: f.respLoop, RESPLoops: f.respLoops, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
 		RDMA: scalestore.RDMAOptions{Device: f.rdma.Device, Port: f.rdma.Port, UseGIDIndex: f.rdma.GIDIndex >= 0,
 			GIDIndex: max(f.rdma.GIDIndex, 0), MTU: f.rdma.MTU, Mailboxes: f.rdma.Mailboxes}}
 	if f.etcd != "" {
