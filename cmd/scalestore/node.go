@@ -363,8 +363,10 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	// A node that lost its membership (paused or cut off longer than its
 	// lease) was declared dead: it exits, leaving its store to be
 	// recovered at its next start, which rejoins in a new view.
+	// Without membership it stays up and says so once.
 	failed := time.NewTicker(100 * time.Millisecond)
 	defer failed.Stop()
+	failedReported := false
 	faults := make(chan os.Signal, 1)
 	if f.faultSignals {
 		signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -378,10 +380,19 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 			c.Node().Partition(fs == syscall.SIGUSR1)
 		case s = <-sig:
 		case <-failed.C:
-			if err := c.Err(); err != nil {
+			err := c.Err()
+			switch {
+			case err == nil || failedReported:
+			case f.etcd != "":
 				log.Error("node failed: exiting (restart it to rejoin)", "node", f.id, "err", err)
 				c.Abandon()
 				return fmt.Errorf("node %d failed: %w", f.id, err)
+			default:
+				// Without membership no view change lets it rejoin:
+				// it stays up, its clients get the error that names
+				// the peer, until the cluster is restarted.
+				log.Error("node failed: its operations fail until the cluster is restarted", "node", f.id, "err", err)
+				failedReported = true
 			}
 		}
 	}

@@ -228,7 +228,7 @@ func TestRESPPeerDownNamesThePeer(t *testing.T) {
 		t.Fatalf("the error took %v", waited)
 	}
 	if pong, err := r0.Ping(ctx).Result(); err != nil || pong != "PONG" {
-		t.Fatalf("node 0 stopped serving RESP: %v %v", pong, err)
+		t.Fatalf("node 0 stopped serving RESP: %v %v\nnode 0's log:\n%s", pong, err, c.logs[0].String())
 	}
 	t.Logf("error after node 1 died: %v", err)
 }
