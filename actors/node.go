@@ -754,6 +754,16 @@ func (n *Node) serve(f *bufmgr.Frame) {
 		for i := range *q {
 			t := (*q)[i]
 			if t.GivesUp() && n.canGiveUp(f, &t) {
+				// The copy goes: the protocol side holds the latch from
+				// here to the drop, so no worker latches it in between
+				// (one that kept it across a remote wait of its own left
+				// Invalidate spinning). A hot-path worker that holds it
+				// for an instant sees it slow, releases it, and its
+				// release serves the queue again (Released).
+				f.Slow()
+				if !f.Latch.TryLockExclusive() {
+					break
+				}
 				*q = append((*q)[:i], (*q)[i+1:]...)
 				n.giveUp(f, &t)
 				progressed = true
@@ -820,13 +830,9 @@ func (n *Node) serveCopy(f *bufmgr.Frame, t *bufmgr.Transfer) {
 	}
 }
 
+// giveUp hands the copy over and drops it; the caller holds the frame's
+// exclusive latch (serve), which the drop releases.
 func (n *Node) giveUp(f *bufmgr.Frame, t *bufmgr.Transfer) {
-	// The copy is going: from now on a hot-path worker that latches the
-	// frame sees it slow and backs off. Without this, one could latch it
-	// while the send below waits for the transport, keep it across a
-	// remote wait of its own (a transaction's next leaf) and leave drop's
-	// Invalidate spinning until it panics.
-	f.Slow()
 	switch {
 	case t.Invalidate:
 		n.send(protocol.Message{Type: protocol.TInvalidateAck, To: t.From, PID: f.PID}, nil)
@@ -837,15 +843,10 @@ func (n *Node) giveUp(f *bufmgr.Frame, t *bufmgr.Transfer) {
 		n.send(protocol.Message{Type: protocol.TTransferReply, To: t.From, Mode: t.Mode, PID: f.PID,
 			Flags: pageFlags(f)}, n.cache.Page(f))
 	}
-	n.drop(f)
-}
-
-// drop invalidates the local copy of f.
-func (n *Node) drop(f *bufmgr.Frame) {
 	old := f.Mode
 	pid := f.PID
 	n.cache.DropEntitlements(f)
-	n.cache.Invalidate(f)
+	n.cache.InvalidateLocked(f)
 	if old != protocol.ModeNone {
 		n.obs.CopyChanged(n.id, pid, old, protocol.ModeNone, nil)
 	}

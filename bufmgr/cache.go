@@ -330,6 +330,14 @@ func (c *Cache) Invalidate(f *Frame) {
 		}
 		runtime.Gosched()
 	}
+	c.InvalidateLocked(f)
+}
+
+// InvalidateLocked is Invalidate for a caller that went slow and took the
+// frame's exclusive latch itself (the protocol side, holding it across a
+// hand-over so that no worker latches the copy in between); it releases
+// the latch.
+func (c *Cache) InvalidateLocked(f *Frame) {
 	c.poison(f)
 	f.Mode, f.Dirty, f.Served, f.Unreadable = protocol.ModeNone, false, 0, false
 	f.Latch.UnlockExclusive()
