@@ -104,19 +104,16 @@ func u64(b []byte) uint64 {
 	return binary.LittleEndian.Uint64(b)
 }
 
-// A bank: transfers in Update between random accounts, readers that sum
-// every account in View. Every View sees the same total; at the end the
-// total is unchanged and no transfer was lost.
-func TestUpdateViewBank(t *testing.T) {
-	db := memDB(t, 256)
-	const accounts, start = 40, 1000
-	err := db.Update(func(tx *Tx) error {
+// openAccounts puts accounts balances of start in one transaction, each
+// followed by a filler of fill bytes that spreads them over several leaves.
+func openAccounts(t *testing.T, update func(func(*Tx) error) error, accounts int, start uint64, fill int) {
+	t.Helper()
+	err := update(func(tx *Tx) error {
 		for i := range accounts {
 			if err := tx.Put(account(i), binary.LittleEndian.AppendUint64(nil, start)); err != nil {
 				return err
 			}
-			// Fillers spread the accounts over several leaves.
-			if err := tx.Put(fmt.Appendf(nil, "acct%03d-fill", i), bytes.Repeat([]byte{'f'}, 300)); err != nil {
+			if err := tx.Put(fmt.Appendf(nil, "acct%03d-fill", i), bytes.Repeat([]byte{'f'}, fill)); err != nil {
 				return err
 			}
 		}
@@ -125,6 +122,15 @@ func TestUpdateViewBank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A bank: transfers in Update between random accounts, readers that sum
+// every account in View. Every View sees the same total; at the end the
+// total is unchanged and no transfer was lost.
+func TestUpdateViewBank(t *testing.T) {
+	db := memDB(t, 256)
+	const accounts, start = 40, 1000
+	openAccounts(t, db.Update, accounts, start, 300)
 	var wg, writers sync.WaitGroup
 	stop := make(chan struct{})
 	var views sync.Map
@@ -314,20 +320,7 @@ func TestClusterUpdateViewBank(t *testing.T) {
 	cs := joinAll(t, clusterOpts(freePorts(t, 3), nil))
 	defer closeAll(t, cs)
 	const accounts, start = 12, 1000
-	err := cs[0].Update(func(tx *Tx) error {
-		for i := range accounts {
-			if err := tx.Put(account(i), binary.LittleEndian.AppendUint64(nil, start)); err != nil {
-				return err
-			}
-			if err := tx.Put(fmt.Appendf(nil, "acct%03d-fill", i), bytes.Repeat([]byte{'f'}, 600)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	openAccounts(t, cs[0].Update, accounts, start, 600)
 	var writers, readers sync.WaitGroup
 	stop := make(chan struct{})
 	for g, c := range cs {
