@@ -18,16 +18,21 @@ func (c *client) delLive(key []byte, now int64) (bool, error) {
 
 // cmdDel is DEL and UNLINK: atomic across the keys.
 func (c *client) cmdDel(args [][]byte) {
-	keys := args[1:]
+	now := c.s.nowMs()
+	c.countKeys(args[1:], false, func(k []byte) (bool, error) { return c.delLive(k, now) })
+}
+
+// countKeys answers how many of keys has holds for, checked atomically
+// across them (readOnly: nothing is written).
+func (c *client) countKeys(keys [][]byte, readOnly bool, has func(key []byte) (bool, error)) {
 	if !c.checkKeys(keys) {
 		return
 	}
-	now := c.s.nowMs()
 	var n int64
-	err := c.atomicIf(len(keys) > 1, false, func() error {
+	err := c.atomicIf(len(keys) > 1, readOnly, func() error {
 		n = 0
 		for _, k := range keys {
-			ok, err := c.delLive(k, now)
+			ok, err := has(k)
 			if err != nil {
 				return err
 			}
@@ -66,29 +71,10 @@ func (c *client) checkKeys(keys [][]byte) bool {
 // cmdExists is EXISTS (and TOUCH): a key named twice counts twice, as in
 // Redis; atomic across the keys.
 func (c *client) cmdExists(args [][]byte) {
-	keys := args[1:]
-	if !c.checkKeys(keys) {
-		return
-	}
-	var n int64
-	err := c.atomicIf(len(keys) > 1, true, func() error {
-		n = 0
-		for _, k := range keys {
-			_, _, ok, err := c.lookup(k)
-			if err != nil {
-				return err
-			}
-			if ok {
-				n++
-			}
-		}
-		return nil
+	c.countKeys(args[1:], true, func(k []byte) (bool, error) {
+		_, _, ok, err := c.lookup(k)
+		return ok, err
 	})
-	if err != nil {
-		c.replyErr(err)
-		return
-	}
-	c.int(n)
 }
 
 // cmdMGet reads every key at one instant.
