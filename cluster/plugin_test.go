@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/examples/msi"
 	"github.com/scalestore-go/scalestore/procrunner"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
-	"github.com/scalestore-go/scalestore/protocols"
+	"github.com/scalestore-go/scalestore/sel"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/tcp"
 )
@@ -20,14 +21,13 @@ import (
 // them as 'scalestore cluster' does ("setup", then "peers").
 func startPlugin(t *testing.T, name string, cfg protocolapi.Config) []*procrunner.Node {
 	t.Helper()
-	reg, err := protocols.Registry()
-	if err != nil {
-		t.Fatal(err)
+	// The protocols by their packages: the registry (package protocols)
+	// imports this package, through the built-ins' process designs.
+	newProtocol, ok := map[string]func() protocolapi.Protocol{msi.Name: msi.Protocol, sel.Name: sel.Protocol}[name]
+	if !ok {
+		t.Fatalf("no protocol %q here", name)
 	}
-	p, err := reg.Find(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProtocol()
 	_, lay, err := procrunner.Deploy(p, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +116,8 @@ func TestPluginOverTCP(t *testing.T) {
 		name string
 		cfg  protocolapi.Config
 	}{
-		{"msi", protocolapi.Config{Nodes: 3, Workers: 2, Keys: 6, CacheLines: 3}},
-		{"sel", protocolapi.Config{Nodes: 2, Workers: 2, Keys: 6}},
+		{msi.Name, protocolapi.Config{Nodes: 3, Workers: 2, Keys: 6, CacheLines: 3}},
+		{sel.Name, protocolapi.Config{Nodes: 2, Workers: 2, Keys: 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := startPlugin(t, tc.name, tc.cfg)
@@ -148,7 +148,7 @@ func TestPluginOverTCP(t *testing.T) {
 // workers stop at it.
 func TestPluginMutantCaught(t *testing.T) {
 	cfg := protocolapi.Config{Nodes: 2, Workers: 2, Keys: 1, Mutant: "reader-skips-latch"}
-	nodes := startPlugin(t, "sel", cfg)
+	nodes := startPlugin(t, sel.Name, cfg)
 	var viol []string
 	for try := 0; try < 5 && len(viol) == 0; try++ {
 		var wg sync.WaitGroup

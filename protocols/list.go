@@ -5,40 +5,42 @@ import (
 
 	"github.com/scalestore-go/scalestore/examples/msi"
 	"github.com/scalestore-go/scalestore/gam"
+	"github.com/scalestore-go/scalestore/index/indexproc"
 	"github.com/scalestore-go/scalestore/mutation"
+	"github.com/scalestore-go/scalestore/protocol/selcc/selccproc"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/sel"
 )
 
-// plugIns are the protocols built on protocolapi: one line each.
-var plugIns = []func() protocolapi.Protocol{
-	msi.Protocol,
-	sel.Protocol,
-	gam.ProtocolSEQ,
-	gam.ProtocolTSO,
+// plugIns are the protocols built on protocolapi: one line each, with the
+// directory of the protocol's package.
+var plugIns = []struct {
+	protocol func() protocolapi.Protocol
+	dir      string
+}{
+	{msi.Protocol, "examples/msi"},
+	{sel.Protocol, "sel"},
+	{gam.ProtocolSEQ, "gam"},
+	{gam.ProtocolTSO, "gam"},
 }
 
-// Registry returns a registry of every protocol, or the first that does
-// not register (a name taken twice, a descriptor incomplete).
-func Registry() (*protocolapi.Registry, error) {
-	r := protocolapi.NewRegistry()
-	for _, p := range builtIns() {
-		if err := r.Register(p); err != nil {
-			return nil, err
-		}
-	}
+// Entries returns every registration in the order of this list: the
+// built-ins, then the plug-ins. Their Designs are new (they hold the
+// values of their flags): call it once for a command line.
+func Entries() []Entry {
+	var out []Entry
+	out = append(out, builtIns()...)
 	for _, p := range plugIns {
-		if err := r.Register(p()); err != nil {
-			return nil, err
-		}
+		out = append(out, Entry{Protocol: p.protocol(), Dirs: []string{p.dir}})
 	}
-	return r, nil
+	return out
 }
 
 // builtIns describes the systems that run through scenarios' own run
 // loops (moving them onto simrunner is the next step): BuiltIn is the
-// `scalestore sim` flags that select each one's loop.
-func builtIns() []protocolapi.Protocol {
+// `scalestore sim` flags that select each one's loop. Their code for
+// processes is a cluster.Design of their own packages.
+func builtIns() []Entry {
 	var scalestore, selcc []protocolapi.Mutant
 	for _, name := range mutation.Names {
 		m := protocolapi.Mutant{Name: name, Workload: workloadOf(name)}
@@ -48,7 +50,10 @@ func builtIns() []protocolapi.Protocol {
 			scalestore = append(scalestore, m)
 		}
 	}
-	index := func(name, summary string) protocolapi.Protocol {
+	selccDirs := []string{"protocol/selcc", "linecache", "linetree"}
+	// One Design runs the four index designs; the index/ tree is theirs.
+	indexDesign, indexDirs := indexproc.Design(), []string{"index"}
+	index := func(name, summary string) Entry {
 		var ms []protocolapi.Mutant
 		for m, workloads := range mutation.NAMNames {
 			if slices.Contains(workloads, name) {
@@ -61,18 +66,22 @@ func builtIns() []protocolapi.Protocol {
 			}
 			return 1
 		})
-		return protocolapi.Protocol{Name: name, Summary: summary, BuiltIn: "--workload " + name, Mutants: ms,
-			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}}
+		return Entry{Protocol: protocolapi.Protocol{Name: name, Summary: summary, BuiltIn: "--workload " + name, Mutants: ms,
+			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}}, Dirs: indexDirs, Processes: indexDesign}
 	}
-	all := []protocolapi.Protocol{
-		{Name: "scalestore", Summary: "ScaleStore's directory protocol with anticipatory chaining (SIGMOD'22); --protocol fifo|polling for its baselines",
+	all := []Entry{
+		// ScaleStore is the product itself: its code is the module's
+		// (the root package, actors, bufmgr, btree, cluster, ...) and
+		// its name the command's, so it declares no directories (the
+		// naming rule's test knows it).
+		{Protocol: protocolapi.Protocol{Name: "scalestore", Summary: "ScaleStore's directory protocol with anticipatory chaining (SIGMOD'22); --protocol fifo|polling for its baselines",
 			BuiltIn: "--protocol chaining", Mutants: scalestore,
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
-				Crashes: true, Elastic: true, Processes: true}},
-		{Name: "selcc", Summary: "SELCC's latch-word coherence over one-sided verbs on passive memory nodes",
+				Crashes: true, Elastic: true, Processes: true}}},
+		{Protocol: protocolapi.Protocol{Name: "selcc", Summary: "SELCC's latch-word coherence over one-sided verbs on passive memory nodes",
 			BuiltIn: "--protocol selcc", Mutants: selcc,
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
-				Processes: true}},
+				Processes: true}}, Dirs: selccDirs, Processes: selccproc.Design()},
 		index("nam-cg", "NAM-tree, coarse-grained: the index on memory servers, RPCs (docs/indexes.md)"),
 		index("nam-fg", "NAM-tree, fine-grained: one-sided verbs on the memory servers' nodes"),
 		index("nam-hybrid", "NAM-tree, hybrid: inner nodes by RPC, leaves by one-sided verbs"),

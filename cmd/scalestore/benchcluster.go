@@ -13,6 +13,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/scalestore-go/scalestore/cluster"
+	"github.com/scalestore-go/scalestore/protocols"
 )
 
 const benchClusterUsage = `Usage: scalestore bench cluster [--protocols scalestore,selcc] [--nodes 1,2,3]
@@ -67,7 +70,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, benchClusterUsage); fs.PrintDefaults() }
-	protocols := fs.String("protocols", "scalestore", "protocols, separated by commas: scalestore and/or selcc")
+	protocolsFlag := fs.String("protocols", "scalestore", "protocols, separated by commas: scalestore and/or selcc")
 	nodesFlag := fs.String("nodes", "1,2,3", "node counts (compute nodes for selcc)")
 	over := fs.String("oversubscribed", "3x2", "NxT: for scalestore, every transport and mix, also the shared and the partitioned run of N nodes of T workers, more busy workers than this machine's cores (make run's old shape; the warning's figure); empty: none")
 	transports := fs.String("transports", "shm,tcp", "transports, comma-separated: tcp, shm, auto, ibverbs (a binary built with -tags ibverbs on a host with an RDMA device; it has no page-fetch floor, which 'bench transport' measures for tcp and shm only)")
@@ -97,11 +100,20 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench cluster: --mixes: %v\n", err)
 		return 2
 	}
-	protocolList := strings.Split(*protocols, ",")
+	// Besides ScaleStore, the protocols whose process design takes part
+	// (cluster.Design.Bench): each row of one runs shared, with
+	// durability none, and its fetches are compared with FAA+READ.
+	entries := protocols.Entries()
+	benched := designNames(entries, func(d *cluster.Design) bool { return d.Bench })
+	protocolList := strings.Split(*protocolsFlag, ",")
+	var missTitles []string
 	for _, p := range protocolList {
-		if p != "scalestore" && p != "selcc" {
-			fmt.Fprintf(stderr, "bench cluster: --protocols: %q is neither scalestore nor selcc\n", p)
+		if p != "scalestore" && !slices.Contains(benched, p) {
+			fmt.Fprintf(stderr, "bench cluster: --protocols: %q is neither scalestore nor %s\n", p, strings.Join(benched, " nor "))
 			return 2
+		}
+		if d := designOf(entries, p, false); d != nil && !slices.Contains(missTitles, d.Title) {
+			missTitles = append(missTitles, d.Title)
 		}
 	}
 	for _, tr := range strings.Split(*transports, ",") {
@@ -159,15 +171,16 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, proto := range protocolList {
 		for _, dur := range strings.Split(*durabilities, ",") {
-			if proto == "selcc" && dur != "none" {
+			verbs := proto != "scalestore" // a design's row: its misses are verbs
+			if verbs && dur != "none" {
 				continue
 			}
 			for _, tr := range strings.Split(*transports, ",") {
 				for _, ratio := range ratios {
 					for _, n := range nodeCounts {
 						for _, mode := range modeList {
-							if n == 1 && mode == "partitioned" && len(modeList) > 1 || proto == "selcc" && mode == "partitioned" {
-								continue // a single node is the same either way; SELCC runs shared
+							if n == 1 && mode == "partitioned" && len(modeList) > 1 || verbs && mode == "partitioned" {
+								continue // a single node is the same either way; a design runs shared
 							}
 							row, err := benchClusterRun(proto, dur, tr, ratio, n, mode, *zipf, *records, *threads, *duration, *keyOrder, stderr)
 							if err != nil {
@@ -175,7 +188,7 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 								return 1
 							}
 							row.TransportFetchUs = floor[tr]
-							if proto == "selcc" {
+							if verbs {
 								row.TransportFetchUs = missFloor[tr]
 							}
 							rows = append(rows, row)
@@ -204,8 +217,9 @@ func runBenchCluster(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "transports' own page fetch p50 (least of three): shm %.2fus, tcp %.1fus\n", floor["shm"], floor["tcp"])
-	if slices.Contains(protocolList, "selcc") {
-		fmt.Fprintf(stdout, "transports' own FAA+READ p50 (a SELCC miss's verbs; least of three): shm %.2fus (cold lines), tcp %.1fus\n", missFloor["shm"], missFloor["tcp"])
+	if len(missTitles) > 0 {
+		fmt.Fprintf(stdout, "transports' own FAA+READ p50 (a %s miss's verbs; least of three): shm %.2fus (cold lines), tcp %.1fus\n",
+			strings.Join(missTitles, " or "), missFloor["shm"], missFloor["tcp"])
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(stdout, "busy: the workers of all nodes against this machine's %d cores (more than the cores: a fetch waits for the OS to schedule its peer)\n", runtime.NumCPU())

@@ -22,11 +22,11 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/cluster"
-	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/procrunner"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/protocols"
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
@@ -57,10 +57,8 @@ type clusterFlags struct {
 	asJSON, quiet, reformat bool
 	protocol                string
 	memoryNodes             int
-	workload, search        string
-	megaNodes               int
-	headNodes               bool
-	headGroup, scanLen      int
+	workload                string
+	scanLen                 int
 	cacheBytes              int64
 	elastic                 bool
 	computeNodes            int
@@ -79,6 +77,11 @@ type clusterFlags struct {
 	cacheLines int
 	mutant     string
 	opts       map[string]string
+	// A registered protocol's own process design (--protocol or
+	// --workload designName), and its run's plan.
+	design     *cluster.Design
+	designName string
+	plan       cluster.Plan
 }
 
 type clusterResult struct {
@@ -216,11 +219,13 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	optionFlag(fs, &f.opts)
 	fs.IntVar(&f.memoryNodes, "memory-nodes", 1, "with --protocol selcc: memory node processes (they register memory and run no handler); with an index --workload: memory servers")
 	fs.StringVar(&f.workload, "workload", "ycsb", "ycsb (the protocol's own workload), or an index of the seed papers on memory servers: nam-cg, nam-fg, nam-hybrid or cell (gets, scans of 1 to --scan-len keys, puts and deletes of --records keys; --check: porcupine per key, a scan a read of every key it covers; docs/indexes.md)")
-	fs.StringVar(&f.search, "search", "selector", "--workload cell: how clients search meganodes: selector, server or client")
-	fs.BoolVar(&f.headNodes, "head-nodes", true, "--workload nam-fg or nam-hybrid: head nodes on the leaf level (paper §4.3): compute node 0 runs the background pass that installs and refreshes them (50ms between passes), and scans prefetch the leaves a head node lists in one batch of READs (in flight together over tcp, back to back over shm, where that measured faster); the run prints the round trips and READs per scan; false: none (the other workloads ignore it)")
-	fs.IntVar(&f.headGroup, "head-group", nam.DefaultHeadGroup, fmt.Sprintf("with --head-nodes: the leaves a head node lists (2..%d)", nam.MaxFanout))
 	fs.IntVar(&f.scanLen, "scan-len", 12, "index --workload: a scan covers 1 to this many keys")
-	fs.IntVar(&f.megaNodes, "cell-mega-nodes", 0, "--workload cell: a leaf meganode of more nodes than this splits in two (Cell's copy, relink, invalidate, run by its server while clients read it); 0: never")
+	entries := protocols.Entries()
+	for _, d := range protocols.Designs(entries) {
+		if d.ClusterFlags != nil {
+			d.ClusterFlags(fs)
+		}
+	}
 	fs.BoolVar(&f.elastic, "elastic", false, "the decoupled architecture and Fig. 10's schedule (paper §6.6): --nodes storage nodes hold the pages and run no workers, --compute-nodes compute nodes (a cache, no pages) run them; the first works from the start, the others join one by one and leave in reverse order, each leaving node handing back every page it holds; prints the throughput of each second and checks that no directory names a node that left")
 	fs.StringVar(&f.kill, "kill", "", "N@D: kill -9 node N's process D into the run (e.g. 2@3s): the others go on without it, their operations on its pages failing and counted, the rest served; --check covers the whole history (the killed node's reads are lost with it, its acknowledged writes count as writes of unknown time). The nodes keep their membership in an etcd this command runs, and write through (--durability process)")
 	fs.DurationVar(&f.lease, "lease", time.Second, "with --kill: the nodes' membership lease (a dead node is out of the view within two)")
@@ -296,29 +301,20 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		run = clusterRunPlugin
-	} else if f.protocol != "scalestore" && f.protocol != "selcc" {
+	} else if d := designOf(entries, f.protocol, false); d != nil {
+		f.design, f.designName = d, f.protocol
+	} else if f.protocol != "scalestore" {
 		fmt.Fprintf(stderr, "cluster: --protocol %q: %v\n", f.protocol, err)
 		return 2
 	}
 	switch {
 	case f.plugin != nil:
 	case f.workload == "ycsb":
-	case f.workload == "nam-cg" || f.workload == "nam-fg" || f.workload == "nam-hybrid" || f.workload == "cell":
-		if !f.memoryNodeFlags(fs, 10_000, stderr) { // a history per key porcupine checks in seconds
-			return 2
-		}
-		if f.headGroup < 2 || f.headGroup > nam.MaxFanout {
-			fmt.Fprintf(stderr, "cluster: --head-group %d: want 2..%d leaves per head node\n", f.headGroup, nam.MaxFanout)
-			return 2
-		}
-		if f.scanLen < 1 {
-			fmt.Fprintf(stderr, "cluster: --scan-len %d: want at least 1 key\n", f.scanLen)
-			return 2
-		}
-		f.protocol = "index"
-		run = clusterRunIndex
+	case designOf(entries, f.workload, true) != nil:
+		f.design, f.designName = designOf(entries, f.workload, true), f.workload
 	default:
-		fmt.Fprintf(stderr, "cluster: --workload %q: want ycsb, nam-cg, nam-fg, nam-hybrid or cell\n", f.workload)
+		fmt.Fprintf(stderr, "cluster: --workload %q: want ycsb, %s\n", f.workload,
+			orList(designNames(entries, func(d *cluster.Design) bool { return d.ByWorkload })))
 		return 2
 	}
 	if f.elastic {
@@ -330,22 +326,13 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case f.plugin != nil:
-	case f.protocol == "index":
-	case f.protocol == "scalestore":
-		if f.workload == "ycsb" && !f.partitioned && !f.elastic {
-			warnOversubscribed(stderr, f.nodes, f.threads, runtime.NumCPU())
-		}
-	case f.protocol == "selcc":
-		if !f.memoryNodeFlags(fs, 4096, stderr) { // lines of 4 KiB: the default 100,000 would map 400 MiB
+	case f.design != nil:
+		if !f.designFlags(fs, stderr) {
 			return 2
 		}
-		b, err := ycsb.ParseSize(f.cache)
-		if err != nil {
-			fmt.Fprintf(stderr, "cluster: --cache: %v\n", err)
-			return 2
-		}
-		f.cacheBytes = int64(b)
-		run = clusterRunSELCC
+		run = clusterRunDesign
+	case f.workload == "ycsb" && !f.partitioned && !f.elastic:
+		warnOversubscribed(stderr, f.nodes, f.threads, runtime.NumCPU())
 	}
 	res, err := run(f, stderr)
 	if err != nil {
@@ -365,17 +352,13 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			check += " (porcupine ran out of time on some keys)"
 		}
 	}
-	if f.protocol == "index" {
-		fmt.Fprintf(stdout, "%s: %d memory servers; %d compute nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  %s\n",
-			f.workload, res.MemoryNodes, res.Nodes, res.Transport, res.OpsPerSec, res.P50us, res.P99us, check)
-		if res.Scans > 0 && f.workload != "cell" {
-			heads := "no head nodes"
-			if res.HeadGroup > 0 {
-				heads = fmt.Sprintf("head nodes of %d leaves", res.HeadGroup)
-			}
-			fmt.Fprintf(stdout, "  scans %d of 1..%d keys: mean %.1fus, round trips waited for per scan %.2f, READs %.2f (%s)\n",
-				res.Scans, f.scanLen, res.ScanMeanUs, res.ScanRoundTrips, res.ScanReads, heads)
-		}
+	if f.design != nil {
+		var figures strings.Builder
+		printClusterFigures(&figures, res, check)
+		fmt.Fprint(stdout, f.plan.Report(cluster.Report{Name: f.designName, Nodes: res.Nodes, MemoryNodes: res.MemoryNodes,
+			Transport: res.Transport, Dropped: res.MemoryMessages, OpsPerSec: res.OpsPerSec, P50us: res.P50us, P99us: res.P99us,
+			Scans: res.Scans, ScanMeanUs: res.ScanMeanUs, ScanRoundTrips: res.ScanRoundTrips, ScanReads: res.ScanReads,
+			ScanLen: f.scanLen, HeadGroup: res.HeadGroup, Check: check, Figures: figures.String()}))
 	} else if f.plugin != nil {
 		printPluginFigures(stdout, res, check)
 	} else {
@@ -391,26 +374,47 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// memoryNodeFlags checks --memory-nodes for a design on compute and memory
-// nodes and, unless --records was given, sets it to records.
-func (f *clusterFlags) memoryNodeFlags(fs *flag.FlagSet, records int, stderr io.Writer) bool {
+// designFlags checks --memory-nodes and --cache for a design on compute
+// and memory nodes and has the design plan its run (--records, unless
+// given, is the design's choice).
+func (f *clusterFlags) designFlags(fs *flag.FlagSet, stderr io.Writer) bool {
 	if f.memoryNodes < 1 || f.nodes+f.memoryNodes > 64 {
 		fmt.Fprintln(stderr, "cluster: --memory-nodes: want at least 1, and at most 64 processes in all")
 		return false
 	}
+	b, err := ycsb.ParseSize(f.cache)
+	if err != nil {
+		fmt.Fprintf(stderr, "cluster: --cache: %v\n", err)
+		return false
+	}
+	f.cacheBytes = int64(b)
 	recordsSet := false
 	fs.Visit(func(fl *flag.Flag) { recordsSet = recordsSet || fl.Name == "records" })
-	if !recordsSet {
-		f.records = records
+	f.plan, err = f.design.Plan(f.designName, cluster.ClusterConfig{Nodes: f.nodes, MemoryNodes: f.memoryNodes, Threads: f.threads,
+		Records: f.records, RecordsSet: recordsSet, ScanLen: f.scanLen, CacheBytes: f.cacheBytes, Transport: f.kind, Duration: f.duration})
+	if err != nil {
+		fmt.Fprintf(stderr, "cluster: %v\n", err)
+		return false
 	}
+	f.records = f.plan.Records
 	return true
 }
 
-// printClusterFigures prints the figures of a ScaleStore or SELCC run.
-func printClusterFigures(stdout io.Writer, res clusterResult, check string) {
-	if res.Protocol == "selcc" {
-		fmt.Fprintf(stdout, "selcc: %d memory nodes, %d messages to them; ", res.MemoryNodes, res.MemoryMessages)
+// clusterRunDesign runs a registered protocol's process design: the
+// processes of runMemoryNodes with the node arguments of its plan.
+func clusterRunDesign(f clusterFlags, stderr io.Writer) (clusterResult, error) {
+	res, dropped, err := runMemoryNodes(f, memoryNodeDesign{protocol: f.designName, name: f.designName, args: f.plan.NodeArgs,
+		running: f.plan.Running, dropped: f.plan.Dropped}, stderr)
+	if f.plan.DroppedToMemory {
+		res.MemoryMessages = dropped
 	}
+	res.HeadGroup = f.plan.HeadGroup
+	return res, err
+}
+
+// printClusterFigures prints the figures of a ScaleStore run (and of a
+// design that prints them after its own).
+func printClusterFigures(stdout io.Writer, res clusterResult, check string) {
 	if res.Elastic {
 		fmt.Fprintf(stdout, "%d compute nodes and ", res.ComputeNodes)
 	}

@@ -23,9 +23,9 @@ import (
 
 	"github.com/scalestore-go/scalestore"
 	"github.com/scalestore-go/scalestore/cluster"
-	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocols"
 	"github.com/scalestore-go/scalestore/resp"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/storage/memfile"
@@ -73,8 +73,7 @@ type nodeFlags struct {
 	tlsCert, tlsKey, tlsCA string
 	control                bool
 	protocol, role         string
-	lines, frames, threads int
-	gamma                  float64
+	threads                int
 	timeout, shmSpin       time.Duration
 	rdma                   cluster.RDMAConfig
 	actorDelivery          bool
@@ -83,10 +82,6 @@ type nodeFlags struct {
 	pollSpin               time.Duration
 	readerNaps             bool
 	trace                  bool
-	indexWorkload, search  string
-	megaNodes              int
-	headNodes              bool
-	headGroup              int
 	keys                   uint64
 	computes, servers      int
 	resp, respPassword     string
@@ -105,6 +100,9 @@ type nodeFlags struct {
 	cacheLines int
 	mutant     string
 	opts       map[string]string
+	// entries are the registrations (their process designs hold the
+	// values of their node flags).
+	entries []protocols.Entry
 }
 
 func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -134,23 +132,21 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.actorDelivery, "actor-delivery", false, "route incoming frames through the handler actor's inbox (a goroutine hand-off per message) instead of the transport's goroutine")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long a worker waits for a peer before the node reports it down")
 	fs.BoolVar(&f.control, "control", false, "take commands on stdin (used by 'scalestore cluster')")
-	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, selcc (with --control: a node of 'scalestore cluster --protocol selcc'), index (with --control: a node of 'scalestore cluster --workload nam-*|cell'), or a protocol built on protocolapi (with --control: a node of 'scalestore cluster --protocol P', deployed with --computes, --threads, --keys, --cache-lines, --mutate and --opt as every other node)")
+	fs.StringVar(&f.protocol, "protocol", "scalestore", "scalestore, a registered protocol with a process design of its own (with --control: a node of 'scalestore cluster --protocol selcc' or of 'scalestore cluster --workload nam-*|cell', the index designs: --protocol nam-cg and so on), or a protocol built on protocolapi (with --control: a node of 'scalestore cluster --protocol P', deployed with --computes, --threads, --keys, --cache-lines, --mutate and --opt as every other node)")
 	fs.IntVar(&f.cacheLines, "cache-lines", 0, "a plug-in protocol: cache lines a node (0: the protocol's default)")
 	fs.StringVar(&f.mutant, "mutate", "", "a plug-in protocol: the mutant to apply")
 	optionFlag(fs, &f.opts)
-	fs.StringVar(&f.indexWorkload, "index-workload", "nam-hybrid", "--protocol index: nam-cg, nam-fg, nam-hybrid or cell")
-	fs.Uint64Var(&f.keys, "keys", 10_000, "--protocol index: the key space")
-	fs.IntVar(&f.computes, "computes", 1, "--protocol index: compute nodes (ids 0..computes-1; memory servers follow)")
-	fs.IntVar(&f.servers, "servers", 1, "--protocol index: memory servers")
-	fs.StringVar(&f.search, "search", "selector", "--protocol index, cell: selector, server or client")
-	fs.IntVar(&f.megaNodes, "cell-mega-nodes", 0, "--protocol index, cell, a memory server: a leaf meganode of more nodes than this splits (0: never)")
-	fs.BoolVar(&f.headNodes, "head-nodes", true, "--protocol index, nam-fg or nam-hybrid: head nodes on the leaf level (compute node 0 runs the background pass; scans prefetch leaves through them); false: none")
-	fs.IntVar(&f.headGroup, "head-group", nam.DefaultHeadGroup, fmt.Sprintf("--protocol index, with --head-nodes: the leaves a head node lists (2..%d)", nam.MaxFanout))
-	fs.StringVar(&f.role, "role", "compute", "selcc: memory (registers --lines lines, runs no handler) or compute (caches lines in --frames frames, runs --threads workers)")
-	fs.IntVar(&f.lines, "lines", 1024, "selcc memory node: the lines it holds")
-	fs.IntVar(&f.frames, "frames", 256, "selcc compute node: cache frames")
-	fs.IntVar(&f.threads, "threads", 2, "selcc compute node: workload threads")
-	fs.Float64Var(&f.gamma, "gamma", 4, "selcc compute node: the lease threshold (0: off)")
+	fs.Uint64Var(&f.keys, "keys", 10_000, "an index design: the key space")
+	fs.IntVar(&f.computes, "computes", 1, "an index design: compute nodes (ids 0..computes-1; memory servers follow)")
+	fs.IntVar(&f.servers, "servers", 1, "an index design: memory servers")
+	fs.StringVar(&f.role, "role", "compute", "a process design (selcc, an index design): memory (registers its memory; selcc's runs no handler) or compute (runs --threads workers)")
+	fs.IntVar(&f.threads, "threads", 2, "a process design's compute node: workload threads")
+	f.entries = protocols.Entries()
+	for _, d := range protocols.Designs(f.entries) {
+		if d.NodeFlags != nil {
+			d.NodeFlags(fs)
+		}
+	}
 	fs.BoolVar(&f.readerNaps, "reader-naps", true, "shm: the transport's readers nap while the node's workers poll (no wake-up per message while every worker has a core); false: they park at once and every message wakes them, which serves a peer sooner when busy threads outnumber the cores (cluster passes false then)")
 	fs.DurationVar(&f.pollSpin, "poll-spin", -1, "shm and plain tcp: the longest a worker waiting for a peer polls the transport itself, running the message handler inline, before it sleeps (0: workers never poll; the transport's reader goroutines deliver everything; negative: 50us over shm, 150us over tcp, a few of each transport's round trips)")
 	fs.BoolVar(&f.trace, "trace-remote", false, "time the hops of remote page fetches (queueing, peer handler, wake-up) for the run's result")
@@ -242,16 +238,16 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if f.protocol == "selcc" {
-		return serveSELCC(f, tc, log, stdin, stdout)
-	}
-	if f.protocol == "index" {
-		return serveIndex(f, tc, log, stdin, stdout)
+	for _, byWorkload := range []bool{false, true} {
+		if d := designOf(f.entries, f.protocol, byWorkload); d != nil {
+			return serveDesign(f, d, tc, log, stdin, stdout)
+		}
 	}
 	if f.protocol != "scalestore" {
 		p, err := lookupPlugin(f.protocol)
 		if err != nil {
-			return fmt.Errorf("--protocol %q: want scalestore, selcc, index or a plug-in protocol: %w", f.protocol, err)
+			return fmt.Errorf("--protocol %q: want scalestore, %s or a plug-in protocol: %w", f.protocol,
+				strings.Join(designNames(f.entries, func(*cluster.Design) bool { return true }), ", "), err)
 		}
 		return servePlugin(f, p, tc, log, stdin, stdout)
 	}
@@ -515,47 +511,19 @@ func reserveIOProc() {
 	}
 }
 
-// serveSELCC runs a SELCC node under 'scalestore cluster --protocol selcc'.
-func serveSELCC(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+// serveDesign runs a node of a registered protocol's process design under
+// 'scalestore cluster' (--control).
+func serveDesign(f nodeFlags, d *cluster.Design, tc cluster.TransportConfig, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	if !f.control {
-		return errors.New("--protocol selcc: a SELCC node runs under 'scalestore cluster --protocol selcc' (--control)")
+		how := "--protocol"
+		if d.ByWorkload {
+			how = "--workload"
+		}
+		return fmt.Errorf("--protocol %s: a %s node runs under 'scalestore cluster %s %s' (--control)", f.protocol, f.protocol, how, f.protocol)
 	}
 	if f.role != "memory" && f.role != "compute" {
 		return fmt.Errorf("--role %q: want memory or compute", f.role)
 	}
-	n, err := cluster.NewSELCCNode(cluster.SELCCConfig{ID: tc.Self, Memory: f.role == "memory", Lines: f.lines,
-		Frames: f.frames, Threads: f.threads, Gamma: f.gamma, NewTransport: tc.New, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer n.Close()
-	log.Info("selcc node started", "node", f.id, "role", f.role, "transport", tc.Resolve())
-	return cluster.ServeSELCC(n, stdin, stdout)
-}
-
-// serveIndex runs a NAM-tree or Cell node under 'scalestore cluster
-// --workload nam-*|cell'.
-func serveIndex(f nodeFlags, tc cluster.TransportConfig, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
-	if !f.control {
-		return errors.New("--protocol index: an index node runs under 'scalestore cluster --workload nam-*|cell' (--control)")
-	}
-	if f.role != "memory" && f.role != "compute" {
-		return fmt.Errorf("--role %q: want memory or compute", f.role)
-	}
-	if f.headGroup < 2 || f.headGroup > nam.MaxFanout {
-		return fmt.Errorf("--head-group %d: want 2..%d leaves per head node", f.headGroup, nam.MaxFanout)
-	}
-	headGroup := f.headGroup
-	if !f.headNodes {
-		headGroup = 0
-	}
-	n, err := cluster.NewIndexNode(cluster.IndexConfig{ID: tc.Self, Workload: f.indexWorkload, Memory: f.role == "memory",
-		Computes: f.computes, Servers: f.servers, Keys: f.keys, Threads: f.threads, Search: f.search, MegaNodes: f.megaNodes,
-		HeadGroup: headGroup, NewTransport: tc.New, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer n.Close()
-	log.Info("index node started", "node", f.id, "role", f.role, "workload", f.indexWorkload, "transport", tc.Resolve())
-	return cluster.ServeIndex(n, stdin, stdout)
+	return d.Serve(f.protocol, cluster.DesignNode{ID: tc.Self, Memory: f.role == "memory", Threads: f.threads, Keys: f.keys,
+		Computes: f.computes, Servers: f.servers, Transport: tc.Resolve(), NewTransport: tc.New, Logger: log}, stdin, stdout)
 }

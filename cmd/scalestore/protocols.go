@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/procrunner"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/protocols"
@@ -117,8 +118,40 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// builtInProtocols are the --protocol values of sim's own loops.
-var builtInProtocols = []string{"chaining", "fifo", "polling", "selcc"}
+// builtInProtocols are the --protocol values of ScaleStore's own loop
+// (its conflict handling), which are not registered names.
+var builtInProtocols = []string{"chaining", "fifo", "polling"}
+
+// designOf is the process design of the registered protocol name in es
+// (nil: none), selected by --workload when byWorkload, else by --protocol.
+func designOf(es []protocols.Entry, name string, byWorkload bool) *cluster.Design {
+	for _, e := range es {
+		if e.Protocol.Name == name && e.Processes != nil && e.Processes.ByWorkload == byWorkload {
+			return e.Processes
+		}
+	}
+	return nil
+}
+
+// designNames lists the registered protocols with a process design that
+// sel accepts, in the order of the registrations.
+func designNames(es []protocols.Entry, sel func(*cluster.Design) bool) []string {
+	var out []string
+	for _, e := range es {
+		if e.Processes != nil && sel(e.Processes) {
+			out = append(out, e.Protocol.Name)
+		}
+	}
+	return out
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // protocolArg finds sim's --protocol flag in args: its value, and the
 // args' positions it spans (-1 when absent).

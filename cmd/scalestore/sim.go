@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/internal/traceview"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -404,12 +405,12 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w)
 		if index {
 			fmt.Fprintf(w, "  one-sided verbs %d, memory-server calls %d, simulated time %.1f ms\n", sum.Verbs, sum.MemoryHandlers, float64(sum.SimulatedNanos)/1e6)
-			if f.cfg.Workload == "cell" && f.cfg.CellMegaNodes > 0 {
+			if indexdesign.IsCell(f.cfg.Workload) && f.cfg.CellMegaNodes > 0 {
 				fmt.Fprintf(w, "  meganode splits %d (%d moved to another server), operations restarted by one %d\n", sum.MegaSplits, sum.MegaMoved, sum.Restarts)
 			}
 			if sum.Scans > 0 {
 				heads := "no head nodes"
-				if f.cfg.NAMHeadGroup > 0 && (f.cfg.Workload == "nam-fg" || f.cfg.Workload == "nam-hybrid") {
+				if f.cfg.NAMHeadGroup > 0 && indexdesign.HeadNodes(f.cfg.Workload) {
 					heads = fmt.Sprintf("head nodes of %d leaves", f.cfg.NAMHeadGroup)
 				}
 				fmt.Fprintf(w, "  scans %d, round trips waited for per scan %.2f (%s)\n", sum.Scans, sum.ScanRoundTrips, heads)

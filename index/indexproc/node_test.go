@@ -1,4 +1,4 @@
-package cluster
+package indexproc
 
 import (
 	"testing"
@@ -48,7 +48,7 @@ func frameOf(m protocol.Message) []byte {
 func TestIndexNodeRefusesBadMessages(t *testing.T) {
 	for _, wl := range []string{"nam-hybrid", "cell"} {
 		tr := &sink{self: 1}
-		srv, err := NewIndexNode(IndexConfig{ID: 1, Workload: wl, Memory: true, Computes: 1, Servers: 1, Keys: 100, Threads: 1,
+		srv, err := NewNode(Config{ID: 1, Workload: wl, Memory: true, Computes: 1, Servers: 1, Keys: 100, Threads: 1,
 			NewTransport: func(transport.Handler) (transport.Transport, error) { return tr, nil }})
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ func TestIndexNodeRefusesBadMessages(t *testing.T) {
 		srv.Close()
 
 		ctr := &sink{self: 0}
-		cmp, err := NewIndexNode(IndexConfig{ID: 0, Workload: wl, Computes: 1, Servers: 1, Keys: 100, Threads: 1,
+		cmp, err := NewNode(Config{ID: 0, Workload: wl, Computes: 1, Servers: 1, Keys: 100, Threads: 1,
 			NewTransport: func(transport.Handler) (transport.Transport, error) { return ctr, nil }})
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package cluster
+package indexproc
 
 import (
 	"fmt"
@@ -12,23 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/index/cell"
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/shm"
 )
 
-// The index workloads on real processes ('scalestore cluster --workload
-// nam-cg|nam-fg|nam-hybrid|cell'): memory servers register their node
-// slots and answer index calls on the transport's handler; compute nodes
-// run clients over the transport's one-sided verbs and calls, each
-// waiting for its reply on a channel. Every process lays the tree out
-// with the same deterministic Format (a memory server keeps its own
-// region of it; a compute node keeps the layout).
-
-// IndexConfig configures one index node process.
-type IndexConfig struct {
+// Config configures one index node process.
+type Config struct {
 	ID       protocol.NodeID
 	Workload string // nam-cg, nam-fg, nam-hybrid or cell
 	Memory   bool
@@ -49,17 +43,17 @@ type IndexConfig struct {
 	Logger       *slog.Logger
 }
 
-// IndexSlots is the node slots per server for keys on servers (the
+// Slots is the node slots per server for keys on servers (the
 // simulator's choice: leaves a third full, inner levels, Cell's root
 // meganode).
-func IndexSlots(keys uint64, servers int) uint64 { return 32 + 4*keys/uint64(servers) }
+func Slots(keys uint64, servers int) uint64 { return 32 + 4*keys/uint64(servers) }
 
 // indexFanout is the entries per node on real processes.
 const indexFanout = 16
 
-// IndexNode is one index node process.
-type IndexNode struct {
-	cfg          IndexConfig
+// Node is one index node process.
+type Node struct {
+	cfg          Config
 	tr           transport.Transport
 	mem          []byte
 	region       transport.Region
@@ -79,20 +73,20 @@ type IndexNode struct {
 	Bad atomic.Uint64
 }
 
-// NewIndexNode starts the node's transport and, on a memory server,
+// NewNode starts the node's transport and, on a memory server,
 // formats and registers its region.
-func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
+func NewNode(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Servers < 1 || cfg.Computes < 1 || cfg.Keys < 1 {
-		return nil, fmt.Errorf("cluster: index node %d: %d servers, %d compute nodes, %d keys", cfg.ID, cfg.Servers, cfg.Computes, cfg.Keys)
+		return nil, fmt.Errorf("indexproc: node %d: %d servers, %d compute nodes, %d keys", cfg.ID, cfg.Servers, cfg.Computes, cfg.Keys)
 	}
 	if cfg.HeadGroup != 0 && (cfg.HeadGroup < 2 || cfg.HeadGroup > nam.MaxFanout) {
-		return nil, fmt.Errorf("cluster: index node %d: head group of %d leaves: want 2..%d (0: no head nodes)", cfg.ID, cfg.HeadGroup, nam.MaxFanout)
+		return nil, fmt.Errorf("indexproc: node %d: head group of %d leaves: want 2..%d (0: no head nodes)", cfg.ID, cfg.HeadGroup, nam.MaxFanout)
 	}
-	n := &IndexNode{cfg: cfg, waiting: map[uint64]chan []byte{}}
-	slots := IndexSlots(cfg.Keys, cfg.Servers)
+	n := &Node{cfg: cfg, waiting: map[uint64]chan []byte{}}
+	slots := Slots(cfg.Keys, cfg.Servers)
 	self := int(cfg.ID) - cfg.Computes
 	// Every process formats the same tree; a server keeps its region.
 	mems := make([][]byte, cfg.Servers)
@@ -100,7 +94,7 @@ func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
 		if cfg.Memory && i == self {
 			m, err := unix.Mmap(-1, 0, int(slots*nam.NodeSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 			if err != nil {
-				return nil, fmt.Errorf("cluster: index server %d: mapping %d slots: %w", cfg.ID, slots, err)
+				return nil, fmt.Errorf("indexproc: server %d: mapping %d slots: %w", cfg.ID, slots, err)
 			}
 			n.mem, mems[i] = m, m
 			continue
@@ -108,7 +102,7 @@ func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
 		mems[i] = make([]byte, slots*nam.NodeSize)
 	}
 	regions := make([]transport.Region, cfg.Servers)
-	if cfg.Workload == "cell" {
+	if indexdesign.IsCell(cfg.Workload) {
 		if _, err := cell.ParseSearch(cfg.Search); err != nil {
 			return nil, err
 		}
@@ -124,9 +118,9 @@ func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
 			n.server, n.cellServer = servers[self], servers[self]
 		}
 	} else {
-		design := map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}[cfg.Workload]
-		if design == "" {
-			return nil, fmt.Errorf("cluster: index workload %q: want nam-cg, nam-fg, nam-hybrid or cell", cfg.Workload)
+		design, ok := indexdesign.NAM(cfg.Workload)
+		if !ok {
+			return nil, fmt.Errorf("indexproc: workload %q: want nam-cg, nam-fg, nam-hybrid or cell", cfg.Workload)
 		}
 		servers := make([]*nam.Server, cfg.Servers)
 		for i := range servers {
@@ -143,14 +137,14 @@ func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
 	tr, err := cfg.NewTransport(n.handle)
 	if err != nil {
 		n.Close()
-		return nil, fmt.Errorf("cluster: index node %d: %w", cfg.ID, err)
+		return nil, fmt.Errorf("indexproc: node %d: %w", cfg.ID, err)
 	}
 	n.tr = tr
 	_, n.batchInLine = tr.(*shm.Transport)
 	if cfg.Memory {
 		if n.region, err = tr.Register(n.mem); err != nil {
 			n.Close()
-			return nil, fmt.Errorf("cluster: index server %d: registering memory: %w", cfg.ID, err)
+			return nil, fmt.Errorf("indexproc: server %d: registering memory: %w", cfg.ID, err)
 		}
 	}
 	return n, nil
@@ -158,7 +152,7 @@ func NewIndexNode(cfg IndexConfig) (*IndexNode, error) {
 
 // handle answers a call (a server) or wakes the caller of a reply (a
 // compute node). Anything else is counted and logged, never trusted.
-func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
+func (n *Node) handle(from protocol.NodeID, frame, payload []byte) {
 	m, err := protocol.Decode(frame)
 	switch {
 	case err != nil:
@@ -203,7 +197,7 @@ func (n *IndexNode) handle(from protocol.NodeID, frame, payload []byte) {
 // thread too: other calls wait, one-sided READs do not), and sends the
 // calls the server makes to servers (a split's reserve, adopts and unlock
 // to the new meganode's server, its link to the root meganode's).
-func (n *IndexNode) splitMeganodes() error {
+func (n *Node) splitMeganodes() error {
 	s := n.cellServer
 	for {
 		for s.Ready() {
@@ -245,7 +239,7 @@ const callTimeout = 10 * time.Second
 // counts what its thread waited for: waits are round trips (a verb, a
 // call, a batch of READs in flight together), reads the READs.
 type fabric struct {
-	n            *IndexNode
+	n            *Node
 	ch           chan []byte
 	waits, reads uint64
 	wg           sync.WaitGroup
@@ -335,12 +329,12 @@ func (f *fabric) Call(server int, req, out []byte) ([]byte, error) {
 }
 
 // Peers gives a compute node every server's region.
-func (n *IndexNode) Peers(servers []transport.Region) error {
+func (n *Node) Peers(servers []transport.Region) error {
 	if n.cfg.Memory {
 		return nil
 	}
 	if len(servers) != n.cfg.Servers {
-		return fmt.Errorf("cluster: index node %d: %d server regions, want %d", n.cfg.ID, len(servers), n.cfg.Servers)
+		return fmt.Errorf("indexproc: node %d: %d server regions, want %d", n.cfg.ID, len(servers), n.cfg.Servers)
 	}
 	if n.cl != nil {
 		copy(n.cl.Regions, servers)
@@ -357,7 +351,7 @@ type indexClient interface {
 	Scan(from, to uint64, fn func(k, v uint64) bool) error
 }
 
-func (n *IndexNode) client(t int) (indexClient, *fabric) {
+func (n *Node) client(t int) (indexClient, *fabric) {
 	f := &fabric{n: n, ch: make(chan []byte, 1)}
 	if n.cl != nil {
 		how, _ := cell.ParseSearch(n.cfg.Search)
@@ -368,7 +362,7 @@ func (n *IndexNode) client(t int) (indexClient, *fabric) {
 }
 
 // headNodes reports whether this node's tree has head nodes.
-func (n *IndexNode) headNodes() bool {
+func (n *Node) headNodes() bool {
 	return n.cfg.HeadGroup > 0 && n.nl != nil && n.nl.Design != nam.CoarseGrained
 }
 
@@ -381,7 +375,7 @@ const headPassEvery = 50 * time.Millisecond
 // headPass runs nam.RefreshHeads on its own client (and fabric) until
 // stop is closed: right away, then headPassEvery after each pass ends (a
 // pass over a big leaf level that takes longer is not run back to back).
-func (n *IndexNode) headPass(stop <-chan struct{}) (passes int, busy time.Duration, err error) {
+func (n *Node) headPass(stop <-chan struct{}) (passes int, busy time.Duration, err error) {
 	c := &nam.Client{L: n.nl, F: &fabric{n: n, ch: make(chan []byte, 1)}, Alloc: int(n.cfg.ID)<<8 | 0xff}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -401,14 +395,14 @@ func (n *IndexNode) headPass(stop <-chan struct{}) (passes int, busy time.Durati
 	}
 }
 
-// RunIndex runs wl.Threads clients for wl.Duration: uniform keys below
+// Run runs wl.Threads clients for wl.Duration: uniform keys below
 // n.cfg.Keys; of the reads 80% gets and 20% scans of 1 to wl.ScanLen keys
 // (0: 12), of the writes 80% puts of a unique value and 20% deletes. The
 // history records a scan as a read of every key it covers, a delete as a
 // write of 0 (an absent key reads 0). With head nodes, compute node 0 runs
 // the background pass beside its clients.
-func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
-	var res RunResult
+func (n *Node) Run(wl cluster.Workload) (cluster.RunResult, []checker.Op) {
+	var res cluster.RunResult
 	if n.cfg.Memory {
 		res.Errors = append(res.Errors, "a memory server runs no workload")
 		return res, nil
@@ -431,15 +425,15 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 		stopPass = func() { close(stop); <-done }
 	}
 	var scans, scanNanos, scanWaits, scanReads atomic.Uint64
-	res, ops := runThreads(wl, n.cfg.ID, func(w *workloadThread) func() (int64, error) {
-		r := w.r
-		c, f := n.client(w.t)
+	res, ops := cluster.RunThreads(wl, n.cfg.ID, func(w cluster.Thread) func() (int64, error) {
+		r := w.Rand()
+		c, f := n.client(w.Index())
 		return func() (int64, error) {
 			key := r.Uint64N(keys)
 			call := time.Now().UnixNano()
 			add := func(k uint64, kind string, v uint64) {
 				if wl.History {
-					w.ops = append(w.ops, checker.Op{Client: w.client, Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
+					w.Record(checker.Op{Client: w.Client(), Page: k, Kind: kind, Value: v, Call: call, Return: time.Now().UnixNano()})
 				}
 			}
 			var err error
@@ -463,7 +457,7 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 					}
 				}
 			case r.IntN(5) > 0:
-				v := w.nextWrite()
+				v := w.NextWrite()
 				if err = c.Put(key, v); err == nil {
 					add(key, checker.KindWrite, v)
 				}
@@ -484,7 +478,7 @@ func (n *IndexNode) RunIndex(wl Workload) (RunResult, []checker.Op) {
 }
 
 // Close stops the node.
-func (n *IndexNode) Close() error {
+func (n *Node) Close() error {
 	var err error
 	if n.tr != nil {
 		err = n.tr.Close()
@@ -496,8 +490,8 @@ func (n *IndexNode) Close() error {
 	return err
 }
 
-// ServeIndex answers control commands for an index node.
-func ServeIndex(n *IndexNode, in io.Reader, out io.Writer) error {
-	return serveRegions(regionNode{region: n.region, peers: func(cmd *RegionCommand) error { return n.Peers(cmd.Memory) },
-		run: n.RunIndex, dropped: n.Bad.Load}, in, out)
+// Serve answers control commands for an index node.
+func Serve(n *Node, in io.Reader, out io.Writer) error {
+	return cluster.ServeRegions(cluster.RegionNode{Region: n.region, Peers: func(cmd *cluster.RegionCommand) error { return n.Peers(cmd.Memory) },
+		Run: n.Run, Dropped: n.Bad.Load}, in, out)
 }

@@ -1,4 +1,4 @@
-package cluster
+package selccproc
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/linecache"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocol/selcc"
@@ -20,16 +21,8 @@ import (
 	"github.com/scalestore-go/scalestore/ycsb"
 )
 
-// SELCC on real processes: a memory node registers its lines and does
-// nothing else (no handler: a message to it is logged as an error and
-// dropped); a compute node runs a linecache over the transport's one-sided
-// verbs and answers invalidations on a handler goroutine. The control
-// protocol is the same as ScaleStore's (one JSON command per line):
-// "setup" registers the node's memory and returns its region, "peers"
-// gives a compute node every region, "run" runs the register workload.
-
-// SELCCConfig configures one SELCC node process.
-type SELCCConfig struct {
+// Config configures one SELCC node process.
+type Config struct {
 	ID      protocol.NodeID
 	Memory  bool // a memory node; else a compute node
 	Lines   int  // memory: the lines it holds
@@ -41,9 +34,9 @@ type SELCCConfig struct {
 	Logger       *slog.Logger
 }
 
-// SELCCNode is one SELCC node process.
-type SELCCNode struct {
-	cfg SELCCConfig
+// Node is one SELCC node process.
+type Node struct {
+	cfg Config
 	tr  transport.Transport
 	mem []byte // off-heap (the transport's or mmap'd): registered memory must not move
 	// mmapped: mem is our own mapping, unmapped by Close (else the
@@ -60,23 +53,23 @@ type SELCCNode struct {
 	deliver        atomic.Pointer[linecache.Cache]
 }
 
-// NewSELCCNode starts the node's transport and registers its memory: the
+// NewNode starts the node's transport and registers its memory: the
 // lines of a memory node, the reply slots of a compute node.
-func NewSELCCNode(cfg SELCCConfig) (*SELCCNode, error) {
+func NewNode(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &SELCCNode{cfg: cfg, served: make(chan struct{})}
+	n := &Node{cfg: cfg, served: make(chan struct{})}
 	size := linecache.ReplyBytes(cfg.Threads)
 	if cfg.Memory {
 		size = linecache.MemoryBytes(cfg.Lines)
 	}
 	if size <= 0 {
-		return nil, fmt.Errorf("cluster: selcc node %d: nothing to register (lines %d, threads %d)", cfg.ID, cfg.Lines, cfg.Threads)
+		return nil, fmt.Errorf("selccproc: node %d: nothing to register (lines %d, threads %d)", cfg.ID, cfg.Lines, cfg.Threads)
 	}
 	tr, err := cfg.NewTransport(n.handle)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: selcc node %d: %w", cfg.ID, err)
+		return nil, fmt.Errorf("selccproc: node %d: %w", cfg.ID, err)
 	}
 	n.tr = tr
 	// Memory the transport allocates its peers may map (shm: their verbs
@@ -90,18 +83,18 @@ func NewSELCCNode(cfg SELCCConfig) (*SELCCNode, error) {
 	}
 	if err != nil {
 		n.Close()
-		return nil, fmt.Errorf("cluster: selcc node %d: allocating %d bytes: %w", cfg.ID, size, err)
+		return nil, fmt.Errorf("selccproc: node %d: allocating %d bytes: %w", cfg.ID, size, err)
 	}
 	n.mem = mem
 	if n.region, err = tr.Register(mem); err != nil {
 		n.Close()
-		return nil, fmt.Errorf("cluster: selcc node %d: registering memory: %w", cfg.ID, err)
+		return nil, fmt.Errorf("selccproc: node %d: registering memory: %w", cfg.ID, err)
 	}
 	return n, nil
 }
 
 // handle receives a message: an invalidation for a compute node's cache.
-func (n *SELCCNode) handle(from protocol.NodeID, frame, _ []byte) {
+func (n *Node) handle(from protocol.NodeID, frame, _ []byte) {
 	if n.cfg.Memory {
 		n.MemoryMessages.Add(1)
 		n.cfg.Logger.Error("selcc: a memory node received a message; memory nodes have no handler", "from", from)
@@ -124,7 +117,7 @@ func (n *SELCCNode) handle(from protocol.NodeID, frame, _ []byte) {
 }
 
 // Peers sets up a compute node's cache once every node registered.
-func (n *SELCCNode) Peers(computes []protocol.NodeID, replies []transport.Region, memory []transport.Region) error {
+func (n *Node) Peers(computes []protocol.NodeID, replies []transport.Region, memory []transport.Region) error {
 	if n.cfg.Memory {
 		return nil
 	}
@@ -135,7 +128,7 @@ func (n *SELCCNode) Peers(computes []protocol.NodeID, replies []transport.Region
 		}
 	}
 	if self < 0 || len(replies) != len(computes) {
-		return fmt.Errorf("cluster: selcc node %d: not among the compute nodes %v", n.cfg.ID, computes)
+		return fmt.Errorf("selccproc: node %d: not among the compute nodes %v", n.cfg.ID, computes)
 	}
 	mem := map[protocol.NodeID]transport.Region{}
 	for _, r := range memory {
@@ -147,7 +140,7 @@ func (n *SELCCNode) Peers(computes []protocol.NodeID, replies []transport.Region
 	frameMem, err := unix.Mmap(-1, 0, max(n.cfg.Frames, 1)*linecache.LineSize, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_POPULATE)
 	if err != nil {
-		return fmt.Errorf("cluster: selcc node %d: mapping %d frames: %w", n.cfg.ID, n.cfg.Frames, err)
+		return fmt.Errorf("selccproc: node %d: mapping %d frames: %w", n.cfg.ID, n.cfg.Frames, err)
 	}
 	n.frameMem = frameMem
 	c, err := linecache.New(linecache.Config{
@@ -175,35 +168,35 @@ func (n *SELCCNode) Peers(computes []protocol.NodeID, replies []transport.Region
 }
 
 // Region is the node's registered memory.
-func (n *SELCCNode) Region() transport.Region { return n.region }
+func (n *Node) Region() transport.Region { return n.region }
 
 // lineOf is line i of a cluster with memory nodes memory (round-robin).
 func lineOf(memory []protocol.NodeID, i int) protocol.PID {
 	return protocol.MakePID(memory[i%len(memory)], uint64(i/len(memory)))
 }
 
-// RunSELCC runs the register workload for wl.Duration on wl.Threads
+// Run runs the register workload for wl.Duration on wl.Threads
 // goroutines: each operation reads or writes one of wl.Records lines
 // (zipfian), a write putting a unique id at both ends of the line.
-func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, []checker.Op) {
-	var res RunResult
+func (n *Node) Run(wl cluster.Workload, memory []protocol.NodeID) (cluster.RunResult, []checker.Op) {
+	var res cluster.RunResult
 	if n.cache == nil || len(memory) == 0 {
 		res.Errors = append(res.Errors, "run before peers")
 		return res, nil
 	}
 	fetchHists := make([]*hdrhistogram.Histogram, wl.Threads) // each thread's misses
-	res, ops := runThreads(wl, n.cfg.ID, func(w *workloadThread) func() (int64, error) {
-		r := w.r
+	res, ops := cluster.RunThreads(wl, n.cfg.ID, func(w cluster.Thread) func() (int64, error) {
+		r := w.Rand()
 		pick := mrand.New(mrand.NewSource(int64(r.Uint64()))) // the chooser's own
 		choose := ycsb.NewChooser(int64(wl.Records), wl.Zipf) // its generator is not safe to share
 		serve := n.inlineServer()
 		waiter := linecache.NewGoroutineWaiter()
 		waiter.Idle = serve.run
-		th := &linecache.Thread{P: waiter, Slot: w.t}
+		th := &linecache.Thread{P: waiter, Slot: w.Index()}
 		var misses uint64
 		var done uint
 		fetches := hdrhistogram.New(1, int64(10*time.Second), 3)
-		fetchHists[w.t] = fetches
+		fetchHists[w.Index()] = fetches
 		return func() (int64, error) {
 			if done++; done%inlineEvery == 0 {
 				serve.run()
@@ -213,7 +206,7 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 			}
 			i := int(choose(pick))
 			line := lineOf(memory, i)
-			op := checker.Op{Client: w.client, Page: uint64(i), Call: time.Now().UnixNano()}
+			op := checker.Op{Client: w.Client(), Page: uint64(i), Call: time.Now().UnixNano()}
 			var err error
 			if r.Float64() < wl.ReadRatio {
 				op.Kind = checker.KindRead
@@ -225,7 +218,7 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 					op.Value = v
 				})
 			} else {
-				v := w.nextWrite()
+				v := w.NextWrite()
 				op.Kind, op.Value = checker.KindWrite, v
 				err = n.cache.Access(th, line, selcc.Write, func(data []byte) {
 					checker.PutPageValue(data, v, false)
@@ -234,7 +227,7 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 			}
 			op.Return = time.Now().UnixNano()
 			if err == nil && wl.History {
-				w.ops = append(w.ops, op)
+				w.Record(op)
 			}
 			if th.Misses != misses {
 				// An operation that missed: its acquire is a remote fetch
@@ -254,7 +247,7 @@ func (n *SELCCNode) RunSELCC(wl Workload, memory []protocol.NodeID) (RunResult, 
 	}
 	res.Fetches = fetches.Export()
 	s := &n.cache.Stats
-	res.Stats = Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
+	res.Stats = cluster.Stats{Ops: uint64(res.Ops), CacheHits: atomic.LoadUint64(&s.Hits), CacheMisses: atomic.LoadUint64(&s.Misses),
 		RemoteFetches: atomic.LoadUint64(&s.Misses), Invalidations: atomic.LoadUint64(&s.Invalidations), Evictions: atomic.LoadUint64(&s.Evictions)}
 	return res, ops
 }
@@ -267,13 +260,13 @@ const inlineEvery = 8
 // takes what the peers sent (the transport's Poll, where it has one) and
 // answers the invalidations itself (linecache's run to completion).
 type inlineServer struct {
-	n    *SELCCNode
+	n    *Node
 	poll func() int
 	t    *linecache.Thread // the handler thread for the answers' verbs
 	err  error             // the first failed answer: the worker stops with it
 }
 
-func (n *SELCCNode) inlineServer() *inlineServer {
+func (n *Node) inlineServer() *inlineServer {
 	s := &inlineServer{n: n, t: &linecache.Thread{P: linecache.NewGoroutineWaiter()}}
 	if p, ok := n.tr.(interface{ Poll() int }); ok {
 		s.poll = p.Poll
@@ -288,13 +281,13 @@ func (s *inlineServer) run() {
 		s.poll()
 	}
 	if _, err := c.ServeWaiting(s.t); err != nil && s.err == nil {
-		s.err = fmt.Errorf("cluster: selcc node %d: answering an invalidation: %w", s.n.cfg.ID, err)
+		s.err = fmt.Errorf("selccproc: node %d: answering an invalidation: %w", s.n.cfg.ID, err)
 	}
 	c.EndInline()
 }
 
 // Close stops the node.
-func (n *SELCCNode) Close() error {
+func (n *Node) Close() error {
 	n.stop.Store(true)
 	if c := n.deliver.Load(); c != nil {
 		c.WakeHandler()
@@ -313,17 +306,17 @@ func (n *SELCCNode) Close() error {
 	return err
 }
 
-// ServeSELCC answers control commands for a SELCC node.
-func ServeSELCC(n *SELCCNode, in io.Reader, out io.Writer) error {
+// Serve answers control commands for a SELCC node.
+func Serve(n *Node, in io.Reader, out io.Writer) error {
 	var memory []protocol.NodeID
-	return serveRegions(regionNode{region: n.Region(),
-		peers: func(cmd *RegionCommand) error {
+	return cluster.ServeRegions(cluster.RegionNode{Region: n.Region(),
+		Peers: func(cmd *cluster.RegionCommand) error {
 			memory = memory[:0]
 			for _, r := range cmd.Memory {
 				memory = append(memory, r.Node)
 			}
 			return n.Peers(cmd.Computes, cmd.Replies, cmd.Memory)
 		},
-		run:     func(wl Workload) (RunResult, []checker.Op) { return n.RunSELCC(wl, memory) },
-		dropped: n.MemoryMessages.Load}, in, out)
+		Run:     func(wl cluster.Workload) (cluster.RunResult, []checker.Op) { return n.Run(wl, memory) },
+		Dropped: n.MemoryMessages.Load}, in, out)
 }
