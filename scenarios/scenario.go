@@ -31,6 +31,10 @@ var Scenarios = []ScenarioInfo{
 	{"eviction-dirty", "§4.2", "node 1 holds a page it modified and evicts it; the directory pulls the page and persists it"},
 }
 
+// scenarioRuns are the scenarios of Scenarios that another system runs
+// (SELCC's), by name: the rest are ScaleStore's, run by RunScenario.
+var scenarioRuns = map[string]func(*ScenarioInfo) (*ScenarioResult, error){}
+
 // ScenarioConfig selects a scenario run.
 type ScenarioConfig struct {
 	Name       string
@@ -99,8 +103,8 @@ func RunScenario(cfg ScenarioConfig) (*ScenarioResult, error) {
 	if info == nil {
 		return nil, fmt.Errorf("unknown scenario %q ('scalestore scenario list' names them)", cfg.Name)
 	}
-	if strings.HasPrefix(info.Name, "selcc-") {
-		return runSELCCScenario(info)
+	if run := scenarioRuns[info.Name]; run != nil {
+		return run(info)
 	}
 	nodes := 4
 	if cfg.Name == "chaining" {

@@ -17,7 +17,12 @@ var selccScenarios = []ScenarioInfo{
 	{"selcc-shared-invalidation", "SELCC Fig. 8", "nodes 0 and 2 hold the line shared; node 1 writes it: its CAS fails, it invalidates both, they release by FAA, its CAS succeeds"},
 }
 
-func init() { Scenarios = append(Scenarios, selccScenarios...) }
+func init() {
+	Scenarios = append(Scenarios, selccScenarios...)
+	for _, s := range selccScenarios {
+		scenarioRuns[s.Name] = runSELCCScenario
+	}
+}
 
 // selccScenario runs a SELCC scenario on 4 compute nodes (0..3) and one
 // memory node (4), one line, no faults: the chart has every message and
