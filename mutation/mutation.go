@@ -5,7 +5,8 @@
 // the simulator's seeded PRNG, never by failpoint's own random terms, so a
 // mutated run is as reproducible as any other.
 //
-// It imports failpoint only.
+// It imports failpoint, and index/indexdesign for the index designs'
+// names, only.
 package mutation
 
 import (
@@ -14,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/pingcap/failpoint"
+
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 )
 
 // The mutation points.
@@ -154,19 +157,19 @@ const (
 // NAMNames lists the index workloads' mutation points (the NAM-tree's and
 // Cell's), with the workloads whose checks must catch each.
 var NAMNames = map[string][]string{
-	NAMUnlockedWrite:      {"nam-fg", "nam-hybrid"},
-	NAMNoMoveRight:        {"nam-fg", "nam-hybrid"},
-	NAMReplyBeforeApply:   {"nam-cg"},
-	NAMScanSkipsNext:      {"nam-cg"},
-	NAMLocateNextLeaf:     {"nam-hybrid"},
-	NAMTrustHead:          {"nam-fg", "nam-hybrid"},
-	CellNoMoveRight:       {"cell"},
-	CellCacheLeaves:       {"cell"},
-	CellStaleHint:         {"cell"},
-	CellSplitWritesRight:  {"cell"},
-	CellSplitEarlyUnlock:  {"cell"},
-	CellSplitNoInvalidate: {"cell"},
-	CellNoLowCheck:        {"cell"},
+	NAMUnlockedWrite:      {indexdesign.NAMFine, indexdesign.NAMHybrid},
+	NAMNoMoveRight:        {indexdesign.NAMFine, indexdesign.NAMHybrid},
+	NAMReplyBeforeApply:   {indexdesign.NAMCoarse},
+	NAMScanSkipsNext:      {indexdesign.NAMCoarse},
+	NAMLocateNextLeaf:     {indexdesign.NAMHybrid},
+	NAMTrustHead:          {indexdesign.NAMFine, indexdesign.NAMHybrid},
+	CellNoMoveRight:       {indexdesign.Cell},
+	CellCacheLeaves:       {indexdesign.Cell},
+	CellStaleHint:         {indexdesign.Cell},
+	CellSplitWritesRight:  {indexdesign.Cell},
+	CellSplitEarlyUnlock:  {indexdesign.Cell},
+	CellSplitNoInvalidate: {indexdesign.Cell},
+	CellNoLowCheck:        {indexdesign.Cell},
 }
 
 // NAM reports whether the named mutation breaks an index workload (the
@@ -174,11 +177,10 @@ var NAMNames = map[string][]string{
 func NAM(name string) bool { _, ok := NAMNames[name]; return ok }
 
 // Names lists every mutation point.
-var Names = []string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
+var Names = append([]string{SkipInvalidation, NoOwnerStability, DropDirty, StaleGrant, SkipVersionCheck,
 	UpgradeIgnoresVersion, EntitleFewer, ForgetOwnerSharer, ConflictKeepsEpoch, EncodeDropsPred,
 	CrashNoWriteThrough, CrashKeepDeadPages, CrashResurrectEvicting, CrashKeepMessages, BTreeSplitNodeFirst,
-	ReplicaAckBeforeBackup, ReplicaPromoteUnfenced, ReplicaCopyUnlatched, ReplicaReturnStale,
-	SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy, SELCCEvictWithoutFlush, SELCCRoundRestarts}
+	ReplicaAckBeforeBackup, ReplicaPromoteUnfenced, ReplicaCopyUnlatched, ReplicaReturnStale}, selccNames...)
 
 // StoreNames lists the embedded store's mutation points, which crashtest
 // (not the simulator) must catch: crashtest --mutant.
@@ -192,9 +194,13 @@ func Crash(name string) bool { return strings.HasPrefix(name, "crash-") }
 // directories (its runs need --crashes and --replicas 2).
 func Replica(name string) bool { return strings.HasPrefix(name, "replica-") }
 
+// selccNames are the mutation points of SELCC.
+var selccNames = []string{SELCCSkipUndo, SELCCHandOverWithoutFAA, SELCCShareWithoutFlush, SELCCReleaseKeepsCopy,
+	SELCCEvictWithoutFlush, SELCCRoundRestarts}
+
 // SELCC reports whether the named mutation breaks SELCC (its runs use
 // --protocol selcc) rather than ScaleStore.
-func SELCC(name string) bool { return strings.HasPrefix(name, "selcc-") }
+func SELCC(name string) bool { return slices.Contains(selccNames, name) }
 
 func path(name string) string { return "github.com/scalestore-go/scalestore/mutation/" + name }
 

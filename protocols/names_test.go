@@ -21,18 +21,14 @@ import (
 const host = "scalestore"
 
 // pending are files outside the protocols' packages that still name a
-// built-in protocol, each with why; the list only shrinks. They are the
-// built-ins' simulations, which run through scenarios' own run loops and
-// move onto simrunner and into their protocols' packages with them (issue
-// 47, item 2), and the built-ins' mutant catalogue, whose mutants move
-// into those packages as protocolapi.Mutant then.
+// built-in protocol, each with why; the list only shrinks. They are
+// built-ins' own run loops in scenarios, which move onto simrunner and
+// into their protocols' packages (issue 47, item 2). Code elsewhere refers
+// to a protocol through the registry or by its package's own name
+// constant (sel.Name, gam.NameTSO, index/indexdesign).
 var pending = map[string]string{
-	"mutation/mutation.go":  "the built-ins' mutants: the index designs' by workload, SELCC's by prefix",
 	"scenarios/selccrun.go": "SELCC's own run loop (SystemSELCC)",
 	"scenarios/namrun.go":   "the NAM-tree's own run loop (its designs by name)",
-	"scenarios/compare.go":  "the seed papers' figures, which list the systems they compare",
-	"scenarios/gamfig.go":   "ScaleStore §6.4's table, which lists GAM's modes",
-	"scenarios/indexfig.go": "the index papers' figures, which list their designs",
 }
 
 // naming is a string literal that names a protocol outside its packages.

@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/gam"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/sel"
 	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -390,7 +392,7 @@ func figureBase() SimConfig {
 // hardware's absolute figures).
 var Figures = []Figure{
 	{Name: "selcc-fig12", Paper: "SELCC Fig. 12", About: "scalability: compute nodes 1, 2, 4, 8 at 50% and 95% reads, uniform (the paper shows SELCC alone; SEL and GAM beside it here)",
-		Systems: []string{SystemScaleStore, SystemSELCC, "sel", "gam-tso", "gam-seq"}, Options: baselineOptions,
+		Systems: []string{SystemScaleStore, SystemSELCC, sel.Name, gam.NameTSO, gam.NameSEQ}, Options: baselineOptions,
 		Points: func(b SimConfig) []FigurePoint {
 			var ps []FigurePoint
 			for _, rr := range []float64{0.5, 0.95} {
@@ -459,14 +461,14 @@ var Figures = []Figure{
 
 // baselineSystems are every system SELCC's Fig. 13 and 14 compare: SELCC,
 // SEL, GAM in TSO and SEQ mode, and ScaleStore.
-var baselineSystems = []string{SystemSELCC, "sel", "gam-tso", "gam-seq", SystemScaleStore}
+var baselineSystems = []string{SystemSELCC, sel.Name, gam.NameTSO, gam.NameSEQ, SystemScaleStore}
 
 // baselineOptions run GAM as SELCC's evaluation does, on disaggregated
 // memory: memory nodes (as many as SELCC's and SEL's) home every line,
 // each with GAM's one serial worker, and the compute nodes only cache.
 var baselineOptions = map[string]map[string]string{
-	"gam-tso": {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
-	"gam-seq": {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
+	gam.NameTSO: {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
+	gam.NameSEQ: {"memory-nodes": fmt.Sprint(DefaultMemoryNodes)},
 }
 
 // selccThreadsBase is SELCC Fig. 13's and 14's deployment: 8 compute

@@ -1,6 +1,10 @@
 package scenarios
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/scalestore-go/scalestore/gam"
+)
 
 // scaleStoreGAM is ScaleStore §6.4's table: ScaleStore against GAM in
 // GAM's own layout (every node a home and a cache), a single-node
@@ -11,7 +15,7 @@ import "fmt"
 var scaleStoreGAM = Figure{
 	Name: "scalestore-gam", Paper: "ScaleStore §6.4",
 	About:   "ScaleStore against GAM (TSO and SEQ, every node a home and a cache): 1 node of 1 and 20 threads, 2 and 4 nodes of 1 thread; 100% and 50% reads, uniform over 128 pages that every node caches",
-	Systems: []string{SystemScaleStore, "gam-tso", "gam-seq"}, SkipStepChecks: true,
+	Systems: []string{SystemScaleStore, gam.NameTSO, gam.NameSEQ}, SkipStepChecks: true,
 	Base: func() SimConfig {
 		c := paperBase()
 		c.Pages, c.CachePages = scaleStoreGAMPages, 2*scaleStoreGAMPages // in memory, no SSD

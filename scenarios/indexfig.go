@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/index/nam"
 )
 
@@ -40,7 +41,7 @@ func namFigBase(wl string, clients int) IndexBench {
 // (1.44M READs/s), one meganode level of about six node levels (100,000
 // keys, nodes of up to 8 entries), no client caching.
 func cellFigBase(search string, clients int) IndexBench {
-	return IndexBench{Workload: "cell", Servers: 1, Clients: clients, Keys: 100_000, Fanout: 8,
+	return IndexBench{Workload: indexdesign.Cell, Servers: 1, Clients: clients, Keys: 100_000, Fanout: 8,
 		HandleCost: 6_300, VerbCost: 700, Search: search, Duration: 10_000_000, Seed: 1}
 }
 
@@ -52,7 +53,7 @@ var IndexFigures = []IndexFigure{
 			var ps []IndexPoint
 			for _, skew := range []bool{false, true} {
 				for _, scan := range []int{0, 100} {
-					for _, wl := range []string{"nam-cg", "nam-fg", "nam-hybrid"} {
+					for _, wl := range []string{indexdesign.NAMCoarse, indexdesign.NAMFine, indexdesign.NAMHybrid} {
 						for _, c := range []int{1, 4, 16, 64} {
 							b := namFigBase(wl, c)
 							b.Skewed, b.ScanLen = skew, scan

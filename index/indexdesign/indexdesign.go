@@ -4,11 +4,9 @@
 // the index designs' packages that must tell them apart (the output of
 // `scalestore sim`) asks here instead of spelling their names.
 //
-// It imports index/nam only; never the simulator, a transport or the
-// registry.
+// It imports nothing, so that any package may ask it (the mutation
+// catalogue, which imports failpoint only, does).
 package indexdesign
-
-import "github.com/scalestore-go/scalestore/index/nam"
 
 // The registered names of the index designs.
 const (
@@ -18,14 +16,8 @@ const (
 	Cell      = "cell"
 )
 
-// namDesigns are the NAM-tree's designs by name.
-var namDesigns = map[string]nam.Design{NAMCoarse: nam.CoarseGrained, NAMFine: nam.FineGrained, NAMHybrid: nam.Hybrid}
-
-// NAM returns the NAM-tree design registered as name.
-func NAM(name string) (nam.Design, bool) {
-	d, ok := namDesigns[name]
-	return d, ok
-}
+// IsNAM reports whether name is one of the NAM-tree's designs.
+func IsNAM(name string) bool { return name == NAMCoarse || name == NAMFine || name == NAMHybrid }
 
 // IsCell reports whether name is Cell (whose leaf meganodes split).
 func IsCell(name string) bool { return name == Cell }
@@ -33,7 +25,4 @@ func IsCell(name string) bool { return name == Cell }
 // HeadNodes reports whether name is a NAM-tree design with head nodes on
 // its leaf level (the fine-grained and the hybrid: the coarse-grained
 // tree's leaves are the servers').
-func HeadNodes(name string) bool {
-	d, ok := namDesigns[name]
-	return ok && d != nam.CoarseGrained
-}
+func HeadNodes(name string) bool { return name == NAMFine || name == NAMHybrid }

@@ -69,7 +69,7 @@ func Design() *cluster.Design {
 				Report: func(r cluster.Report) string {
 					out := fmt.Sprintf("%s: %d memory servers; %d compute nodes over %s: %.0f ops/s  p50 %.1fus  p99 %.1fus  %s\n",
 						r.Name, r.MemoryNodes, r.Nodes, r.Transport, r.OpsPerSec, r.P50us, r.P99us, r.Check)
-					if _, ok := indexdesign.NAM(r.Name); ok && r.Scans > 0 {
+					if indexdesign.IsNAM(r.Name) && r.Scans > 0 {
 						heads := "no head nodes"
 						if r.HeadGroup > 0 {
 							heads = fmt.Sprintf("head nodes of %d leaves", r.HeadGroup)

@@ -43,6 +43,10 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
+// namDesigns are the NAM-tree's designs by their registered names.
+var namDesigns = map[string]nam.Design{indexdesign.NAMCoarse: nam.CoarseGrained, indexdesign.NAMFine: nam.FineGrained,
+	indexdesign.NAMHybrid: nam.Hybrid}
+
 // Slots is the node slots per server for keys on servers (the
 // simulator's choice: leaves a third full, inner levels, Cell's root
 // meganode).
@@ -118,7 +122,7 @@ func NewNode(cfg Config) (*Node, error) {
 			n.server, n.cellServer = servers[self], servers[self]
 		}
 	} else {
-		design, ok := indexdesign.NAM(cfg.Workload)
+		design, ok := namDesigns[cfg.Workload]
 		if !ok {
 			return nil, fmt.Errorf("indexproc: workload %q: want nam-cg, nam-fg, nam-hybrid or cell", cfg.Workload)
 		}
