@@ -34,7 +34,7 @@ func runSELCCScenario(info *ScenarioInfo) (*ScenarioResult, error) {
 		return nil, err
 	}
 	line := s.line(0)
-	res := &ScenarioResult{Scenario: info.Name, Protocol: SystemSELCC, About: info.About, PID: line.String(),
+	res := &ScenarioResult{Scenario: info.Name, Protocol: SystemSELCC, About: info.About, PID: line.String(), Latched: true,
 		RequestOrder: []int{}, GrantOrder: []int{}}
 	tracing := false
 	var t0 int64

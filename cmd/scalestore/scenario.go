@@ -99,7 +99,7 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	}
 	if *htmlOut != "" {
 		watch := "page " + res.PID + ": the directory's metadata"
-		if res.Protocol == scenarios.SystemSELCC {
+		if res.Latched {
 			watch = "line " + res.PID + ": latch word, memos and memory's copy"
 		}
 		tr := traceview.Trace{Title: "scenario " + res.Scenario + " (" + res.Protocol + ")", About: res.About, Watch: watch,
