@@ -19,6 +19,18 @@ type Entry struct {
 	// that procrunner does not run. Entries that share one (the index
 	// designs) share the pointer.
 	Processes *cluster.Design
+	// Swarm, for a built-in, are the runs of `make swarm` (`scalestore
+	// protocols --list swarm`): each the `scalestore sim` flags of one
+	// shape and its seeds; the Makefile adds the first seed, the faults
+	// and --json. A plug-in's are one of 300 seeds for every workload it
+	// supports on the generic runner.
+	Swarm []string
+	// MutantRun, for a built-in, is the `scalestore sim` flags that run
+	// one of its mutants for `make mutants` (`--list mutant-runs`): the
+	// shape, workload and seeds whose checks must catch it; the Makefile
+	// adds --mutate, the faults and --json. A plug-in's is 200 seeds of
+	// the mutant's workload.
+	MutantRun func(m protocolapi.Mutant) string
 }
 
 // Registry returns a registry of every protocol, or the first that does

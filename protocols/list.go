@@ -1,6 +1,7 @@
 package protocols
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/scalestore-go/scalestore/examples/msi"
@@ -67,8 +68,15 @@ func builtIns() []Entry {
 			return 1
 		})
 		return Entry{Protocol: protocolapi.Protocol{Name: name, Summary: summary, BuiltIn: "--workload " + name, Mutants: ms,
-			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}}, Dirs: indexDirs, Processes: indexDesign}
+			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}}, Dirs: indexDirs, Processes: indexDesign,
+			Swarm: []string{"--workload " + name + " --seeds 300 --keys 200 --ops 2000"},
+			MutantRun: func(m protocolapi.Mutant) string {
+				return fmt.Sprintf("--seeds 200 --workload %s --keys 200 --ops 2000 --cell-mega-nodes %d", name, megaNodes(name))
+			}}
 	}
+	cell := index("cell", "Cell: meganodes, client- or server-side search, locality selector")
+	// Cell's meganodes split as well, in a run of their own.
+	cell.Swarm = append(cell.Swarm, "--workload cell --seeds 300 --keys 200 --ops 2000 --cell-mega-nodes 12")
 	all := []Entry{
 		// ScaleStore is the product itself: its code is the module's
 		// (the root package, actors, bufmgr, btree, cluster, ...) and
@@ -77,17 +85,77 @@ func builtIns() []Entry {
 		{Protocol: protocolapi.Protocol{Name: "scalestore", Summary: "ScaleStore's directory protocol with anticipatory chaining (SIGMOD'22); --protocol fifo|polling for its baselines",
 			BuiltIn: "--protocol chaining", Mutants: scalestore,
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
-				Crashes: true, Elastic: true, Processes: true}}},
+				Crashes: true, Elastic: true, Processes: true}},
+			Swarm: []string{
+				"--seeds 300 " + narrow,
+				"--seeds 300 --crashes 3 " + narrow,
+				"--seeds 300 --crashes 3 --workload rmw " + narrow,
+				"--seeds 300 --crashes 3 --workload btree " + narrowTree,
+				"--seeds 300 --crashes 3 --workload btree --keys 20000 " + narrowTree,
+				"--seeds 1500 " + wide,
+			},
+			MutantRun: scaleStoreMutantRun},
 		{Protocol: protocolapi.Protocol{Name: "selcc", Summary: "SELCC's latch-word coherence over one-sided verbs on passive memory nodes",
 			BuiltIn: "--protocol selcc", Mutants: selcc,
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
-				Processes: true}}, Dirs: selccDirs, Processes: selccproc.Design()},
+				Processes: true}}, Dirs: selccDirs, Processes: selccproc.Design(),
+			Swarm: []string{
+				"--protocol selcc --seeds 300 " + narrow,
+				"--protocol selcc --workload rmw --seeds 300 " + narrow,
+				"--protocol selcc --workload btree --seeds 300 " + narrowTree,
+				"--protocol selcc --seeds 1500 " + wide,
+				"--protocol selcc --workload rmw --seeds 1500 " + wide,
+			},
+			MutantRun: func(m protocolapi.Mutant) string {
+				return "--seeds 200 --protocol selcc --workload register --keys 1000 --crashes 0 --replicas 1 " + mutantShape(12)
+			}},
 		index("nam-cg", "NAM-tree, coarse-grained: the index on memory servers, RPCs (docs/indexes.md)"),
 		index("nam-fg", "NAM-tree, fine-grained: one-sided verbs on the memory servers' nodes"),
 		index("nam-hybrid", "NAM-tree, hybrid: inner nodes by RPC, leaves by one-sided verbs"),
-		index("cell", "Cell: meganodes, client- or server-side search, locality selector"),
+		cell,
 	}
 	return all
+}
+
+// The shapes of the built-ins' swarms: narrow (4 nodes of 3 workers, 48
+// pages, 12 cached a node; the B-tree's pages are its own) and wide (more
+// workers than lines of cache: issue 36).
+const (
+	narrow     = "--nodes 4 --workers 3 --pages 48 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9"
+	narrowTree = "--nodes 4 --workers 3 --cache-pages 12 --ops 2000 --read-ratio 0.6 --zipf 0.9"
+	wide       = "--nodes 8 --workers 4 --pages 24 --cache-pages 6 --ops 3000 --read-ratio 0.5 --zipf 0.99"
+)
+
+// mutantShape is the built-ins' mutants' shape with cachePages a node.
+func mutantShape(cachePages int) string {
+	return fmt.Sprintf("--nodes 4 --workers 3 --pages 48 --cache-pages %d --ops 2000 --read-ratio 0.6 --zipf 0.9", cachePages)
+}
+
+// scaleStoreMutantRun runs one of ScaleStore's mutants: a crash mutant
+// with 10 crashes and a smaller cache (the B-tree's on 20,000 keys), a
+// replica mutant with replicated directories as well.
+func scaleStoreMutantRun(m protocolapi.Mutant) string {
+	crashes, cache, keys, replicas := 0, 12, 1000, 1
+	if mutation.Crash(m.Name) || mutation.Replica(m.Name) {
+		crashes, cache = 10, 8
+	}
+	if mutation.Crash(m.Name) && m.Workload == protocolapi.WorkloadBTree {
+		keys = 20000
+	}
+	if mutation.Replica(m.Name) {
+		replicas = 2
+	}
+	return fmt.Sprintf("--seeds 200 --protocol chaining --workload %s --keys %d --crashes %d --replicas %d %s",
+		m.Workload, keys, crashes, replicas, mutantShape(cache))
+}
+
+// megaNodes is --cell-mega-nodes for an index design's mutants: Cell's
+// splits meganodes of more than 12 nodes (its split mutants need splits).
+func megaNodes(name string) int {
+	if name == "cell" {
+		return 12
+	}
+	return 0
 }
 
 // workloadOf is the workload whose checks catch a built-in mutant.

@@ -42,3 +42,22 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+// Every built-in says how make swarm and make mutants run it (a plug-in's
+// runs follow from its workloads and mutants).
+func TestBuiltInsListTheirRuns(t *testing.T) {
+	for _, e := range Entries() {
+		if e.Protocol.Deploy != nil {
+			continue
+		}
+		if len(e.Swarm) == 0 || len(e.Protocol.Mutants) > 0 && e.MutantRun == nil {
+			t.Errorf("%s: swarm %q, mutant runs %v", e.Protocol.Name, e.Swarm, e.MutantRun != nil)
+			continue
+		}
+		for _, m := range e.Protocol.Mutants {
+			if run := e.MutantRun(m); !strings.Contains(run, "--seeds 200") || !strings.Contains(run, "--workload ") {
+				t.Errorf("%s: mutant %s runs with %q", e.Protocol.Name, m.Name, run)
+			}
+		}
+	}
+}

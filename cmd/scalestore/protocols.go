@@ -47,7 +47,7 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, protocolsUsage); fs.PrintDefaults() }
 	asJSON := fs.Bool("json", false, "print one JSON array")
-	list := fs.String("list", "", "for scripts (the Makefile's swarm and mutants): 'runs' prints a line 'PROTOCOL WORKLOAD' for every workload of every protocol on the generic runner, 'mutants' a line 'PROTOCOL MUTANT WORKLOAD' for every mutant of those")
+	list := fs.String("list", "", "for scripts: 'swarm' prints the 'scalestore sim' flags of every run of 'make swarm', a line each (every protocol's), 'mutant-runs' a line 'MUTANT FLAGS' for every mutant of every protocol (the flags that run it: 'make mutants'); 'runs' a line 'PROTOCOL WORKLOAD' for every workload of every protocol on the generic runner, 'mutants' a line 'PROTOCOL MUTANT WORKLOAD' for every mutant of those")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
@@ -58,6 +58,11 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	}
 	switch *list {
 	case "":
+	case "swarm", "mutant-runs":
+		for _, line := range scriptRuns(protocols.Entries(), *list == "swarm") {
+			fmt.Fprintln(stdout, line)
+		}
+		return 0
 	case "runs", "mutants":
 		for _, p := range reg.All() {
 			if p.Deploy == nil {
@@ -81,7 +86,7 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	default:
-		fmt.Fprintf(stderr, "protocols: --list %q: runs or mutants\n", *list)
+		fmt.Fprintf(stderr, "protocols: --list %q: swarm, mutant-runs, runs or mutants\n", *list)
 		return 2
 	}
 	var rows []protocolRow
@@ -116,6 +121,38 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// scriptRuns are the lines of --list swarm (swarm true) or mutant-runs:
+// a built-in's from its registration, a plug-in's from its workloads and
+// mutants on the generic runner.
+func scriptRuns(es []protocols.Entry, swarm bool) []string {
+	var out []string
+	for _, e := range es {
+		p := e.Protocol
+		switch {
+		case swarm && p.Deploy == nil:
+			out = append(out, e.Swarm...)
+		case swarm:
+			for _, w := range p.Supports.Workloads {
+				if w != protocolapi.WorkloadBTree { // not on the generic runner yet
+					out = append(out, fmt.Sprintf("--protocol %s --workload %s --seeds 300", p.Name, w))
+				}
+			}
+		default:
+			for _, m := range p.Mutants {
+				if m.Workload == "" {
+					m.Workload = protocolapi.WorkloadRegister
+				}
+				if p.Deploy == nil {
+					out = append(out, m.Name+" "+e.MutantRun(m))
+				} else {
+					out = append(out, fmt.Sprintf("%s --protocol %s --workload %s --seeds 200", m.Name, p.Name, m.Workload))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // builtInProtocols are the --protocol values of ScaleStore's own loop

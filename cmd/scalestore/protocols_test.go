@@ -79,6 +79,43 @@ func TestProtocolsListForScripts(t *testing.T) {
 	}
 }
 
+// make swarm and make mutants run what the registry lists: every mutant of
+// every protocol once for each workload it is registered under, and a
+// swarm run of every plug-in workload.
+func TestProtocolsListSwarmAndMutantRuns(t *testing.T) {
+	reg, err := registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, p := range reg.All() {
+		for _, m := range p.Mutants {
+			want[m.Name]++
+		}
+	}
+	code, out, _ := runCLI("protocols", "--list", "mutant-runs")
+	got := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m, args, ok := strings.Cut(line, " ")
+		if !ok || !strings.Contains(args, "--seeds 200") {
+			t.Errorf("mutant run %q: want 'MUTANT FLAGS' with 200 seeds", line)
+		}
+		got[m]++
+	}
+	if code != 0 || len(got) != len(want) {
+		t.Fatalf("--list mutant-runs: exit %d, %d mutants, want %d", code, len(got), len(want))
+	}
+	for m, n := range want {
+		if got[m] != n {
+			t.Errorf("mutant %s: %d runs, want %d", m, got[m], n)
+		}
+	}
+	code, out, _ = runCLI("protocols", "--list", "swarm")
+	if code != 0 || !strings.Contains(out, "--protocol msi --workload rmw --seeds 300\n") || strings.Count(out, "\n") < len(reg.Names()) {
+		t.Fatalf("--list swarm: %d\n%s", code, out)
+	}
+}
+
 // A plug-in protocol's scenarios run through 'scenario' like the paper's.
 func TestPlugInScenario(t *testing.T) {
 	code, out, _ := runCLI("scenario", "list")
