@@ -40,7 +40,15 @@ func (s *Session) do(fn func(w *bufmgr.Worker) error) error {
 	if s.w == nil {
 		return ErrSessionClosed
 	}
-	if err := s.db.rt.DoAs(s.w, fn); err != nil {
+	err := s.db.rt.DoAs(s.w, fn)
+	if s.db.settle != nil && s.db.rt.Unsettled(s.w) {
+		// The call's answer waits until what it wrote or read is durable
+		// (deferred write-throughs); a failed call may have written too.
+		if serr := s.db.rt.DoAs(s.w, s.db.settle); err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
 		return s.db.explain(err)
 	}
 	return nil
