@@ -36,9 +36,10 @@ type deferState struct {
 	issued  uint64
 	pending []uint64
 	waiters []durableWaiter
-	// unsettled mirrors issued > Durable() for callers without the lock
-	// (Local.Unsettled).
+	// unsettled mirrors issued > Durable(), issuedNow issued, for callers
+	// without the lock (Local.Unsettled, Ticket).
 	unsettled atomic.Bool
+	issuedNow atomic.Uint64
 }
 
 type durableWaiter struct {
@@ -77,6 +78,7 @@ func (n *Node) PersistDeferred(f *bufmgr.Frame) (ticket uint64, ok bool) {
 	d.issued++
 	t := d.issued
 	d.pending = append(d.pending, t)
+	d.issuedNow.Store(t)
 	d.unsettled.Store(true)
 	buf := n.getBuf()
 	copy(buf, n.cache.Page(f))
@@ -165,6 +167,27 @@ func (l *Local) PersistAllDeferred(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuar
 // lock.
 func (l *Local) Unsettled(w *bufmgr.Worker) bool {
 	return w.Durable != 0 || l.node.deferred.unsettled.Load()
+}
+
+// Ticket takes the ticket w's call must be durable up to before anybody
+// hears of it (0: none), as Settle would wait for it, and clears w's.
+func (l *Local) Ticket(w *bufmgr.Worker) uint64 {
+	t := w.Durable
+	w.Durable = 0
+	if t == 0 && l.node.deferred.unsettled.Load() {
+		t = l.node.deferred.issuedNow.Load()
+	}
+	return t
+}
+
+// SettleTo waits until every deferred write-through up to ticket t is
+// durable (Ticket's); from within DoAs.
+func (l *Local) SettleTo(w *bufmgr.Worker, t uint64) error {
+	if t == 0 {
+		return nil
+	}
+	w.Durable = t
+	return l.Settle(w)
 }
 
 // Settle waits, at the end of a call of w, until nothing the call wrote or

@@ -58,6 +58,10 @@ type client struct {
 	incr   incrState
 	setFn  func(old []byte, found bool) ([]byte, bool, bool)
 	incrFn func(old []byte, found bool) ([]byte, bool, bool)
+	// eng is the server's engine, or this connection's own (PerConn),
+	// whose replies wait for settle before they are sent.
+	eng    Engine
+	settle func() error
 }
 
 func newClient(s *Server, nc net.Conn) *client {
@@ -72,7 +76,13 @@ func newClient(s *Server, nc net.Conn) *client {
 	if nc != nil {
 		c.raddr = nc.RemoteAddr()
 	}
-	c.kv = engineStore{s.eng}
+	c.eng = s.eng
+	if pc, ok := s.eng.(PerConn); ok {
+		if ce := pc.ForConn(); ce != nil {
+			c.eng, c.settle = ce, ce.Settle
+		}
+	}
+	c.kv = engineStore{c.eng}
 	c.setFn, c.incrFn = c.setModify, c.incrModify
 	return c
 }
@@ -291,6 +301,9 @@ func (c *client) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
+	if err := c.settled(); err != nil {
+		return err
+	}
 	if c.s.idle > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.idle))
 	}
@@ -301,6 +314,20 @@ func (c *client) flush() error {
 		c.out = c.out[:0]
 	}
 	return err
+}
+
+// settled waits until what the replies in out tell of is durable (a
+// connection's own engine, PerConn). A failure means the node failed: the
+// replies are not sent.
+func (c *client) settled() error {
+	if c.settle == nil {
+		return nil
+	}
+	if err := c.settle(); err != nil {
+		c.s.log.Warn("resp: closing a connection whose replies wait for a failed write", "remote", c.remote(), "err", err)
+		return err
+	}
+	return nil
 }
 
 // publish adds this connection's counts to the server's.

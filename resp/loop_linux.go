@@ -371,6 +371,11 @@ func (l *eventLoop) serve(c *client) (onLoop bool) {
 
 // write writes out[sent:] with one write; done when all of out is written.
 func write(c *client, now time.Time) (done bool, err error) {
+	if c.sent == 0 {
+		if err := c.settled(); err != nil {
+			return false, err
+		}
+	}
 	n, err := unix.Write(c.fd, c.out[c.sent:])
 	if n > 0 {
 		c.sent += n
@@ -415,6 +420,10 @@ func (l *eventLoop) protocolError(c *client, err error) {
 // gently (lingerClose) on a goroutine of its own: that may take up to
 // lingerTime, which the loop's other connections must not wait for.
 func (l *eventLoop) handOff(c *client) {
+	if c.sent == 0 && len(c.out) > 0 && c.settled() != nil {
+		l.drop(c)
+		return
+	}
 	fd := c.fd
 	delete(l.conns, int32(fd))
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
