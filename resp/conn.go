@@ -76,13 +76,7 @@ func newClient(s *Server, nc net.Conn) *client {
 	if nc != nil {
 		c.raddr = nc.RemoteAddr()
 	}
-	c.eng = s.eng
-	if pc, ok := s.eng.(PerConn); ok {
-		if ce := pc.ForConn(); ce != nil {
-			c.eng, c.settle = ce, ce.Settle
-		}
-	}
-	c.kv = engineStore{c.eng}
+	c.useEngine(s.ownEngine())
 	c.setFn, c.incrFn = c.setModify, c.incrModify
 	return c
 }
@@ -314,6 +308,24 @@ func (c *client) flush() error {
 		c.out = c.out[:0]
 	}
 	return err
+}
+
+// ownEngine is an engine of a connection's own (PerConn), or nil.
+func (s *Server) ownEngine() ConnEngine {
+	if pc, ok := s.eng.(PerConn); ok {
+		return pc.ForConn()
+	}
+	return nil
+}
+
+// useEngine makes c run its commands through ce (nil: the server's
+// engine).
+func (c *client) useEngine(ce ConnEngine) {
+	c.eng, c.settle = c.s.eng, nil
+	if ce != nil {
+		c.eng, c.settle = ce, ce.Settle
+	}
+	c.kv = engineStore{c.eng}
 }
 
 // settled waits until what the replies in out tell of is durable (a
