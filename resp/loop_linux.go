@@ -42,13 +42,13 @@ type eventLoop struct {
 	news    atomic.Bool // pending is not empty or closing is set
 	shut    bool        // the loop has closed its descriptors
 
-	conns     map[int32]*client // by socket, owned by the loop's goroutine
+	conns map[int32]*client // by socket, owned by the loop's goroutine
 	// eng, when the engine gives connections their own (PerConn), is the
 	// one every connection on the loop shares: the commands of one turn
 	// settle once, before any of their replies is written (turn).
-	eng  ConnEngine
-	turn []*client
-	now  time.Time // read once per turn when IdleTimeout is set
+	eng       ConnEngine
+	turn      []*client
+	now       time.Time // read once per turn when IdleTimeout is set
 	lastSweep time.Time
 	done      chan struct{}
 }
