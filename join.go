@@ -409,7 +409,10 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		time.Sleep(time.Second)
 	}
 	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.writesThrough()}
-	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
+	c.node.RT.Locked(func() {
+		meta.allocated = c.node.RT.Node().Directory().Allocated()
+		c.node.RT.Node().SetDeferDurable(c.defersDurable())
+	})
 	err = store.SetMeta(meta.encode())
 	if err == nil && meta.writeThrough {
 		// On the store now: a kill from here on finds a store that says
@@ -423,7 +426,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	if o.RESP != "" {
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
 			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: o.RESPLoops,
-			OffloadWrites: o.writesThrough()}, respEngine{c})
+			OffloadWrites: o.writesThrough() && !c.defersDurable()}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
 			c.closeAfter(err)
@@ -768,10 +771,22 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 		pins: c.pins}
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
-	if c.opts.writesThrough() {
-		db.persist, db.persistAll = c.node.RT.Persist, c.node.RT.PersistAll
+	switch {
+	case c.defersDurable():
+		// Release before durable (actors/durable.go): the latch goes at
+		// once, and the call waits for its writes at its end (Settle).
+		db.persist, db.persistAll, db.settle = rt.PersistDeferred, rt.PersistAllDeferred, rt.Settle
+	case c.opts.writesThrough():
+		db.persist, db.persistAll = rt.Persist, rt.PersistAll
 	}
 	return db
+}
+
+// defersDurable reports whether the node's write-throughs are deferred: a
+// cluster of one node that writes through, whose pages no other node can
+// ever hold (actors.Node.SetDeferDurable).
+func (c *Cluster) defersDurable() bool {
+	return c.opts.writesThrough() && len(c.opts.Peers) == 1 && len(c.opts.Etcd) == 0
 }
 
 // Table opens the named table, creating it (on this node) if no node did:

@@ -21,6 +21,10 @@ var ErrSessionClosed = errors.New("scalestore: session closed")
 type Session struct {
 	db *DB
 	w  *bufmgr.Worker
+	// hold, when set, takes the calls' durability tickets instead of
+	// waiting for them (the RESP connection of a node that defers its
+	// write-throughs settles once before it answers: connEngine).
+	hold *uint64
 }
 
 // NewSession opens a session; Close it when done.
@@ -40,7 +44,17 @@ func (s *Session) do(fn func(w *bufmgr.Worker) error) error {
 	if s.w == nil {
 		return ErrSessionClosed
 	}
-	if err := s.db.rt.DoAs(s.w, fn); err != nil {
+	err := s.db.rt.DoAs(s.w, fn)
+	if s.hold != nil {
+		*s.hold = max(*s.hold, s.db.rt.Ticket(s.w))
+	} else if s.db.settle != nil && s.db.rt.Unsettled(s.w) {
+		// The call's answer waits until what it wrote or read is durable
+		// (deferred write-throughs); a failed call may have written too.
+		if serr := s.db.rt.DoAs(s.w, s.db.settle); err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
 		return s.db.explain(err)
 	}
 	return nil

@@ -254,6 +254,14 @@ func (db *DB) run(readOnly bool, fn func(tx *Tx) error) error {
 	}
 	s := db.borrow()
 	defer s.Close()
+	return db.runIn(s, readOnly, fn)
+}
+
+// runIn is run in session s.
+func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
+	if !readOnly && db.readOnly != nil {
+		return db.readOnly
+	}
 	var last error
 	for attempt := 0; attempt < TxAttempts; attempt++ {
 		st := &txState{w: s.w, readOnly: readOnly, reads: map[string]txRead{}, writes: map[string]txWrite{}}

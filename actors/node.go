@@ -111,7 +111,9 @@ type Node struct {
 	// each page (storageOpSeq; nodes that see view changes).
 	writeSeq  uint64
 	lastWrite map[protocol.PID]uint64
-	Stats     Stats
+	// deferred: write-throughs issued and not waited for (durable.go).
+	deferred deferState
+	Stats    Stats
 }
 
 // PageIO reads and writes the slots of one directory's pages on a node's

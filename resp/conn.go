@@ -58,6 +58,10 @@ type client struct {
 	incr   incrState
 	setFn  func(old []byte, found bool) ([]byte, bool, bool)
 	incrFn func(old []byte, found bool) ([]byte, bool, bool)
+	// eng is the server's engine, or this connection's own (PerConn),
+	// whose replies wait for settle before they are sent.
+	eng    Engine
+	settle func() error
 }
 
 func newClient(s *Server, nc net.Conn) *client {
@@ -72,7 +76,7 @@ func newClient(s *Server, nc net.Conn) *client {
 	if nc != nil {
 		c.raddr = nc.RemoteAddr()
 	}
-	c.kv = engineStore{s.eng}
+	c.useEngine(s.ownEngine())
 	c.setFn, c.incrFn = c.setModify, c.incrModify
 	return c
 }
@@ -291,6 +295,9 @@ func (c *client) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
+	if err := c.settled(); err != nil {
+		return err
+	}
 	if c.s.idle > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.idle))
 	}
@@ -301,6 +308,38 @@ func (c *client) flush() error {
 		c.out = c.out[:0]
 	}
 	return err
+}
+
+// ownEngine is an engine of a connection's own (PerConn), or nil.
+func (s *Server) ownEngine() ConnEngine {
+	if pc, ok := s.eng.(PerConn); ok {
+		return pc.ForConn()
+	}
+	return nil
+}
+
+// useEngine makes c run its commands through ce (nil: the server's
+// engine).
+func (c *client) useEngine(ce ConnEngine) {
+	c.eng, c.settle = c.s.eng, nil
+	if ce != nil {
+		c.eng, c.settle = ce, ce.Settle
+	}
+	c.kv = engineStore{c.eng}
+}
+
+// settled waits until what the replies in out tell of is durable (a
+// connection's own engine, PerConn). A failure means the node failed: the
+// replies are not sent.
+func (c *client) settled() error {
+	if c.settle == nil {
+		return nil
+	}
+	if err := c.settle(); err != nil {
+		c.s.log.Warn("resp: closing a connection whose replies wait for a failed write", "remote", c.remote(), "err", err)
+		return err
+	}
+	return nil
 }
 
 // publish adds this connection's counts to the server's.

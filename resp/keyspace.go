@@ -207,7 +207,7 @@ func (c *client) cmdMSetNX(args [][]byte) {
 // returns false.
 func (c *client) scanLive(from, to []byte, fn func(key, payload []byte) bool) error {
 	now := c.s.nowMs()
-	return c.s.eng.Scan(from, to, func(key, val []byte) bool {
+	return c.eng.Scan(from, to, func(key, val []byte) bool {
 		p, exp := decodeValue(val)
 		if expired(exp, now) {
 			return true
@@ -425,7 +425,7 @@ func (c *client) cmdFlush(args [][]byte) {
 	var from []byte
 	for {
 		c.keys, c.ends = c.keys[:0], c.ends[:0]
-		err := c.s.eng.Scan(from, nil, func(key, _ []byte) bool {
+		err := c.eng.Scan(from, nil, func(key, _ []byte) bool {
 			c.keys = append(c.keys, key...)
 			c.ends = append(c.ends, len(c.keys))
 			return len(c.ends) < flushBatch
@@ -439,7 +439,7 @@ func (c *client) cmdFlush(args [][]byte) {
 		}
 		start, last := 0, 0
 		for _, end := range c.ends {
-			if _, err := c.s.eng.Delete(c.keys[start:end]); err != nil {
+			if _, err := c.eng.Delete(c.keys[start:end]); err != nil {
 				c.engineError(err)
 				return
 			}

@@ -42,8 +42,13 @@ type eventLoop struct {
 	news    atomic.Bool // pending is not empty or closing is set
 	shut    bool        // the loop has closed its descriptors
 
-	conns     map[int32]*client // by socket, owned by the loop's goroutine
-	now       time.Time         // read once per turn when IdleTimeout is set
+	conns map[int32]*client // by socket, owned by the loop's goroutine
+	// eng, when the engine gives connections their own (PerConn), is the
+	// one every connection on the loop shares: the commands of one turn
+	// settle once, before any of their replies is written (turn).
+	eng       ConnEngine
+	turn      []*client
+	now       time.Time // read once per turn when IdleTimeout is set
 	lastSweep time.Time
 	done      chan struct{}
 }
@@ -89,6 +94,7 @@ func newEventLoop(s *Server) (*eventLoop, error) {
 		events: make([]unix.EpollEvent, loopEvents),
 		conns:  make(map[int32]*client),
 		done:   make(chan struct{}),
+		eng:    s.ownEngine(),
 	}, nil
 }
 
@@ -217,6 +223,9 @@ func (l *eventLoop) run() {
 				l.readable(c)
 			}
 		}
+		if len(l.turn) > 0 {
+			l.serveTurn()
+		}
 		if s.idle > 0 && l.now.Sub(l.lastSweep) >= sweepEvery {
 			l.sweep()
 		}
@@ -236,6 +245,9 @@ func (l *eventLoop) take() bool {
 
 func (l *eventLoop) takeLocked() {
 	for i, c := range l.pending {
+		if l.eng != nil {
+			c.useEngine(l.eng)
+		}
 		l.conns[int32(c.fd)] = c
 		l.pending[i] = nil
 	}
@@ -294,7 +306,35 @@ func (l *eventLoop) readable(c *client) {
 	default: // 0: the client hung up; or a socket error
 		c.eof = true
 	}
+	if l.eng != nil {
+		// Run its commands now, answer them once the turn's writes are
+		// durable (serveTurn).
+		c.execUntil(l.s.offload)
+		l.turn = append(l.turn, c)
+		return
+	}
 	l.serve(c)
+}
+
+// serveTurn settles the commands the turn ran on the loop's connections,
+// once for all, then serves each (writes its replies, runs what is left).
+// If the writes cannot be made durable the node failed: the turn's
+// connections are closed without their replies.
+func (l *eventLoop) serveTurn() {
+	err := l.eng.Settle()
+	for i, c := range l.turn {
+		l.turn[i] = nil
+		if c.fd < 0 || l.conns[int32(c.fd)] != c {
+			continue // dropped meanwhile
+		}
+		if err != nil {
+			c.publish()
+			l.drop(c)
+			continue
+		}
+		l.serve(c)
+	}
+	l.turn = l.turn[:0]
 }
 
 // writable writes the replies c's socket would not take before, and goes
@@ -371,6 +411,11 @@ func (l *eventLoop) serve(c *client) (onLoop bool) {
 
 // write writes out[sent:] with one write; done when all of out is written.
 func write(c *client, now time.Time) (done bool, err error) {
+	if c.sent == 0 {
+		if err := c.settled(); err != nil {
+			return false, err
+		}
+	}
 	n, err := unix.Write(c.fd, c.out[c.sent:])
 	if n > 0 {
 		c.sent += n
@@ -415,6 +460,10 @@ func (l *eventLoop) protocolError(c *client, err error) {
 // gently (lingerClose) on a goroutine of its own: that may take up to
 // lingerTime, which the loop's other connections must not wait for.
 func (l *eventLoop) handOff(c *client) {
+	if c.sent == 0 && len(c.out) > 0 && c.settled() != nil {
+		l.drop(c)
+		return
+	}
 	fd := c.fd
 	delete(l.conns, int32(fd))
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
@@ -457,6 +506,10 @@ func (s *Server) closeGently(fd int, out []byte) {
 // syscalls and two wake-ups per write: 30-40% fewer durable SETs/s than a
 // goroutine per connection, docs/bench.md.)
 func (l *eventLoop) offload(c *client) {
+	if l.eng != nil {
+		// Off the loop it must not share the loop's engine.
+		c.useEngine(l.s.ownEngine())
+	}
 	fd := c.fd
 	delete(l.conns, int32(fd))
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)

@@ -105,7 +105,7 @@ func (c *client) cmdWatch(args [][]byte) {
 // an untagged value, which no current watcher holds).
 func (c *client) watchKey(key []byte, now int64) (watched, error) {
 	w := watched{key: bytes.Clone(key)}
-	err := c.s.eng.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
+	err := c.eng.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
 		payload, exp, ok := live(old, found, now)
 		switch {
 		case !ok:

@@ -120,7 +120,7 @@ func (c *client) cmdScan(args [][]byte) {
 	c.keys, c.ends, c.last = c.keys[:0], c.ends[:0], c.last[:0]
 	examined, more := 0, false
 	now := c.s.nowMs()
-	err = c.s.eng.Scan(from, to, func(key, val []byte) bool {
+	err = c.eng.Scan(from, to, func(key, val []byte) bool {
 		if examined == count {
 			more = true
 			return false

@@ -46,6 +46,21 @@ type Engine interface {
 	Scan(from, to []byte, fn func(key, val []byte) bool) error
 }
 
+// ConnEngine is an Engine for one connection whose calls may return
+// before what they wrote (or read) is durable: the server calls Settle
+// before it sends their replies, and closes the connection without them if
+// Settle fails. A pipeline of writes then waits for its durability once.
+type ConnEngine interface {
+	Engine
+	Settle() error
+}
+
+// PerConn is an Engine that gives each connection one of its own
+// (ForConn; nil: the connection uses the Engine itself).
+type PerConn interface {
+	ForConn() ConnEngine
+}
+
 // Txn is a transaction of Engine.Atomic.
 type Txn interface {
 	Get(key, dst []byte) ([]byte, bool, error)

@@ -63,7 +63,7 @@ func (c *client) atomic(readOnly bool, fn func() error) error {
 	}
 	saved := c.kv
 	defer func() { c.kv = saved }()
-	return c.s.eng.Atomic(readOnly, func(tx Txn) error {
+	return c.eng.Atomic(readOnly, func(tx Txn) error {
 		c.kv = txStore{tx: tx, buf: &c.txBuf}
 		return fn()
 	})

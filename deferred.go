@@ -1,0 +1,94 @@
+package scalestore
+
+import (
+	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/resp"
+)
+
+// connEngine is the RESP engine of one connection to a node that defers
+// its write-throughs (actors/durable.go): its calls return without waiting
+// for what they wrote or read to be durable, and record how far that must
+// be (ticket); the server calls Settle before it sends their replies. A
+// pipeline of writes then shares one log write instead of waiting for one
+// each, as redis-server writes its AOF once an event-loop pass.
+type connEngine struct {
+	c      *Cluster
+	db     *DB
+	ticket uint64
+}
+
+// ForConn implements resp.PerConn: an engine for one connection where
+// write-throughs are deferred, nil elsewhere (each call then waits).
+func (e respEngine) ForConn() resp.ConnEngine {
+	if !e.defersDurable() {
+		return nil
+	}
+	return &connEngine{c: e.Cluster, db: e.def}
+}
+
+// session is a borrowed session whose calls add to e's ticket.
+func (e *connEngine) session() Session {
+	s := e.db.borrow()
+	s.hold = &e.ticket
+	return s
+}
+
+// Settle waits until everything the connection's calls wrote or read is
+// durable.
+func (e *connEngine) Settle() error {
+	if e.ticket == 0 {
+		return nil
+	}
+	t := e.ticket
+	e.ticket = 0
+	rt := e.db.rt
+	w := rt.Worker()
+	defer rt.PutWorker(w)
+	err := rt.DoAs(w, func(w *bufmgr.Worker) error { return rt.SettleTo(w, t) })
+	if err != nil {
+		return e.db.explain(err)
+	}
+	return nil
+}
+
+func (e *connEngine) Get(key, dst []byte) ([]byte, bool, error) {
+	s := e.session()
+	defer s.Close()
+	return s.Get(key, dst)
+}
+
+func (e *connEngine) GetBatch(keys, vals [][]byte, found []bool) error {
+	s := e.session()
+	defer s.Close()
+	return s.GetBatch(keys, vals, found)
+}
+
+func (e *connEngine) Put(key, val []byte) error {
+	s := e.session()
+	defer s.Close()
+	return s.Put(key, val)
+}
+
+func (e *connEngine) Modify(key []byte, fn func(old []byte, found bool) (val []byte, exists, write bool)) error {
+	s := e.session()
+	defer s.Close()
+	return s.Modify(key, fn)
+}
+
+func (e *connEngine) Delete(key []byte) (bool, error) {
+	s := e.session()
+	defer s.Close()
+	return s.Delete(key)
+}
+
+func (e *connEngine) Scan(from, to []byte, fn func(key, val []byte) bool) error {
+	s := e.session()
+	defer s.Close()
+	return s.Scan(from, to, fn)
+}
+
+func (e *connEngine) Atomic(readOnly bool, fn func(tx resp.Txn) error) error {
+	s := e.session()
+	defer s.Close()
+	return e.db.runIn(s, readOnly, func(tx *Tx) error { return fn(tx) })
+}
