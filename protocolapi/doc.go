@@ -43,6 +43,11 @@
 //     runner, not to the protocol: a worker hands its role an Op (read,
 //     write, or read-modify-write of a key, with a unique value to write)
 //     and waits for Complete. A role serializes its node's workers itself.
+//   - Blocking, Accessor, Waiter: the optional blocking access entry, for
+//     a protocol whose workers block in a cache's latches and guards
+//     (ScaleStore's buffer manager, SELCC's line cache). The runner's
+//     worker calls Accessor.Access on its own thread, which parks through
+//     its Waiter until a role's Step wakes it.
 //
 // # What a runner does with it
 //

@@ -172,3 +172,50 @@ type Result struct {
 // happen for a reason the fault plan caused (the data is unreadable): the
 // runner leaves it out of the history instead of reporting it.
 var ErrUnavailable = fmt.Errorf("protocolapi: unavailable")
+
+// Waiter is how a worker that blocks waits: in the simulator its
+// coroutine (sim.Coroutine), on processes its goroutine. Park returns
+// after a Wake (a Wake before the Park is not lost); Sleep spends ns of
+// the worker's time; MaybeYield is a point where another worker may run
+// (the simulator decides at random, a process ignores it).
+type Waiter interface {
+	Park()
+	Wake()
+	Sleep(ns int64)
+	MaybeYield()
+}
+
+// Worker names one worker of a run.
+type Worker struct {
+	// Node is the node it runs on; Slot its place there,
+	// 0..Config.Workers-1 (Op.Worker).
+	Node protocol.NodeID
+	Slot int
+	// Client is unique in the run, also across a node's restarts: the
+	// history's client.
+	Client int
+}
+
+// Blocking is implemented by a Cluster whose workers access keys by
+// blocking calls on their own thread (a buffer manager's guards, a line
+// cache's latches, which park the worker until a message or a verb
+// arrives) instead of by EventAccess to Step. The runner's worker loop
+// then calls the worker's Accessor on the worker's coroutine; the roles
+// still get every message, timer, verb and I/O through Step and wake the
+// workers they complete (Waiter.Wake).
+type Blocking interface {
+	// Worker binds worker w, which waits through on, to its node's cache.
+	// The runner calls it once per worker, before the worker's first
+	// access, and calls the Accessor only on that worker's thread.
+	Worker(w Worker, on Waiter) Accessor
+}
+
+// Accessor is one worker's blocking access entry (Blocking).
+type Accessor interface {
+	// Access does op and returns when it completed: Result as for
+	// Env.Complete (Err wrapping ErrUnavailable for an access the fault
+	// plan made impossible, any other Err a violation). The runner draws
+	// op and writes it into the history; Access may park, sleep and yield
+	// through its Waiter.
+	Access(op Op) Result
+}

@@ -8,6 +8,14 @@
 // message trace and the trace viewer's steps, and scripted scenarios. It
 // refuses, with the reason, what a protocol's Supports does not list.
 //
+// Workers is the worker loop of the generic runner; a run that builds its
+// own world (a built-in protocol's in package scenarios) hands its workers
+// to it too. A worker's access goes
+// through a protocolapi.Accessor: a cluster's blocking entry
+// (protocolapi.Blocking, on the worker's coroutine) or, for an
+// event-driven role, the runner's adapter that steps the role with
+// EventAccess and parks the worker until Complete.
+//
 // It imports protocolapi, protocol (node ids), transport (regions),
 // transport/sim, storage/memfile, checker, internal/traceview and
 // internal/zipf; never a protocol's package (the caller hands it a
