@@ -8,9 +8,9 @@
 // message trace and the trace viewer's steps, and scripted scenarios. It
 // refuses, with the reason, what a protocol's Supports does not list.
 //
-// Workers is the worker loop of the generic runner; a run that builds its
-// own world (a built-in protocol's in package scenarios) hands its workers
-// to it too. A worker's access goes
+// Workers is the worker loop of the generic runner and of SELCC's run in
+// package scenarios, which builds its own world and hands its workers to
+// it. A worker's access goes
 // through a protocolapi.Accessor: a cluster's blocking entry
 // (protocolapi.Blocking, on the worker's coroutine) or, for an
 // event-driven role, the runner's adapter that steps the role with
