@@ -6,6 +6,7 @@ import (
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -29,14 +30,13 @@ const (
 	crashDownSpan = 200_000
 )
 
-// inflight is what a worker is doing, for the history of a crash: an
-// operation that wrote (or began to) when its node crashed, or whose
-// write-through found its directory gone, has an unknown outcome.
+// inflight is what a worker's operation under way (simrunner.Workers
+// has it) is doing, for the history of a crash: an operation that wrote
+// (or began to) when its node crashed, or whose write-through found its
+// directory gone, has an unknown outcome.
 type inflight struct {
-	op      checker.Op
 	pid     protocol.PID
 	writing bool
-	active  bool
 	// persisting: a B-tree page whose write-through is under way (its
 	// directory may have written it when the writer crashed).
 	persisting    protocol.PID
@@ -55,7 +55,7 @@ func (r *simRun) crashPoints() []int {
 
 // maybeCrash schedules the next crash once the workload reached its point.
 func (r *simRun) maybeCrash() {
-	if len(r.crashAt) == 0 || r.started < r.crashAt[0] {
+	if len(r.crashAt) == 0 || r.work.Started < r.crashAt[0] {
 		return
 	}
 	r.crashAt = r.crashAt[1:]
@@ -110,17 +110,16 @@ const replicaDownSpan = 10_000_000
 // workers and those whose write-through went to it), not when the worker
 // next runs: a stalled worker may learn of it after its page was read.
 func (r *simRun) abandon(client int) {
-	in := r.inflight[client]
-	if !in.active {
+	op, ok := r.work.Abandon(client)
+	if !ok {
 		return
 	}
-	in.active = false
+	in := r.inflight[client]
 	if in.writing {
 		// As a blind write: one that never took effect is linearized at
 		// the end, where a read-modify-write would need the page to
 		// still hold what it read. (Weaker, never wrong: it may have
 		// happened without its read's constraint being checked.)
-		op := in.op
 		op.Kind, op.Read = checker.KindWrite, 0
 		r.unknown = append(r.unknown, op)
 		if r.tree == nil {
@@ -263,18 +262,16 @@ func (c *cluster) rebuild(dir *protocol.Directory) {
 // restart, as new clients: the history's clients never overlap).
 func (r *simRun) spawnWorkers(k int, node *actors.Node) []*sim.Coroutine {
 	var cos []*sim.Coroutine
-	for range r.cfg.Workers {
-		client := len(r.inflight)
+	for slot := range r.cfg.Workers {
+		id := protocolapi.Worker{Node: node.ID(), Slot: slot, Client: len(r.inflight)}
 		r.inflight = append(r.inflight, &inflight{})
-		r.clientsOf[k] = append(r.clientsOf[k], client)
-		r.active[k]++
-		co := r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
-			if r.tree != nil {
-				r.treeWorker(co, node, client)
-				return
-			}
-			r.worker(co, node, client, k)
-		})
+		r.clientsOf[k] = append(r.clientsOf[k], id.Client)
+		var co *sim.Coroutine
+		if r.tree != nil {
+			co = r.work.SpawnBody(id, func(co *sim.Coroutine) { r.treeWorker(co, node, id.Client) })
+		} else {
+			co = r.work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
+		}
 		r.cos = append(r.cos, co)
 		cos = append(cos, co)
 	}

@@ -362,7 +362,7 @@ func removed(s protocol.NodeSet, n protocol.NodeID) protocol.NodeSet {
 func (r *simRun) maybeSecondCrash() {
 	c := r.c
 	rs := c.rs
-	if !rs.second || r.started >= r.cfg.Ops {
+	if !rs.second || r.work.Started >= r.cfg.Ops {
 		return // (not after the workload: the final reads run then)
 	}
 	for i := range c.nodes {

@@ -317,10 +317,8 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 				cos = append(cos, work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return s.Worker(id, co) }))
 				continue
 			}
-			t := &linecache.Thread{Slot: j}
-			cos = append(cos, w.Spawn(id.Node, w.Intn(1000), func(co *sim.Coroutine) {
-				t.P = co
-				r.treeWorker(co, trees[k], t, id.Client)
+			cos = append(cos, work.SpawnBody(id, func(co *sim.Coroutine) {
+				r.treeWorker(co, trees[k], &linecache.Thread{Slot: j, P: co}, id.Client)
 			}))
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/scalestore-go/scalestore/linecache"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -441,23 +443,18 @@ type simRun struct {
 	crashAt   []int // operation counts at which the next crashes happen
 	crashes   []CrashEvent
 	unknown   []checker.Op // writes of unknown outcome
-	active    []int        // per node: its workers still running (Elastic)
 	left      []LeftNode   // compute nodes that left (Elastic)
 	cfg       SimConfig
 	c         *cluster
 	pids      []protocol.PID
-	perm      []int
-	zipf      *zipfDist
-	started   int
-	completed int
-	failed    int // operations that failed on an unreadable page
+	// work is the workers (simrunner's loop) and their counters and
+	// history, which the B-tree's workers share.
+	work   *simrunner.Workers
+	failed int // operations that failed on an unreadable page
 	// lostOps, lostError: operations that failed on a directory that
 	// lost both copies (DoubleFaults)
 	lostOps   int
 	lostError string
-	nextValue uint64
-	lastOp    int64
-	hist      *checker.History
 	tree      *btree.Tree
 }
 
@@ -542,20 +539,18 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		items = cfg.Keys
 		c.checkContent()
 	}
-	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages), zipf: newZipf(uint64(items), cfg.Zipf),
-		hist: checker.NewHistory(cfg.Ops)}
-	actors.AdviseHuge(r.hist.Storage())
+	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages)}
+	r.work = &simrunner.Workers{W: c.w, Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Locality: cfg.Locality,
+		RMW: cfg.Workload == "rmw", OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, StartSpread: 1000,
+		SingleWriter: cfg.SingleWriter, Keys: simrunner.NewKeys(c.w, items, cfg.Zipf),
+		Hist: checker.NewHistory(cfg.Ops), Fail: c.inv.Fail,
+		Window: func(node protocol.NodeID) (int, int) { return r.window(int(node)) }, BeforeOp: r.maybeCrash}
+	if cfg.Partitioned {
+		r.work.MapKey = func(key int, node protocol.NodeID) int { return r.partitionPage(key, int(node)) }
+	}
+	actors.AdviseHuge(r.work.Hist.Storage())
 	if btreeMode {
 		r.pids = nil
-	}
-	// Hot ranks land on random pages (keys), hence on every directory.
-	r.perm = make([]int, items)
-	for i := range r.perm {
-		r.perm[i] = i
-	}
-	for i := len(r.perm) - 1; i > 0; i-- {
-		j := int(c.w.Intn(int64(i + 1)))
-		r.perm[i], r.perm[j] = r.perm[j], r.perm[i]
 	}
 
 	wallStart := time.Now()
@@ -595,13 +590,13 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		if budget == 0 {
 			budget = MessageBudget(cfg)
 		}
-		if ops := r.completed + r.failed; budget > 0 && ops > 0 && float64(c.w.Messages) > budget*float64(ops) {
+		if ops := r.work.Completed + r.failed; budget > 0 && ops > 0 && float64(c.w.Messages) > budget*float64(ops) {
 			c.inv.Fail("cost: %d messages for %d operations, %.3f per operation, over this configuration's budget of %.3f",
 				c.w.Messages, ops, float64(c.w.Messages)/float64(ops), budget)
 		}
 	}
 	res.finish(r, time.Time{})
-	ops := r.hist.Ops()
+	ops := r.work.Hist.Ops()
 	if len(r.unknown) > 0 {
 		// A write of unknown outcome may take effect at any time after its
 		// call: it returns after everything else.
@@ -611,9 +606,9 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		}
 		for _, op := range r.unknown {
 			op.Return = end + 1
-			r.hist.Add(op)
+			r.work.Hist.Add(op)
 		}
-		ops = r.hist.Ops()
+		ops = r.work.Hist.Ops()
 	}
 	cfg.checkHistory(&res, ops)
 	return res, nil
@@ -655,7 +650,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	if !wallStart.IsZero() {
 		res.SimWall = time.Since(wallStart)
 	}
-	res.Ops = r.completed
+	res.Ops = r.work.Completed
 	res.Left = r.left
 	res.Crashes = r.crashes
 	res.UnknownOps = len(r.unknown)
@@ -675,7 +670,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	res.TraceHash = c.w.Hash()
 	res.SimNanos = c.w.Now()
 	res.Violations, res.ViolationCount = c.inv.Violations()
-	res.History = r.hist
+	res.History = r.work.Hist
 	for _, n := range c.nodes {
 		st := n.Cache().Stats()
 		res.Hits += st.Hits
@@ -718,7 +713,6 @@ func (r *simRun) setup() bool {
 
 func (r *simRun) runWorkload() {
 	var cos []*sim.Coroutine
-	r.active = make([]int, len(r.c.nodes))
 	r.clientsOf = make([][]int, len(r.c.nodes))
 	r.crashAt = r.crashPoints()
 	for k, node := range r.c.nodes {
@@ -748,7 +742,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 	// checkEvery (a step adds at most one): a comparison a step, not a
 	// division.
 	nextCheck := (w.Steps/checkEvery + 1) * checkEvery
-	d := sim.Drive{Phase: phase, LastOp: &r.lastOp, Fail: r.c.inv.Fail, Stuck: r.describeStuck,
+	d := sim.Drive{Phase: phase, LastOp: &r.work.LastOp, Fail: r.c.inv.Fail, Stuck: r.describeStuck,
 		Violations: r.c.inv.Count, AfterStep: func() {
 			if w.Steps >= nextCheck {
 				nextCheck += checkEvery
@@ -756,7 +750,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 			}
 		}}
 	if r.cfg.Progress != nil {
-		d.Progress = func() { r.cfg.Progress(r.completed, r.cfg.Ops) }
+		d.Progress = func() { r.cfg.Progress(r.work.Completed, r.cfg.Ops) }
 	}
 	if phase == "workload" {
 		// Workers of restarted nodes too.
@@ -811,7 +805,7 @@ func (r *simRun) window(k int) (join, leave int) {
 // directory naming it as owner or sharer.
 func (r *simRun) leave(co *sim.Coroutine, k int) {
 	node := r.c.nodes[k]
-	for r.active[k] > 0 {
+	for r.work.Active(node.ID()) > 0 {
 		co.Sleep(5_000)
 	}
 	held := node.Cache().Frames() - node.Cache().FreeFrames()
@@ -846,78 +840,49 @@ type LeftNode struct {
 	PagesHanded int   `json:"pages_handed"` // frames it held when its workers stopped
 }
 
-// worker runs operations until the cluster-wide budget is used up, or
-// (Elastic) within its node's window.
-func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
-	bw := &bufmgr.Worker{ID: client, P: co}
-	w := r.c.w
-	c := node.Cache()
-	in := r.inflight[client]
-	join, leave := r.window(k)
-	defer func() { r.active[k]-- }()
-	prev := -1 // the page index of this worker's previous operation
-	for r.started < join {
-		co.Sleep(5_000) // not joined yet: an idle node with a cold cache
-	}
-	for r.started < r.cfg.Ops && r.started < leave {
-		r.started++
-		r.maybeCrash()
-		if r.cfg.OpNanos == 0 {
-			co.Sleep(w.Intn(2_000))
-		}
-		var i int
-		if prev >= 0 && r.cfg.Locality > 0 && w.Chance(r.cfg.Locality) {
-			i = prev
-		} else {
-			i = r.perm[r.zipf.next(w.Rand())]
-			if r.cfg.Partitioned {
-				i = r.partitionPage(i, k)
-			}
-		}
-		prev = i
-		pid := r.pids[i]
-		call := w.Now()
-		op := checker.Op{Client: client, Page: uint64(i), Call: call}
-		read := w.Chance(r.cfg.ReadRatio)
-		if r.cfg.SingleWriter {
-			read = k > 0 // node 0's workers write
-		}
-		if r.cfg.OpNanos > 0 {
-			if !read && r.cfg.WriteNanos > 0 {
-				co.Sleep(r.cfg.WriteNanos)
-			} else {
-				co.Sleep(r.cfg.OpNanos)
-			}
-		}
-		*in = inflight{op: op, pid: pid, active: true}
-		perr := bufmgr.Catch(func() {
-			if read {
-				op.Kind, op.Value = "read", r.read(co, bw, c, pid)
-			} else if r.cfg.Workload == "rmw" {
-				r.nextValue++
-				op.Kind, op.Value = checker.KindRMW, r.nextValue
-				in.op.Kind, in.op.Value = op.Kind, op.Value
-				op.Read = r.readModifyWrite(co, bw, node, pid, r.nextValue)
-			} else {
-				r.nextValue++
-				op.Kind, op.Value = "write", r.nextValue
-				in.op.Kind, in.op.Value = op.Kind, op.Value
-				r.write(co, bw, node, pid, r.nextValue)
-			}
-		})
-		op.Return = w.Now()
-		switch {
-		case !in.active:
-			// its write-through found the directory crashed (abandon)
-		case perr == nil:
-			r.hist.Add(op)
+// Worker is a ScaleStore worker's blocking access entry
+// (protocolapi.Blocking): the buffer manager's guards on its node, the
+// node the cluster has under that id when the worker is spawned (a
+// restarted node's workers are new ones, with new clients).
+func (r *simRun) Worker(id protocolapi.Worker, on protocolapi.Waiter) protocolapi.Accessor {
+	return &pageWorker{r: r, node: r.c.nodes[id.Node], on: on, bw: &bufmgr.Worker{ID: id.Client, P: on}}
+}
+
+var _ protocolapi.Blocking = (*simRun)(nil)
+
+// pageWorker reads and writes pages as registers: a page holds its value
+// at both ends (checker.PageValue).
+type pageWorker struct {
+	r    *simRun
+	node *actors.Node
+	on   protocolapi.Waiter
+	bw   *bufmgr.Worker
+}
+
+func (a *pageWorker) Access(op protocolapi.Op) protocolapi.Result {
+	r := a.r
+	pid := r.pids[op.Key]
+	*r.inflight[a.bw.ID] = inflight{pid: pid}
+	var res protocolapi.Result
+	perr := bufmgr.Catch(func() {
+		switch op.Kind {
+		case protocolapi.OpRead:
+			res.Value = r.read(a.on, a.bw, a.node.Cache(), pid)
+		case protocolapi.OpRMW:
+			res.Value = r.readModifyWrite(a.on, a.bw, a.node, pid, op.Value)
 		default:
-			r.failedOp(perr, pid)
+			r.write(a.on, a.bw, a.node, pid, op.Value)
 		}
-		in.active = false
-		r.completed++
-		r.lastOp = op.Return
+	})
+	if perr == nil || !r.work.InFlight(a.bw.ID) {
+		return res // (abandoned: the crash records it)
 	}
+	if r.unavailable(perr) {
+		res.Err = fmt.Errorf("page %v: %w: %w", pid, protocolapi.ErrUnavailable, perr)
+	} else {
+		res.Err = fmt.Errorf("page %v: %w", pid, perr)
+	}
+	return res
 }
 
 // partitionPage moves page index i to the nearest page of node's share
@@ -925,7 +890,7 @@ func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
 // i%Nodes); after ShiftAt of the operations, to the next node's share.
 func (r *simRun) partitionPage(i, node int) int {
 	n := r.cfg.Nodes
-	if r.cfg.ShiftAt > 0 && float64(r.started) > r.cfg.ShiftAt*float64(r.cfg.Ops) {
+	if r.cfg.ShiftAt > 0 && float64(r.work.Started) > r.cfg.ShiftAt*float64(r.cfg.Ops) {
 		node = (node + 1) % n
 	}
 	i = i/n*n + node
@@ -940,6 +905,17 @@ func (r *simRun) partitionPage(i, node int) int {
 // so it stays out of the history; any other failure is a violation, and
 // failedOp reports false.
 func (r *simRun) failedOp(err error, what any) bool {
+	if !r.unavailable(err) {
+		r.c.inv.Fail("%v: %v", what, err)
+		return false
+	}
+	return true
+}
+
+// unavailable reports whether err failed an operation for the fault
+// plan's reason (its page unreadable, or both copies of its directory
+// lost), and counts it.
+func (r *simRun) unavailable(err error) bool {
 	if r.cfg.DoubleFaults && errors.Is(err, actors.ErrDirectoryDown) {
 		// Its guard failed before it read or wrote: it did not happen.
 		if r.lostOps == 0 {
@@ -949,14 +925,13 @@ func (r *simRun) failedOp(err error, what any) bool {
 		return true
 	}
 	if !errors.Is(err, bufmgr.ErrUnreadable) {
-		r.c.inv.Fail("%v: %v", what, err)
 		return false
 	}
 	r.failed++
 	return true
 }
 
-func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {
+func (r *simRun) read(co protocolapi.Waiter, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {
 	if r.c.w.Chance(0.5) {
 		// Optimistic read (paper §3.2): read, then validate; after a few
 		// restarts fall back to a shared latch for progress.
@@ -985,7 +960,7 @@ func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid
 	return v
 }
 
-func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) {
+func (r *simRun) write(co protocolapi.Waiter, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) {
 	c := node.Cache()
 	var x bufmgr.ExclusiveGuard
 	if !r.cfg.DirectWrites && r.c.w.Chance(0.3) {
@@ -1008,7 +983,7 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, 
 
 // writeValue writes v into both ends of the latched page, yielding between
 // the two (a reader that does not validate sees it torn), and releases it.
-func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
+func (r *simRun) writeValue(co protocolapi.Waiter, bw *bufmgr.Worker, node *actors.Node, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
 	in := r.inflight[bw.ID]
 	in.writing = true
 	checker.PutPageValue(x.Data(), v, false)
@@ -1036,7 +1011,7 @@ func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.N
 // between the read and the write; they must then restart (ErrRestart), or
 // the write would overwrite a value it never saw (a lost update, which the
 // history's rmw model rejects).
-func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) uint64 {
+func (r *simRun) readModifyWrite(co protocolapi.Waiter, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) uint64 {
 	w := r.c.w
 	c := node.Cache()
 	for attempt := 0; ; attempt++ {
@@ -1068,7 +1043,6 @@ func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, node *act
 			}
 			continue
 		}
-		r.inflight[bw.ID].op.Read = old
 		r.writeValue(co, bw, node, x, pid, v)
 		return old
 	}

@@ -37,9 +37,8 @@ func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
 		// first leaves the operation's outcome unknown, and the page's
 		// next copy may be the old one or the new.
 		s.Persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error {
-			var in *inflight
 			if w.ID >= 0 {
-				in = r.inflight[w.ID]
+				in := r.inflight[w.ID]
 				in.writing, in.persisting, in.hasPersisting = true, g.PID(), true
 				defer func() { in.hasPersisting = false }()
 			}
@@ -47,7 +46,7 @@ func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
 			if d := g.Data(); len(d) > 0 && d[0] != 1 {
 				strike = 0.9 // not a leaf: an inner node or the catalog, a split's later writes
 			}
-			if len(r.crashAt) > 0 && r.started >= r.crashAt[0] && r.c.w.Chance(strike) {
+			if len(r.crashAt) > 0 && r.work.Started >= r.crashAt[0] && r.c.w.Chance(strike) {
 				// A crash that is due strikes this node while its
 				// write-through is in flight, most likely in a split: the
 				// windows between a split's writes are where a wrong order
@@ -104,7 +103,6 @@ func (r *simRun) setupTree() bool {
 
 func (r *simRun) runTreeWorkload() {
 	var cos []*sim.Coroutine
-	r.active = make([]int, len(r.c.nodes))
 	r.clientsOf = make([][]int, len(r.c.nodes))
 	r.crashAt = r.crashPoints()
 	for k, node := range r.c.nodes {
@@ -141,8 +139,8 @@ func (r *simRun) runTreeWorkload() {
 					op.Value = binary.BigEndian.Uint64(val)
 				}
 				op.Return = r.c.w.Now()
-				r.hist.Add(op)
-				r.lastOp = op.Return
+				r.work.Hist.Add(op)
+				r.work.LastOp = op.Return
 			}
 		})
 		r.runUntil([]*sim.Coroutine{final}, "final read")
@@ -161,13 +159,14 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 	var kb, vb [8]byte
 	var val []byte
 	in := r.inflight[client]
-	for r.started < r.cfg.Ops {
-		r.started++
-		if len(r.crashAt) > 0 && r.started >= r.crashAt[0]+treeCrashGrace {
+	l := r.work
+	for l.Started < r.cfg.Ops {
+		l.Started++
+		if len(r.crashAt) > 0 && l.Started >= r.crashAt[0]+treeCrashGrace {
 			r.maybeCrash() // no write-through took the due crash
 		}
 		co.Sleep(w.Intn(2_000))
-		k := uint64(r.perm[r.zipf.next(w.Rand())])
+		k := uint64(l.Keys.Next(w.Rand()))
 		key := treeKey(kb[:], k)
 		if w.Chance(0.02) {
 			r.scan(s, key, k)
@@ -179,38 +178,38 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 			continue
 		}
 		var err error
-		*in = inflight{op: op, active: true}
-		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0], in) })
+		*in = inflight{}
+		l.Begin(op)
+		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0]) })
 		if perr != nil {
 			err = perr
 		}
-		if !in.active || errors.Is(err, errIndeterminate) {
+		if !l.InFlight(client) || errors.Is(err, errIndeterminate) {
 			// A crash cut it (abandon recorded a write of unknown outcome).
 			r.abandon(client)
-			in.active = false
-			r.completed++
-			r.lastOp = w.Now()
+			l.Completed++
+			l.LastOp = w.Now()
 			continue
 		}
-		in.active = false
+		l.End(client)
 		if err != nil {
 			if !r.failedOp(err, fmt.Sprintf("key %d: %s", k, op.Kind)) {
 				return
 			}
-			r.completed++
-			r.lastOp = w.Now()
+			l.Completed++
+			l.LastOp = w.Now()
 			continue
 		}
 		op.Return = w.Now()
-		r.hist.Add(op)
-		r.completed++
-		r.lastOp = op.Return
+		l.Hist.Add(op)
+		l.Completed++
+		l.LastOp = op.Return
 	}
 }
 
 // treeOp does one read, put or delete of the key op names (op.Page) and
 // fills in op's kind and value.
-func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte, in *inflight) ([]byte, error) {
+func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte) ([]byte, error) {
 	w := r.c.w
 	k := op.Page
 	var err error
@@ -227,13 +226,13 @@ func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte, in
 			}
 		}
 	case w.Chance(0.8):
-		r.nextValue++
-		op.Kind, op.Value = "write", r.nextValue
-		in.op = *op
-		err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb, r.nextValue))
+		r.work.Value++
+		op.Kind, op.Value = "write", r.work.Value
+		r.work.Begin(*op)
+		err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb, op.Value))
 	default:
 		op.Kind = "write" // a delete writes 0
-		in.op = *op
+		r.work.Begin(*op)
 		_, err = r.tree.Delete(s, key)
 	}
 	return val, err
@@ -251,7 +250,7 @@ func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
 	ks := make([]uint64, n)
 	for i := range keys {
 		if i > 0 {
-			k = uint64(r.perm[r.zipf.next(w.Rand())])
+			k = uint64(r.work.Keys.Next(w.Rand()))
 		}
 		ks[i], keys[i] = k, treeKey(nil, k)
 	}
@@ -264,8 +263,8 @@ func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
 	if err != nil {
 		r.failedOp(err, fmt.Sprintf("batch of %d keys from key %d", n, ks[0]))
 		if !errors.As(err, &partial) {
-			r.completed++
-			r.lastOp = w.Now()
+			r.work.Completed++
+			r.work.LastOp = w.Now()
 			return
 		}
 	}
@@ -282,10 +281,10 @@ func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
 			}
 			op.Value = binary.BigEndian.Uint64(vals[i])
 		}
-		r.hist.Add(op)
+		r.work.Hist.Add(op)
 	}
-	r.completed++
-	r.lastOp = ret
+	r.work.Completed++
+	r.work.LastOp = ret
 }
 
 // scan reads up to 50 keys from key on and checks they come in order and
@@ -310,8 +309,8 @@ func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
 	if err != nil {
 		r.failedOp(err, fmt.Sprintf("scan from key %d", k))
 	}
-	r.completed++
-	r.lastOp = r.c.w.Now()
+	r.work.Completed++
+	r.work.LastOp = r.c.w.Now()
 }
 
 // allPIDs lists every page allocated on any directory (for the checks at

@@ -8,9 +8,12 @@
 // message trace and the trace viewer's steps, and scripted scenarios. It
 // refuses, with the reason, what a protocol's Supports does not list.
 //
-// Workers is the worker loop of the generic runner and of SELCC's run in
-// package scenarios, which builds its own world and hands its workers to
-// it. A worker's access goes
+// Workers is the one worker loop of every simulated run: the generic
+// runner's, and ScaleStore's and SELCC's runs in package scenarios, which
+// build their own worlds and hand their workers to it (with hooks for what
+// only they model yet: crashes due at an operation count, elastic windows,
+// partitioned keys; their B-tree workloads keep loops of their own on its
+// counters). A worker's access goes
 // through a protocolapi.Accessor: a cluster's blocking entry
 // (protocolapi.Blocking, on the worker's coroutine) or, for an
 // event-driven role, the runner's adapter that steps the role with

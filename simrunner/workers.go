@@ -100,16 +100,27 @@ type inFlight struct {
 // Spawn starts worker id's loop on a new coroutine of its node, which bind
 // binds to the worker's Accessor (at once: bind must not draw).
 func (l *Workers) Spawn(id protocolapi.Worker, bind func(co *sim.Coroutine) protocolapi.Accessor) *sim.Coroutine {
+	var acc protocolapi.Accessor
+	co := l.SpawnBody(id, func(co *sim.Coroutine) { l.run(co, id, acc) })
+	acc = bind(co)
+	return co
+}
+
+// SpawnBody starts body as worker id on a new coroutine of its node, as
+// Spawn starts the loop (after StartSpread, counted in Active while it
+// runs): for a workload with a loop of its own (the B-tree's), which
+// shares the counters.
+func (l *Workers) SpawnBody(id protocolapi.Worker, body func(co *sim.Coroutine)) *sim.Coroutine {
 	var delay int64
 	if l.StartSpread > 0 {
 		delay = l.W.Intn(l.StartSpread)
 	}
 	l.grow(id)
 	l.active[id.Node]++
-	var acc protocolapi.Accessor
-	co := l.W.Spawn(id.Node, delay, func(co *sim.Coroutine) { l.run(co, id, acc) })
-	acc = bind(co)
-	return co
+	return l.W.Spawn(id.Node, delay, func(co *sim.Coroutine) {
+		defer func() { l.active[id.Node]-- }()
+		body(co)
+	})
 }
 
 func (l *Workers) grow(id protocolapi.Worker) {
@@ -133,7 +144,6 @@ func (l *Workers) Active(node protocol.NodeID) int {
 // run is one worker's loop.
 func (l *Workers) run(co *sim.Coroutine, id protocolapi.Worker, acc protocolapi.Accessor) {
 	w := l.W
-	defer func() { l.active[id.Node]-- }()
 	join, leave := 0, l.Ops
 	if l.Window != nil {
 		join, leave = l.Window(id.Node)
@@ -199,16 +209,14 @@ func (l *Workers) Access(co *sim.Coroutine, id protocolapi.Worker, acc protocola
 			h.Kind = checker.KindRMW
 		}
 	}
-	c := &l.clients[id.Client]
-	*c = inFlight{op: h, active: true}
+	l.Begin(h)
 	res := acc.Access(op)
 	h.Return = w.Now()
 	l.LastOp = h.Return
 	l.Completed++
-	if !c.active {
+	if !l.End(id.Client) {
 		return // abandoned by a crash: its outcome is the crash's to record
 	}
-	c.active = false
 	if res.Err != nil {
 		if errors.Is(res.Err, protocolapi.ErrUnavailable) {
 			l.Unavailable++
@@ -226,13 +234,38 @@ func (l *Workers) Access(co *sim.Coroutine, id protocolapi.Worker, acc protocola
 	l.Hist.Add(h)
 }
 
+// Begin puts op under way for its client (a crash may abandon it until
+// End). Access calls it; a workload of its own (the B-tree's) calls it
+// for its operations.
+func (l *Workers) Begin(op checker.Op) {
+	for len(l.clients) <= op.Client {
+		l.clients = append(l.clients, inFlight{})
+	}
+	l.clients[op.Client] = inFlight{op: op, active: true}
+}
+
+// End takes client's access out of flight: false if a crash abandoned it
+// meanwhile.
+func (l *Workers) End(client int) bool {
+	if !l.InFlight(client) {
+		return false
+	}
+	l.clients[client].active = false
+	return true
+}
+
+// InFlight reports whether client has an access under way that no crash
+// abandoned.
+func (l *Workers) InFlight(client int) bool {
+	return client >= 0 && client < len(l.clients) && l.clients[client].active
+}
+
 // Abandon takes client's access under way out of the history (its node
 // crashed, or its write-through found its home gone) and returns it as it
 // was called, without Return; false if the client had none under way.
 func (l *Workers) Abandon(client int) (checker.Op, bool) {
-	if client >= len(l.clients) || !l.clients[client].active {
+	if !l.End(client) {
 		return checker.Op{}, false
 	}
-	l.clients[client].active = false
 	return l.clients[client].op, true
 }
