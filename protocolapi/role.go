@@ -219,3 +219,42 @@ type Accessor interface {
 	// through its Waiter.
 	Access(op Op) Result
 }
+
+// Crashable is implemented by a Cluster whose nodes may crash and restart
+// during a run (Supports.Crashes). The runner decides when and which node
+// crashes, kills it in the world (what it had in flight is lost), stops
+// its workers and abandons their accesses, keeps it down for a while and
+// restarts it with new workers; the cluster does what a crash and a
+// restart do to the protocol's state.
+type Crashable interface {
+	// MayCrash reports whether node may crash now (false skips the crash:
+	// one the protocol is not built to survive, such as losing every copy).
+	MayCrash(node protocol.NodeID) bool
+	// Crash is called once node is dead in the world, before its workers
+	// are stopped: the node loses its memory and keeps its SSD.
+	Crash(node protocol.NodeID)
+	// Abandoned is called for each access a crash cut (client is
+	// Worker.Client; written what it was writing, 0 for a read): those of
+	// the crashed node's workers, and those the protocol's recovery gave
+	// up. It reports whether the access may have taken effect (it began
+	// to write): the runner then keeps it in the history as a write that
+	// may take effect at any time after its call.
+	Abandoned(client int, written uint64) bool
+	// Recover is the survivors' recovery once node's workers are stopped
+	// (a view change). It returns how many ns node stays down beyond the
+	// runner's down time.
+	Recover(node protocol.NodeID) (extraDown int64)
+	// Restart brings node back over its SSD with empty memory; the runner
+	// has revived it in the world and then starts new workers on it.
+	Restart(node protocol.NodeID) error
+}
+
+// Leaver is implemented by a Cluster whose nodes may leave a running
+// deployment (Supports.Elastic). The runner keeps a leaving node's
+// workers to its schedule and, once they stopped, asks the node to leave.
+type Leaver interface {
+	// Leave hands back everything node holds, waiting through on, and
+	// checks that nothing names it any more. held is how much it held
+	// (pages, lines) when its workers stopped; an error is a violation.
+	Leave(node protocol.NodeID, on Waiter) (held int, err error)
+}

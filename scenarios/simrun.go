@@ -437,16 +437,14 @@ func MutantWorkload(name string) string {
 }
 
 type simRun struct {
-	inflight  []*inflight // per client
-	clientsOf [][]int     // per node: its clients, in the order they started
-	cos       []*sim.Coroutine
-	crashAt   []int // operation counts at which the next crashes happen
-	crashes   []CrashEvent
-	unknown   []checker.Op // writes of unknown outcome
-	left      []LeftNode   // compute nodes that left (Elastic)
-	cfg       SimConfig
-	c         *cluster
-	pids      []protocol.PID
+	inflight []*inflight // per client
+	// crash is the runner's crashes and restarts (none without
+	// SimConfig.Crashes); elastic its membership schedule (Elastic only).
+	crash   *simrunner.Crashes
+	elastic *simrunner.Elastic
+	cfg     SimConfig
+	c       *cluster
+	pids    []protocol.PID
 	// work is the workers (simrunner's loop) and their counters and
 	// history, which the B-tree's workers share.
 	work   *simrunner.Workers
@@ -543,8 +541,16 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	r.work = &simrunner.Workers{W: c.w, Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Locality: cfg.Locality,
 		RMW: cfg.Workload == "rmw", OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, StartSpread: 1000,
 		SingleWriter: cfg.SingleWriter, Keys: simrunner.NewKeys(c.w, items, cfg.Zipf),
-		Hist: checker.NewHistory(cfg.Ops), Fail: c.inv.Fail,
-		Window: func(node protocol.NodeID) (int, int) { return r.window(int(node)) }, BeforeOp: r.maybeCrash}
+		Hist: checker.NewHistory(cfg.Ops), Fail: c.inv.Fail}
+	r.crash = &simrunner.Crashes{W: c.w, Work: r.work, Cluster: r, Fail: c.inv.Fail, Nodes: len(c.nodes),
+		DownMin: crashDownMin, DownSpan: crashDownSpan,
+		Respawn: func(x protocol.NodeID) { r.spawnWorkers(int(x), r.c.nodes[x]) }}
+	r.work.BeforeOp = r.crash.Due
+	if cfg.Elastic {
+		r.elastic = &simrunner.Elastic{Work: r.work, Cluster: r, Fail: c.inv.Fail, Ops: cfg.Ops,
+			First: cfg.Nodes, Count: cfg.ComputeNodes}
+		r.work.Window = r.elastic.Window
+	}
 	if cfg.Partitioned {
 		r.work.MapKey = func(key int, node protocol.NodeID) int { return r.partitionPage(key, int(node)) }
 	}
@@ -597,14 +603,14 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	}
 	res.finish(r, time.Time{})
 	ops := r.work.Hist.Ops()
-	if len(r.unknown) > 0 {
+	if len(r.crash.Unknown) > 0 {
 		// A write of unknown outcome may take effect at any time after its
 		// call: it returns after everything else.
 		end := c.w.Now()
 		for _, op := range ops {
 			end = max(end, op.Return)
 		}
-		for _, op := range r.unknown {
+		for _, op := range r.crash.Unknown {
 			op.Return = end + 1
 			r.work.Hist.Add(op)
 		}
@@ -651,14 +657,16 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 		res.SimWall = time.Since(wallStart)
 	}
 	res.Ops = r.work.Completed
-	res.Left = r.left
-	res.Crashes = r.crashes
-	res.UnknownOps = len(r.unknown)
+	if r.elastic != nil {
+		res.Left = r.elastic.Left
+	}
+	res.Crashes = r.crash.Events
+	res.UnknownOps = len(r.crash.Unknown)
 	if c.rs != nil {
 		res.Rereplications = c.rs.rereplicated
 	}
 	res.LostOps, res.LostError = r.lostOps, r.lostError
-	for _, e := range r.crashes {
+	for _, e := range r.crash.Events {
 		if e.OthersDown > 0 {
 			res.CrashesWhileDown++
 		}
@@ -713,8 +721,7 @@ func (r *simRun) setup() bool {
 
 func (r *simRun) runWorkload() {
 	var cos []*sim.Coroutine
-	r.clientsOf = make([][]int, len(r.c.nodes))
-	r.crashAt = r.crashPoints()
+	r.crash.At = simrunner.CrashPoints(r.cfg.Ops, r.cfg.Crashes)
 	for k, node := range r.c.nodes {
 		if r.cfg.ComputeNodes > 0 && k < r.cfg.Nodes {
 			// A storage node of the decoupled architecture: no workers
@@ -724,8 +731,10 @@ func (r *simRun) runWorkload() {
 			}
 			continue
 		}
-		if _, leave := r.window(k); leave < r.cfg.Ops {
-			cos = append(cos, r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) { r.leave(co, k) }))
+		if r.elastic != nil {
+			if co := r.elastic.SpawnLeave(node.ID()); co != nil {
+				cos = append(cos, co)
+			}
 		}
 		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
@@ -754,14 +763,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 	}
 	if phase == "workload" {
 		// Workers of restarted nodes too.
-		d.Done = func() bool {
-			for _, co := range r.cos {
-				if !co.Done() {
-					return false
-				}
-			}
-			return true
-		}
+		d.Done = r.work.Done
 	} else {
 		d.AfterStep = nil
 	}
@@ -782,63 +784,41 @@ func (r *simRun) describeStuck() {
 	}
 }
 
-// window is when node k works, in operations started: from join to leave
-// (0 and Ops unless Elastic). With C compute nodes the schedule has 2C-1
-// steps: compute node j joins at step j and leaves at step 2C-1-j (the
-// first never leaves).
-func (r *simRun) window(k int) (join, leave int) {
-	if !r.cfg.Elastic || k < r.cfg.Nodes {
-		return 0, r.cfg.Ops
-	}
-	j, steps := k-r.cfg.Nodes, 2*r.cfg.ComputeNodes-1
-	join = r.cfg.Ops * j / steps
-	leave = r.cfg.Ops
-	if j > 0 {
-		leave = r.cfg.Ops * (steps - j) / steps
-	}
-	return join, leave
-}
-
-// leave waits until node k's workers stopped at its leave point, then hands
-// back every page the node holds (evictions to their directories, dirty
-// pages written back) and checks that it is gone: no frame used, no
-// directory naming it as owner or sharer.
-func (r *simRun) leave(co *sim.Coroutine, k int) {
-	node := r.c.nodes[k]
-	for r.work.Active(node.ID()) > 0 {
-		co.Sleep(5_000)
-	}
+// Leave hands back every page node x holds (evictions to their
+// directories, dirty pages written back) once its workers stopped, and
+// checks that it is gone: no frame used, no directory naming it as owner
+// or sharer.
+func (r *simRun) Leave(x protocol.NodeID, on protocolapi.Waiter) (int, error) {
+	node := r.c.nodes[x]
 	held := node.Cache().Frames() - node.Cache().FreeFrames()
 	for round := 0; ; round++ {
 		if node.Cache().Frames() == node.Cache().FreeFrames() {
 			break
 		}
 		if round == 10_000 {
-			r.c.inv.Fail("node %d leaving: %d frames still used after %d rounds of evictions", node.ID(),
+			return held, fmt.Errorf("%d frames still used after %d rounds of evictions",
 				node.Cache().Frames()-node.Cache().FreeFrames(), round)
-			return
 		}
 		node.EvictAll()
-		co.Sleep(10_000)
+		on.Sleep(10_000)
 	}
+	var errs []error
 	for _, pid := range r.pids {
 		meta := r.c.dirOf(pid).Meta(pid)
 		if meta == nil {
 			continue
 		}
-		if meta.Mode == protocol.ModeExclusive && meta.Owner == node.ID() || meta.Mode == protocol.ModeShared && meta.Sharers.Has(node.ID()) {
-			r.c.inv.Fail("node %d left, but page %v's directory still names it: %v", node.ID(), pid, r.c.dirState(pid))
+		if meta.Mode == protocol.ModeExclusive && meta.Owner == x || meta.Mode == protocol.ModeShared && meta.Sharers.Has(x) {
+			errs = append(errs, fmt.Errorf("it left, but page %v's directory still names it: %v", pid, r.c.dirState(pid)))
 		}
 	}
-	r.left = append(r.left, LeftNode{Node: int(node.ID()), At: r.c.w.Now(), PagesHanded: held})
+	return held, errors.Join(errs...)
 }
 
+var _ protocolapi.Leaver = (*simRun)(nil)
+
 // LeftNode is a compute node that left an elastic run.
-type LeftNode struct {
-	Node        int   `json:"node"`
-	At          int64 `json:"t_ns"`         // simulated time it was gone
-	PagesHanded int   `json:"pages_handed"` // frames it held when its workers stopped
-}
+type LeftNode = simrunner.LeftNode
 
 // Worker is a ScaleStore worker's blocking access entry
 // (protocolapi.Blocking): the buffer manager's guards on its node, the
@@ -996,7 +976,7 @@ func (r *simRun) writeValue(co protocolapi.Waiter, bw *bufmgr.Worker, node *acto
 		// If the page's directory crashes first, the fence abandons the
 		// operation as one of unknown outcome.
 		if !node.Persist(bw, x.Frame(), func() { r.c.inv.Wrote(pid, v) }) {
-			r.abandon(bw.ID) // (once: the fence may have done it)
+			r.crash.Abandon(bw.ID) // (once: the fence may have done it)
 		}
 		x.Release()
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -46,14 +47,13 @@ func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
 			if d := g.Data(); len(d) > 0 && d[0] != 1 {
 				strike = 0.9 // not a leaf: an inner node or the catalog, a split's later writes
 			}
-			if len(r.crashAt) > 0 && r.work.Started >= r.crashAt[0] && r.c.w.Chance(strike) {
+			if at := r.crash.At; len(at) > 0 && r.work.Started >= at[0] && r.c.w.Chance(strike) {
 				// A crash that is due strikes this node while its
 				// write-through is in flight, most likely in a split: the
 				// windows between a split's writes are where a wrong order
 				// loses keys.
-				r.crashAt = r.crashAt[1:]
-				x := node.ID()
-				r.c.w.After(x, 0, func() { r.crash(x) })
+				r.crash.At = at[1:]
+				r.crash.Schedule(node.ID())
 			}
 			f := g.Frame()
 			// Durable when acknowledged: the checker learns of the page's
@@ -103,8 +103,7 @@ func (r *simRun) setupTree() bool {
 
 func (r *simRun) runTreeWorkload() {
 	var cos []*sim.Coroutine
-	r.clientsOf = make([][]int, len(r.c.nodes))
-	r.crashAt = r.crashPoints()
+	r.crash.At = simrunner.CrashPoints(r.cfg.Ops, r.cfg.Crashes)
 	for k, node := range r.c.nodes {
 		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
@@ -113,13 +112,12 @@ func (r *simRun) runTreeWorkload() {
 	}
 	// A final read of every key by a worker of a live node: a write the
 	// crashes lost cannot hide behind a key nobody read again.
-	for k, node := range r.c.nodes {
+	for _, node := range r.c.nodes {
 		if r.c.w.Dead(node.ID()) {
 			continue
 		}
 		client := len(r.inflight)
 		r.inflight = append(r.inflight, &inflight{})
-		r.clientsOf[k] = append(r.clientsOf[k], client)
 		final := r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) {
 			s := r.session(node, &bufmgr.Worker{ID: client, P: co})
 			var kb [8]byte
@@ -162,8 +160,8 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 	l := r.work
 	for l.Started < r.cfg.Ops {
 		l.Started++
-		if len(r.crashAt) > 0 && l.Started >= r.crashAt[0]+treeCrashGrace {
-			r.maybeCrash() // no write-through took the due crash
+		if at := r.crash.At; len(at) > 0 && l.Started >= at[0]+treeCrashGrace {
+			r.crash.Due() // no write-through took the due crash
 		}
 		co.Sleep(w.Intn(2_000))
 		k := uint64(l.Keys.Next(w.Rand()))
@@ -186,7 +184,7 @@ func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
 		}
 		if !l.InFlight(client) || errors.Is(err, errIndeterminate) {
 			// A crash cut it (abandon recorded a write of unknown outcome).
-			r.abandon(client)
+			r.crash.Abandon(client)
 			l.Completed++
 			l.LastOp = w.Now()
 			continue

@@ -86,9 +86,11 @@ type Workers struct {
 	// Value is the last value written: every write writes the next.
 	Value uint64
 
-	clients []inFlight // per client
-	active  []int      // per node: its workers still running
-	opIDs   []uint64   // per node: the last op id
+	clients   []inFlight       // per client
+	cos       []*sim.Coroutine // per client spawned: its coroutine
+	clientsOf [][]int          // per node: its clients spawned, in order
+	active    []int            // per node: its workers still running
+	opIDs     []uint64         // per node: the last op id
 }
 
 // inFlight is a client's access under way, for a crash that abandons it.
@@ -117,10 +119,40 @@ func (l *Workers) SpawnBody(id protocolapi.Worker, body func(co *sim.Coroutine))
 	}
 	l.grow(id)
 	l.active[id.Node]++
-	return l.W.Spawn(id.Node, delay, func(co *sim.Coroutine) {
+	co := l.W.Spawn(id.Node, delay, func(co *sim.Coroutine) {
 		defer func() { l.active[id.Node]-- }()
 		body(co)
 	})
+	for len(l.cos) <= id.Client {
+		l.cos = append(l.cos, nil)
+	}
+	l.cos[id.Client] = co
+	l.clientsOf[id.Node] = append(l.clientsOf[id.Node], id.Client)
+	return co
+}
+
+// Done reports whether every worker spawned has returned (or was
+// stopped): sim.Drive's Done, since a restarted node's workers are
+// spawned during the run.
+func (l *Workers) Done() bool {
+	for _, co := range l.cos {
+		if co != nil && !co.Done() {
+			return false
+		}
+	}
+	return true
+}
+
+// StopNode stops every worker node has had, each after abandon(client)
+// (its access under way is cut: a crash).
+func (l *Workers) StopNode(node protocol.NodeID, abandon func(client int)) {
+	if int(node) >= len(l.clientsOf) {
+		return
+	}
+	for _, client := range l.clientsOf[node] {
+		abandon(client)
+		l.cos[client].Stop()
+	}
 }
 
 func (l *Workers) grow(id protocolapi.Worker) {
@@ -130,6 +162,7 @@ func (l *Workers) grow(id protocolapi.Worker) {
 	for len(l.active) <= int(id.Node) {
 		l.active = append(l.active, 0)
 		l.opIDs = append(l.opIDs, 0)
+		l.clientsOf = append(l.clientsOf, nil)
 	}
 }
 
