@@ -48,6 +48,11 @@
 //     (ScaleStore's buffer manager, SELCC's line cache). The runner's
 //     worker calls Accessor.Access on its own thread, which parks through
 //     its Waiter until a role's Step wakes it.
+//   - Crashable and Leaver: the optional hooks for node crashes and
+//     elastic membership (Supports.Crashes, Supports.Elastic). The runner
+//     decides when a node crashes, stops its workers and restarts it, and
+//     keeps a node that leaves to its schedule; the cluster does what that
+//     means for the protocol's state.
 //
 // # What a runner does with it
 //

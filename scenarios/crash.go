@@ -21,14 +21,10 @@ import (
 // After a down time the node restarts with an empty cache and its directory
 // restored from its SSD (every page at home), the view changes again (the
 // requests survivors sent it while it was down were lost), and new workers
-// start on it.
-
-// crashDownMin and crashDownSpan bound how long a crashed node stays down
-// (simulated ns): 20 to 220 us, many round trips.
-const (
-	crashDownMin  = 20_000
-	crashDownSpan = 200_000
-)
+// start on it. The runner's part (when, which node, the down time of
+// simrunner.CrashDownMin plus up to CrashDownSpan ns, the workers and the
+// accesses a crash cut) is simrunner.Crashes; simRun's hooks below are
+// ScaleStore's part.
 
 // inflight is what a worker's operation under way (simrunner.Workers
 // has it) is doing, for the history of a crash: an operation that wrote

@@ -543,7 +543,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		SingleWriter: cfg.SingleWriter, Keys: simrunner.NewKeys(c.w, items, cfg.Zipf),
 		Hist: checker.NewHistory(cfg.Ops), Fail: c.inv.Fail}
 	r.crash = &simrunner.Crashes{W: c.w, Work: r.work, Cluster: r, Fail: c.inv.Fail, Nodes: len(c.nodes),
-		DownMin: crashDownMin, DownSpan: crashDownSpan,
+		DownMin: simrunner.CrashDownMin, DownSpan: simrunner.CrashDownSpan,
 		Respawn: func(x protocol.NodeID) { r.spawnWorkers(int(x), r.c.nodes[x]) }}
 	r.work.BeforeOp = r.crash.Due
 	if cfg.Elastic {

@@ -7,6 +7,8 @@
 // protocol's own CheckHistory), mutants by name, runs of many seeds, the
 // message trace and the trace viewer's steps, and scripted scenarios. It
 // refuses, with the reason, what a protocol's Supports does not list.
+// For a cluster with the hooks (protocolapi.Crashable, Leaver) it crashes
+// and restarts nodes (Crashes) and runs elastic membership (Elastic).
 //
 // Workers is the one worker loop of every simulated run: the generic
 // runner's, and ScaleStore's and SELCC's runs in package scenarios, which

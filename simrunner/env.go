@@ -18,6 +18,20 @@ type nodeEnv struct {
 	mem   []byte
 	ssd   sim.NodeEnv // its Store is nil without an SSD
 	frame [protocol.FrameSize]byte
+	// gen counts the node's crashes: a timer, a verb, an I/O or a message
+	// to itself that an earlier incarnation set off is dropped (the world
+	// drops the messages of a dead node itself).
+	gen uint64
+}
+
+// current wraps fn to run only if the node has not crashed since.
+func (e *nodeEnv) current(fn func()) func() {
+	gen := e.gen
+	return func() {
+		if e.gen == gen {
+			fn()
+		}
+	}
 }
 
 var _ protocolapi.Env = (*nodeEnv)(nil)
@@ -59,16 +73,19 @@ func (e *nodeEnv) Send(to protocol.NodeID, m protocolapi.Message) {
 	}
 	frame := e.frame
 	payload = append([]byte(nil), payload...)
-	r.w.After(e.id, 0, func() { r.deliver(e.id, e.id, frame[:], payload) })
+	r.w.After(e.id, 0, e.current(func() { r.deliver(e.id, e.id, frame[:], payload) }))
 }
 
 func (e *nodeEnv) After(delay int64, token uint64) {
-	e.r.w.After(e.id, delay, func() { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventTimer, Token: token}) })
+	e.r.w.After(e.id, delay, e.current(func() { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventTimer, Token: token}) }))
 }
 
 func (e *nodeEnv) verbDone(token uint64) func(uint64, error) {
+	gen := e.gen
 	return func(prev uint64, err error) {
-		e.r.step(e, protocolapi.Event{Kind: protocolapi.EventVerb, Token: token, Prev: prev, Err: err})
+		if e.gen == gen {
+			e.r.step(e, protocolapi.Event{Kind: protocolapi.EventVerb, Token: token, Prev: prev, Err: err})
+		}
 	}
 }
 
@@ -91,7 +108,12 @@ func (e *nodeEnv) FetchAndAdd(rg transport.Region, off, delta uint64, token uint
 }
 
 func (e *nodeEnv) pageDone(token uint64) func(error) {
-	return func(err error) { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventPage, Token: token, Err: err}) }
+	gen := e.gen
+	return func(err error) {
+		if e.gen == gen {
+			e.r.step(e, protocolapi.Event{Kind: protocolapi.EventPage, Token: token, Err: err})
+		}
+	}
 }
 
 func (e *nodeEnv) ReadPage(slot uint64, buf []byte, token uint64) {

@@ -101,6 +101,13 @@ type Result struct {
 	History                       *checker.History
 	// Counters are the protocol's own (protocolapi.Counterer), at the end.
 	Counters []protocolapi.Counter
+	// Crashes are the node crashes (Config.Crashes); UnknownOps the
+	// accesses they cut that may have taken effect (in the history as
+	// writes that return after everything else). Left are the nodes that
+	// left (Config.Elastic).
+	Crashes    []CrashEvent
+	UnknownOps int
+	Left       []LeftNode
 	// WorkloadOps is how many of the history's first operations are the
 	// workload's (the rest are the final reads of every key);
 	// WorkloadMessages and WorkloadVerbs are the messages and verbs sent
@@ -134,14 +141,16 @@ func Check(p protocolapi.Protocol, cfg Config) error {
 		return fmt.Errorf("the generic runner does not run the btree workload yet (protocol %s offers it)", p.Name)
 	case w != protocolapi.WorkloadRegister && w != protocolapi.WorkloadRMW:
 		return fmt.Errorf("--workload %q: the generic runner runs register and rmw", w)
+	case cfg.Crashes < 0:
+		return fmt.Errorf("--crashes %d: want at least 0", cfg.Crashes)
 	case cfg.Crashes > 0 && !p.Supports.Crashes:
 		return fmt.Errorf("protocol %s does not support node crashes", p.Name)
-	case cfg.Crashes > 0:
-		return fmt.Errorf("the generic runner does not crash nodes yet (protocol %s supports it)", p.Name)
 	case cfg.Elastic && !p.Supports.Elastic:
 		return fmt.Errorf("protocol %s does not support elastic membership", p.Name)
-	case cfg.Elastic:
-		return fmt.Errorf("the generic runner does not run elastic membership yet (protocol %s supports it)", p.Name)
+	case cfg.Elastic && cfg.Crashes > 0:
+		return fmt.Errorf("crashes and elastic membership together: the runner does one or the other")
+	case cfg.Elastic && cfg.Nodes < 2:
+		return fmt.Errorf("elastic membership on %d node: want at least 2 (the first never leaves)", cfg.Nodes)
 	case cfg.Nodes < 1 || cfg.Nodes > protocol.MaxNodes:
 		return fmt.Errorf("--nodes %d: want 1..%d", cfg.Nodes, protocol.MaxNodes)
 	case cfg.Workers < 1:
@@ -199,6 +208,8 @@ type run struct {
 	steppers [][]*stepper // per worker node, per worker (an event-driven role's)
 	blocking protocolapi.Blocking
 	work     *Workers
+	crash    *Crashes // Config.Crashes, or nil
+	elastic  *Elastic // Config.Elastic, or nil
 	hist     *checker.History
 	viol     checker.ViolationLog
 	stater   protocolapi.KeyStater
@@ -328,13 +339,18 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 	r.work.Ops, r.work.ReadRatio, r.work.Locality = cfg.Ops, cfg.ReadRatio, cfg.Locality
 	r.work.RMW, r.work.OpNanos, r.work.WriteNanos = cfg.Workload == protocolapi.WorkloadRMW, cfg.OpNanos, cfg.WriteNanos
 	r.work.Keys = NewKeys(w, cfg.Keys, cfg.Zipf)
+	if err := r.membership(); err != nil {
+		return res, err
+	}
 	wallStart := time.Now()
 	var cos []*sim.Coroutine
 	for n := range cfg.Nodes {
-		for k := range cfg.Workers {
-			id := r.worker(protocol.NodeID(n), k)
-			cos = append(cos, r.work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) }))
+		if r.elastic != nil {
+			if co := r.elastic.SpawnLeave(protocol.NodeID(n)); co != nil {
+				cos = append(cos, co)
+			}
 		}
+		cos = append(cos, r.spawnWorkers(protocol.NodeID(n), func(k int) int { return n*cfg.Workers + k })...)
 	}
 	done := r.runUntil(cos, "workload")
 	r.workloadOps, r.workloadMsgs = r.hist.Len(), w.Messages
@@ -346,6 +362,80 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 	r.finish(&res)
 	r.checkHistory(&res)
 	return res, nil
+}
+
+// spawnWorkers starts node's workers, each of client(slot).
+func (r *run) spawnWorkers(node protocol.NodeID, client func(slot int) int) []*sim.Coroutine {
+	var cos []*sim.Coroutine
+	for k := range r.cfg.Workers {
+		id := protocolapi.Worker{Node: node, Slot: k, Client: client(k)}
+		cos = append(cos, r.work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) }))
+	}
+	return cos
+}
+
+// membership sets up the crashes (Config.Crashes) or the elastic
+// schedule (Config.Elastic) through the cluster's hooks.
+func (r *run) membership() error {
+	cfg := r.cfg
+	if cfg.Crashes > 0 {
+		hooks, ok := r.cl.(protocolapi.Crashable)
+		if !ok {
+			return fmt.Errorf("protocol %s supports crashes, but its cluster does not implement protocolapi.Crashable", r.p.Name)
+		}
+		next := cfg.Nodes * cfg.Workers // a restarted node's workers are new clients
+		r.crash = &Crashes{W: r.w, Work: r.work, Cluster: crashRoles{r, hooks}, Fail: r.fail, Nodes: len(r.envs),
+			At: CrashPoints(cfg.Ops, cfg.Crashes), DownMin: CrashDownMin, DownSpan: CrashDownSpan,
+			Respawn: func(x protocol.NodeID) {
+				r.spawnWorkers(x, func(int) int { next++; return next - 1 })
+			}}
+		r.work.BeforeOp = r.crash.Due
+	}
+	if cfg.Elastic {
+		hooks, ok := r.cl.(protocolapi.Leaver)
+		if !ok {
+			return fmt.Errorf("protocol %s supports elastic membership, but its cluster does not implement protocolapi.Leaver", r.p.Name)
+		}
+		r.elastic = &Elastic{Work: r.work, Cluster: hooks, Fail: r.fail, Ops: cfg.Ops, First: 0, Count: cfg.Nodes}
+		r.work.Window = r.elastic.Window
+	}
+	return nil
+}
+
+// The down time of a crashed node: CrashDownMin to CrashDownMin +
+// CrashDownSpan ns of simulated time (20 to 220 us: many round trips).
+const (
+	CrashDownMin  = 20_000
+	CrashDownSpan = 200_000
+)
+
+// crashRoles is a cluster's crash hooks with the runner's part for the
+// roles: a crashed node's env drops what its old role set off, and a
+// restarted node gets a new role (Cluster.Role again).
+type crashRoles struct {
+	r *run
+	protocolapi.Crashable
+}
+
+func (c crashRoles) Crash(x protocol.NodeID) {
+	c.r.envs[x].gen++
+	c.Crashable.Crash(x)
+}
+
+func (c crashRoles) Restart(x protocol.NodeID) error {
+	if err := c.Crashable.Restart(x); err != nil {
+		return err
+	}
+	e := c.r.envs[x]
+	role, err := c.r.cl.Role(x, e)
+	if err == nil && role == nil {
+		err = fmt.Errorf("no role")
+	}
+	if err != nil {
+		return fmt.Errorf("its new role: %w", err)
+	}
+	e.role = role
+	return nil
 }
 
 // deploy builds the world, the deployment and its roles.
@@ -456,8 +546,12 @@ func (r *run) checkStep() {
 // the first violation, at a deadlock, or when no access completed for
 // Watchdog ns; then every role's state is in the report.
 func (r *run) runUntil(cos []*sim.Coroutine, phase string) bool {
-	return sim.Drive{Phase: phase, Watchdog: Watchdog, LastOp: &r.work.LastOp, Every: 1, AfterStep: r.checkStep,
-		Violations: r.viol.Count, Fail: r.fail, Stuck: r.stuck}.Run(r.w, cos)
+	d := sim.Drive{Phase: phase, Watchdog: Watchdog, LastOp: &r.work.LastOp, Every: 1, AfterStep: r.checkStep,
+		Violations: r.viol.Count, Fail: r.fail, Stuck: r.stuck}
+	if phase == "workload" {
+		d.Done = r.work.Done // a restarted node's workers too
+	}
+	return d.Run(r.w, cos)
 }
 
 // stuck reports every role's state and every worker still waiting.
@@ -531,6 +625,22 @@ func (r *run) finish(res *Result) {
 	res.Violations, res.ViolationCount = r.viol.List(), r.viol.Count()
 	res.History = r.hist
 	res.WorkloadOps, res.WorkloadMessages, res.WorkloadVerbs = r.workloadOps, r.workloadMsgs, r.workVerb
+	if r.crash != nil {
+		res.Crashes, res.UnknownOps = r.crash.Events, len(r.crash.Unknown)
+		// A write of unknown outcome may take effect at any time after
+		// its call: it returns after everything else.
+		end := w.Now()
+		for _, op := range r.hist.Ops() {
+			end = max(end, op.Return)
+		}
+		for _, op := range r.crash.Unknown {
+			op.Return = end + 1
+			r.hist.Add(op)
+		}
+	}
+	if r.elastic != nil {
+		res.Left = r.elastic.Left
+	}
 	if c, ok := r.cl.(protocolapi.Counterer); ok {
 		if err := guard("Counters", func() { res.Counters = c.Counters() }); err != nil {
 			res.ViolationCount++

@@ -67,12 +67,20 @@ type toyRole struct {
 	env  protocolapi.Env
 	regs []uint64
 	ops  map[uint64]protocolapi.Op
+	// restarted: a role built after its node crashed, which may get the
+	// answers its predecessor waited for
+	restarted bool
 }
 
 func (c *toyCluster) Layout() protocolapi.Layout { return protocolapi.Layout{Nodes: c.cfg.Nodes} }
 func (c *toyCluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
 	r := &toyRole{c: c, env: env, regs: make([]uint64, c.cfg.Keys), ops: map[uint64]protocolapi.Op{}}
-	c.roles = append(c.roles, r)
+	if int(id) < len(c.roles) {
+		r.restarted = true
+		c.roles[id] = r
+	} else {
+		c.roles = append(c.roles, r)
+	}
 	return r, nil
 }
 func (c *toyCluster) Check(atRest bool) []error {
@@ -125,6 +133,9 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 			return nil
 		}
 		op, ok := r.ops[m.id]
+		if !ok && r.restarted {
+			return nil // to an access of the node before it crashed
+		}
 		if !ok {
 			return fmt.Errorf("answer to %d", m.id)
 		}
@@ -135,6 +146,27 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 		}
 	}
 	return nil
+}
+
+// The toy's crash hooks (protocolapi.Crashable): any node but the home
+// may crash; a write in flight was sent to the home when it began, so it
+// may have taken effect (the mutant forget-unknown says it did not).
+func (c *toyCluster) MayCrash(x protocol.NodeID) bool { return x != 0 }
+func (c *toyCluster) Crash(protocol.NodeID)           {}
+func (c *toyCluster) Abandoned(_ int, written uint64) bool {
+	return written != 0 && c.cfg.Mutant != "forget-unknown"
+}
+func (c *toyCluster) Recover(protocol.NodeID) int64 { return 0 }
+func (c *toyCluster) Restart(protocol.NodeID) error { return nil }
+
+// Leave (protocolapi.Leaver): a node holds nothing but its accesses in
+// flight, and its workers stopped.
+func (c *toyCluster) Leave(x protocol.NodeID, on protocolapi.Waiter) (int, error) {
+	on.Sleep(1_000)
+	if n := len(c.roles[x].ops); n > 0 {
+		return n, fmt.Errorf("%d accesses in flight", n)
+	}
+	return 0, nil
 }
 
 func toy(workloads ...string) protocolapi.Protocol {
@@ -152,7 +184,7 @@ func toy(workloads ...string) protocolapi.Protocol {
 			}
 			return &toyCluster{cfg: cfg}, nil
 		}}
-	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy", "check-panics", "deploy-panics"} {
+	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy", "check-panics", "deploy-panics", "forget-unknown"} {
 		p.Mutants = append(p.Mutants, protocolapi.Mutant{Name: m})
 	}
 	return p
