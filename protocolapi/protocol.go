@@ -16,8 +16,8 @@ const (
 	// WorkloadRMW: every write reads first (OpRMW), so a lost update is a
 	// violation.
 	WorkloadRMW = "rmw"
-	// WorkloadBTree: the B-tree over the protocol's pages (a protocol
-	// that offers pages; the generic runner does not run it yet).
+	// WorkloadBTree: an ordered index over the protocol's pages, for a
+	// protocol whose blocking workers are a Tree.
 	WorkloadBTree = "btree"
 )
 

@@ -258,3 +258,35 @@ type Leaver interface {
 	// (pages, lines) when its workers stopped; an error is a violation.
 	Leave(node protocol.NodeID, on Waiter) (held int, err error)
 }
+
+// Tree is implemented by the Accessor of a protocol that offers an
+// ordered index over its pages (WorkloadBTree): keys and values of 64
+// bits, a key absent until put and after a delete. The runner's B-tree
+// workload gets and puts (every put a unique value) and, when the
+// Accessor has them, deletes (TreeDeleter), gets in batches (TreeBatcher)
+// and scans (TreeScanner); the history is per key, a get of an absent key
+// a read of 0.
+type Tree interface {
+	Get(key uint64) (value uint64, found bool, err error)
+	Put(key, value uint64) error
+}
+
+// TreeDeleter deletes a key of a Tree.
+type TreeDeleter interface {
+	Delete(key uint64) error
+}
+
+// TreeBatcher gets many keys of a Tree at once.
+type TreeBatcher interface {
+	// GetBatch gets keys[i] into vals[i] and found[i]. An error fails the
+	// whole batch, unless failed lists the indices of the keys it failed
+	// (the others were answered).
+	GetBatch(keys, vals []uint64, found []bool) (failed []int, err error)
+}
+
+// TreeScanner scans a range of a Tree's keys.
+type TreeScanner interface {
+	// Scan visits the keys in [from, to) with their values, in order,
+	// until visit returns false.
+	Scan(from, to uint64, visit func(key, value uint64) bool) error
+}

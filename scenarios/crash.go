@@ -204,7 +204,7 @@ func (r *simRun) spawnWorkers(k int, node *actors.Node) []*sim.Coroutine {
 		r.inflight = append(r.inflight, &inflight{})
 		var co *sim.Coroutine
 		if r.tree != nil {
-			co = r.work.SpawnBody(id, func(co *sim.Coroutine) { r.treeWorker(co, node, id.Client) })
+			co = r.work.SpawnTree(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
 		} else {
 			co = r.work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
 		}

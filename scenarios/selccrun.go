@@ -56,6 +56,7 @@ type selccCluster struct {
 	memos     []selcc.Memo
 	onVerb    func(at int64, v *sim.Verb) // the scenarios' chart
 	holdNanos int64                       // a worker's local latch hold (SimConfig.HoldNanos)
+	trees     []*linetree.Tree            // btree: each compute node's handle
 }
 
 // line is the PID of line i: lines are spread round-robin over the memory
@@ -307,19 +308,19 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 	work := &simrunner.Workers{W: w, Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Locality: cfg.Locality,
 		RMW: cfg.Workload == "rmw", StartSpread: 1000, SingleWriter: cfg.SingleWriter,
 		Keys: simrunner.NewKeys(w, items, cfg.Zipf), Hist: checker.NewHistory(cfg.Ops + items), Fail: s.fail}
-	r := &selccRun{cfg: cfg, s: s, pids: pids, work: work, trees: trees}
+	s.trees = trees
+	r := &selccRun{cfg: cfg, s: s, pids: pids, work: work}
 	wallStart := time.Now()
 	var cos []*sim.Coroutine
 	for k := range s.caches {
 		for j := range cfg.Workers {
 			id := protocolapi.Worker{Node: protocol.NodeID(k), Slot: j, Client: k*cfg.Workers + j}
-			if !btreeMode {
-				cos = append(cos, work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return s.Worker(id, co) }))
-				continue
+			bind := func(co *sim.Coroutine) protocolapi.Accessor { return s.Worker(id, co) }
+			if btreeMode {
+				cos = append(cos, work.SpawnTree(id, bind))
+			} else {
+				cos = append(cos, work.Spawn(id, bind))
 			}
-			cos = append(cos, work.SpawnBody(id, func(co *sim.Coroutine) {
-				r.treeWorker(co, trees[k], &linecache.Thread{Slot: j, P: co}, id.Client)
-			}))
 		}
 	}
 	ok := r.runUntil(cos, "workload")
@@ -380,46 +381,15 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 }
 
 type selccRun struct {
-	cfg   SimConfig
-	s     *selccCluster
-	pids  []protocol.PID
-	work  *simrunner.Workers // the workers, and the B-tree's counters
-	trees []*linetree.Tree   // btree: each compute node's handle
+	cfg  SimConfig
+	s    *selccCluster
+	pids []protocol.PID
+	work *simrunner.Workers
 }
 
 // treeFanout is the B-link tree's entries per node in the simulator: small,
 // so that a run of a thousand keys splits often.
 const treeFanout = 6
-
-// treeWorker runs gets and puts on the B-link tree until the budget is
-// used up; a put writes a unique value, the history is per key.
-func (r *selccRun) treeWorker(co *sim.Coroutine, t *linetree.Tree, th *linecache.Thread, client int) {
-	w := r.s.w
-	l := r.work
-	for l.Started < r.cfg.Ops {
-		l.Started++
-		co.Sleep(w.Intn(2_000))
-		key := uint64(l.Keys.Next(w.Rand()))
-		op := checker.Op{Client: client, Page: key, Call: w.Now()}
-		var err error
-		if w.Chance(r.cfg.ReadRatio) {
-			op.Kind = "read"
-			op.Value, _, err = t.Get(th, key)
-		} else {
-			l.Value++
-			op.Kind, op.Value = "write", l.Value
-			err = t.Put(th, key, op.Value)
-		}
-		op.Return = w.Now()
-		if err != nil {
-			r.s.fail("client %d, key %d: %v", client, key, err)
-			return
-		}
-		l.Hist.Add(op)
-		l.Completed++
-		l.LastOp = op.Return
-	}
-}
 
 // settle steps the world until every cache is quiet (the handlers parked
 // with empty inboxes, no verb in flight).
@@ -480,7 +450,11 @@ func (r *selccRun) stuck(cos []*sim.Coroutine) {
 // Worker is a SELCC worker's blocking access entry (protocolapi.Blocking)
 // on its compute node's line cache.
 func (s *selccCluster) Worker(id protocolapi.Worker, on protocolapi.Waiter) protocolapi.Accessor {
-	return &selccWorker{s: s, c: s.caches[id.Node], t: &linecache.Thread{Slot: id.Slot, P: on}}
+	a := &selccWorker{s: s, c: s.caches[id.Node], t: &linecache.Thread{Slot: id.Slot, P: on}}
+	if s.trees != nil {
+		a.tree = s.trees[id.Node]
+	}
+	return a
 }
 
 // selccWorker reads a line under its node's local shared latch and writes
@@ -488,10 +462,15 @@ func (s *selccCluster) Worker(id protocolapi.Worker, on protocolapi.Waiter) prot
 // its value at both ends, written with a yield between them, so that a
 // latch that let a reader in beside a writer shows as a torn line.
 type selccWorker struct {
-	s *selccCluster
-	c *linecache.Cache
-	t *linecache.Thread
+	s    *selccCluster
+	c    *linecache.Cache
+	t    *linecache.Thread
+	tree *linetree.Tree // the btree workload's: its node's B-link tree
 }
+
+// Get and Put are the B-link tree's (protocolapi.Tree).
+func (a *selccWorker) Get(key uint64) (uint64, bool, error) { return a.tree.Get(a.t, key) }
+func (a *selccWorker) Put(key, value uint64) error          { return a.tree.Put(a.t, key, value) }
 
 func (a *selccWorker) Access(op protocolapi.Op) protocolapi.Result {
 	s, on := a.s, a.t.P

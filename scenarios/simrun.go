@@ -825,7 +825,11 @@ type LeftNode = simrunner.LeftNode
 // node the cluster has under that id when the worker is spawned (a
 // restarted node's workers are new ones, with new clients).
 func (r *simRun) Worker(id protocolapi.Worker, on protocolapi.Waiter) protocolapi.Accessor {
-	return &pageWorker{r: r, node: r.c.nodes[id.Node], on: on, bw: &bufmgr.Worker{ID: id.Client, P: on}}
+	a := &pageWorker{r: r, node: r.c.nodes[id.Node], on: on, bw: &bufmgr.Worker{ID: id.Client, P: on}}
+	if r.tree != nil {
+		a.s = r.session(a.node, a.bw)
+	}
+	return a
 }
 
 var _ protocolapi.Blocking = (*simRun)(nil)
@@ -837,6 +841,11 @@ type pageWorker struct {
 	node *actors.Node
 	on   protocolapi.Waiter
 	bw   *bufmgr.Worker
+	// the B-tree workload's (treerun.go): its session, key and value
+	// buffers
+	s      btree.Session
+	kb, vb [8]byte
+	val    []byte
 }
 
 func (a *pageWorker) Access(op protocolapi.Op) protocolapi.Result {

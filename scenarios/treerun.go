@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -104,6 +104,11 @@ func (r *simRun) setupTree() bool {
 func (r *simRun) runTreeWorkload() {
 	var cos []*sim.Coroutine
 	r.crash.At = simrunner.CrashPoints(r.cfg.Ops, r.cfg.Crashes)
+	r.work.BeforeOp = func() {
+		if at := r.crash.At; len(at) > 0 && r.work.Started >= at[0]+treeCrashGrace {
+			r.crash.Due() // no write-through took the due crash
+		}
+	}
 	for k, node := range r.c.nodes {
 		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
@@ -150,166 +155,132 @@ func treeKey(b []byte, k uint64) []byte {
 	return binary.BigEndian.AppendUint64(b[:0], k)
 }
 
-func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
-	bw := &bufmgr.Worker{ID: client, P: co}
-	s := r.session(node, bw)
-	w := r.c.w
-	var kb, vb [8]byte
-	var val []byte
-	in := r.inflight[client]
-	l := r.work
-	for l.Started < r.cfg.Ops {
-		l.Started++
-		if at := r.crash.At; len(at) > 0 && l.Started >= at[0]+treeCrashGrace {
-			r.crash.Due() // no write-through took the due crash
-		}
-		co.Sleep(w.Intn(2_000))
-		k := uint64(l.Keys.Next(w.Rand()))
-		key := treeKey(kb[:], k)
-		if w.Chance(0.02) {
-			r.scan(s, key, k)
-			continue
-		}
-		op := checker.Op{Client: client, Page: k, Call: w.Now()}
-		if w.Chance(r.cfg.ReadRatio) && w.Chance(0.2) {
-			r.batchGet(s, client, k)
-			continue
-		}
-		var err error
-		*in = inflight{}
-		l.Begin(op)
-		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0]) })
-		if perr != nil {
-			err = perr
-		}
-		if !l.InFlight(client) || errors.Is(err, errIndeterminate) {
-			// A crash cut it (abandon recorded a write of unknown outcome).
-			r.crash.Abandon(client)
-			l.Completed++
-			l.LastOp = w.Now()
-			continue
-		}
-		l.End(client)
-		if err != nil {
-			if !r.failedOp(err, fmt.Sprintf("key %d: %s", k, op.Kind)) {
-				return
-			}
-			l.Completed++
-			l.LastOp = w.Now()
-			continue
-		}
-		op.Return = w.Now()
-		l.Hist.Add(op)
-		l.Completed++
-		l.LastOp = op.Return
-	}
-}
+// The B-tree's entry for a worker (protocolapi.Tree and its deletes,
+// batches and scans): keys are 8 bytes big-endian, values 8 bytes. A
+// panic of a guard (an unreadable page) fails the operation; a
+// write-through whose directory crashed first abandons it (its outcome
+// is unknown).
 
-// treeOp does one read, put or delete of the key op names (op.Page) and
-// fills in op's kind and value.
-func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte) ([]byte, error) {
-	w := r.c.w
-	k := op.Page
+func (a *pageWorker) Get(key uint64) (uint64, bool, error) {
+	r := a.r
+	*r.inflight[a.bw.ID] = inflight{}
+	var found bool
 	var err error
-	switch {
-	case w.Chance(r.cfg.ReadRatio):
-		var found bool
-		val, found, err = r.tree.Get(s, key, val[:0])
-		op.Kind = "read"
-		if found {
-			if len(val) != 8 {
-				r.c.inv.Fail("key %d: value of %d bytes", k, len(val))
-			} else {
-				op.Value = binary.BigEndian.Uint64(val)
-			}
-		}
-	case w.Chance(0.8):
-		r.work.Value++
-		op.Kind, op.Value = "write", r.work.Value
-		r.work.Begin(*op)
-		err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb, op.Value))
-	default:
-		op.Kind = "write" // a delete writes 0
-		r.work.Begin(*op)
-		_, err = r.tree.Delete(s, key)
-	}
-	return val, err
-}
-
-// batchGet reads key k and a few more in one GetBatch: every key is a
-// read in the history, called when the batch starts and returned when it
-// ends (the batch counts as one operation of the run).
-func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
-	w := r.c.w
-	n := 2 + w.Intn(7)
-	keys := make([][]byte, n)
-	vals := make([][]byte, n)
-	found := make([]bool, n)
-	ks := make([]uint64, n)
-	for i := range keys {
-		if i > 0 {
-			k = uint64(r.work.Keys.Next(w.Rand()))
-		}
-		ks[i], keys[i] = k, treeKey(nil, k)
-	}
-	call := w.Now()
-	// An unreadable page fails only the keys that need it (GetBatch
-	// catches the guard's panic and returns a BatchError): the others are
-	// answered, and go into the history.
-	err := r.tree.GetBatch(s, keys, vals, found)
-	var partial *btree.BatchError
-	if err != nil {
-		r.failedOp(err, fmt.Sprintf("batch of %d keys from key %d", n, ks[0]))
-		if !errors.As(err, &partial) {
-			r.work.Completed++
-			r.work.LastOp = w.Now()
-			return
-		}
-	}
-	ret := w.Now()
-	for i, k := range ks {
-		if partial != nil && slices.Contains(partial.Keys, i) {
-			continue
-		}
-		op := checker.Op{Client: client, Page: k, Call: call, Return: ret, Kind: "read"}
-		if found[i] {
-			if len(vals[i]) != 8 {
-				r.c.inv.Fail("key %d: value of %d bytes (in a batch)", k, len(vals[i]))
-				return
-			}
-			op.Value = binary.BigEndian.Uint64(vals[i])
-		}
-		r.work.Hist.Add(op)
-	}
-	r.work.Completed++
-	r.work.LastOp = ret
-}
-
-// scan reads up to 50 keys from key on and checks they come in order and
-// within bounds (scans are not part of the linearizability check).
-func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
-	to := treeKey(nil, k+50)
-	var last []byte
-	n := 0
-	visit := func(key, val []byte) bool {
-		if bytes.Compare(key, from) < 0 || bytes.Compare(key, to) >= 0 || (last != nil && bytes.Compare(key, last) <= 0) {
-			r.c.inv.Fail("scan [%x, %x): key %x out of order or bounds (previous %x)", from, to, key, last)
-			return false
-		}
-		last = append(last[:0], key...)
-		n++
-		return n < 50
-	}
-	var err error
-	if perr := bufmgr.Catch(func() { err = r.tree.Scan(s, from, to, visit) }); perr != nil {
+	if perr := bufmgr.Catch(func() { a.val, found, err = r.tree.Get(a.s, treeKey(a.kb[:], key), a.val[:0]) }); perr != nil {
 		err = perr
 	}
-	if err != nil {
-		r.failedOp(err, fmt.Sprintf("scan from key %d", k))
+	var v uint64
+	if found && err == nil {
+		if len(a.val) != 8 {
+			r.c.inv.Fail("key %d: value of %d bytes", key, len(a.val))
+		} else {
+			v = binary.BigEndian.Uint64(a.val)
+		}
 	}
-	r.work.Completed++
-	r.work.LastOp = r.c.w.Now()
+	return v, found, a.opErr(err)
 }
+
+func (a *pageWorker) Put(key, value uint64) error {
+	r := a.r
+	*r.inflight[a.bw.ID] = inflight{}
+	var err error
+	if perr := bufmgr.Catch(func() {
+		err = r.tree.Put(a.s, treeKey(a.kb[:], key), binary.BigEndian.AppendUint64(a.vb[:0], value))
+	}); perr != nil {
+		err = perr
+	}
+	return a.opErr(err)
+}
+
+func (a *pageWorker) Delete(key uint64) error {
+	r := a.r
+	*r.inflight[a.bw.ID] = inflight{}
+	var err error
+	if perr := bufmgr.Catch(func() { _, err = r.tree.Delete(a.s, treeKey(a.kb[:], key)) }); perr != nil {
+		err = perr
+	}
+	return a.opErr(err)
+}
+
+// opErr is what a get, put or delete returns to the runner: an error of
+// an operation a crash already cut as it is (the runner drops it), an
+// unknown outcome abandoned, an unreadable page as unavailable.
+func (a *pageWorker) opErr(err error) error {
+	if err == nil || !a.r.work.InFlight(a.bw.ID) {
+		return err
+	}
+	if errors.Is(err, errIndeterminate) {
+		a.r.crash.Abandon(a.bw.ID)
+		return err
+	}
+	return a.r.unavailableErr(err)
+}
+
+// unavailableErr wraps err with protocolapi.ErrUnavailable if the fault
+// plan caused it (counted: unavailable).
+func (r *simRun) unavailableErr(err error) error {
+	if err != nil && r.unavailable(err) {
+		return fmt.Errorf("%w: %w", protocolapi.ErrUnavailable, err)
+	}
+	return err
+}
+
+// GetBatch gets the keys in one btree.GetBatch: an unreadable page fails
+// only the keys that need it (a *btree.BatchError lists them).
+func (a *pageWorker) GetBatch(keys, vals []uint64, found []bool) ([]int, error) {
+	r := a.r
+	bk := make([][]byte, len(keys))
+	bv := make([][]byte, len(keys))
+	for i, k := range keys {
+		bk[i] = treeKey(nil, k)
+	}
+	err := r.tree.GetBatch(a.s, bk, bv, found)
+	var failed []int
+	var partial *btree.BatchError
+	if errors.As(err, &partial) {
+		failed = partial.Keys
+	}
+	for i := range keys {
+		if !found[i] || slices.Contains(failed, i) {
+			continue
+		}
+		if len(bv[i]) != 8 {
+			r.c.inv.Fail("key %d: value of %d bytes (in a batch)", keys[i], len(bv[i]))
+			continue
+		}
+		vals[i] = binary.BigEndian.Uint64(bv[i])
+	}
+	return failed, r.unavailableErr(err)
+}
+
+// Scan scans the keys in [from, to).
+func (a *pageWorker) Scan(from, to uint64, visit func(key, value uint64) bool) error {
+	r := a.r
+	var err error
+	if perr := bufmgr.Catch(func() {
+		err = r.tree.Scan(a.s, treeKey(nil, from), treeKey(nil, to), func(key, val []byte) bool {
+			if len(key) != 8 {
+				r.c.inv.Fail("scan [%d, %d): a key of %d bytes", from, to, len(key))
+				return false
+			}
+			var v uint64
+			if len(val) == 8 {
+				v = binary.BigEndian.Uint64(val)
+			}
+			return visit(binary.BigEndian.Uint64(key), v)
+		})
+	}); perr != nil {
+		err = perr
+	}
+	return r.unavailableErr(err)
+}
+
+var _ interface {
+	protocolapi.Tree
+	protocolapi.TreeDeleter
+	protocolapi.TreeBatcher
+	protocolapi.TreeScanner
+} = (*pageWorker)(nil)
 
 // allPIDs lists every page allocated on any directory (for the checks at
 // rest and the final flush).

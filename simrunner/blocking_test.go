@@ -139,3 +139,98 @@ func TestBlockingAccess(t *testing.T) {
 		t.Fatalf("a worker never woken: %v\n%s", err, all)
 	}
 }
+
+// The blocker's tree (protocolapi.Tree, TreeDeleter, TreeBatcher,
+// TreeScanner) over its registers: a key is absent while 0, a delete
+// writes 0, and a batch and a scan are gets one by one (a scan backwards
+// with the mutant scan-backwards).
+func (b *blockWorker) Get(key uint64) (uint64, bool, error) {
+	res := b.Access(protocolapi.Op{Kind: protocolapi.OpRead, Key: key})
+	return res.Value, res.Value != 0, res.Err
+}
+
+func (b *blockWorker) Put(key, value uint64) error {
+	return b.Access(protocolapi.Op{Kind: protocolapi.OpWrite, Key: key, Value: value}).Err
+}
+
+func (b *blockWorker) Delete(key uint64) error {
+	return b.Access(protocolapi.Op{Kind: protocolapi.OpWrite, Key: key}).Err
+}
+
+func (b *blockWorker) GetBatch(keys, vals []uint64, found []bool) ([]int, error) {
+	for i, k := range keys {
+		v, ok, err := b.Get(k)
+		if err != nil {
+			return nil, err
+		}
+		vals[i], found[i] = v, ok
+	}
+	return nil, nil
+}
+
+func (b *blockWorker) Scan(from, to uint64, visit func(key, value uint64) bool) error {
+	keys := uint64(b.role.c.cfg.Keys)
+	for i := from; i < min(to, keys); i++ {
+		k := i
+		if b.role.c.cfg.Mutant == "scan-backwards" {
+			k = min(to, keys) - 1 - (i - from)
+		}
+		v, ok, err := b.Get(k)
+		if err != nil {
+			return err
+		}
+		if ok && !visit(k, v) {
+			break
+		}
+	}
+	return nil
+}
+
+// The B-tree workload on a blocking protocol that offers a tree: gets,
+// puts, deletes, batches and scans, the history per key; a stale get and
+// a scan out of order are caught.
+func TestBlockingTree(t *testing.T) {
+	p := blocking()
+	p.Supports.Workloads = append(p.Supports.Workloads, protocolapi.WorkloadBTree)
+	p.Mutants = append(p.Mutants, protocolapi.Mutant{Name: "scan-backwards"})
+	cfg := small()
+	cfg.Workload, cfg.Ops, cfg.Keys = protocolapi.WorkloadBTree, 600, 16
+	runs, failed, err := Swarm(p, cfg, 1, 5, nil)
+	if err != nil || failed != nil || runs != 5 {
+		t.Fatalf("%d runs, failed %+v, err %v", runs, failed, err)
+	}
+	res, err := Run(p, cfg)
+	if err != nil || res.Failed() {
+		t.Fatalf("%v %v", err, res.Violations)
+	}
+	batched, absent := 0, 0
+	ops := res.History.Ops()
+	for i, op := range ops[:res.WorkloadOps] {
+		if i > 0 && op.Kind == "read" && ops[i-1].Client == op.Client && ops[i-1].Call == op.Call {
+			batched++ // a batch's keys share their call
+		}
+		if op.Kind == "read" && op.Value == 0 {
+			absent++
+		}
+	}
+	if batched == 0 || absent == 0 || res.Ops != res.WorkloadOps+cfg.Keys {
+		t.Fatalf("%d batched reads, %d reads of absent keys, %d ops of which %d the workload's: want batches, absent keys and a final get of every key", batched, absent, res.Ops, res.WorkloadOps)
+	}
+	cfg.Mutant = "stale"
+	if res, err := Run(p, cfg); err != nil || res.Linearizable {
+		t.Fatalf("stale gets: linearizable %v, %v", res.Linearizable, err)
+	}
+	cfg.Mutant = "scan-backwards"
+	caught := false
+	for seed := uint64(1); seed <= 5 && !caught; seed++ {
+		cfg.Seed = seed
+		res, err := Run(p, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caught = strings.Contains(strings.Join(res.Violations, "\n"), "out of order or bounds")
+	}
+	if !caught {
+		t.Fatal("scans out of order were not caught")
+	}
+}

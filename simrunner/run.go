@@ -137,10 +137,8 @@ func Check(p protocolapi.Protocol, cfg Config) error {
 		return fmt.Errorf("protocol %s runs through its own run loop (%s), not the generic runner", p.Name, p.BuiltIn)
 	case !p.Supports.Workload(w):
 		return fmt.Errorf("protocol %s does not support the %s workload (it supports %v)", p.Name, w, p.Supports.Workloads)
-	case w == protocolapi.WorkloadBTree:
-		return fmt.Errorf("the generic runner does not run the btree workload yet (protocol %s offers it)", p.Name)
-	case w != protocolapi.WorkloadRegister && w != protocolapi.WorkloadRMW:
-		return fmt.Errorf("--workload %q: the generic runner runs register and rmw", w)
+	case w != protocolapi.WorkloadRegister && w != protocolapi.WorkloadRMW && w != protocolapi.WorkloadBTree:
+		return fmt.Errorf("--workload %q: the generic runner runs register, rmw and btree", w)
 	case cfg.Crashes < 0:
 		return fmt.Errorf("--crashes %d: want at least 0", cfg.Crashes)
 	case cfg.Crashes > 0 && !p.Supports.Crashes:
@@ -339,6 +337,9 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 	r.work.Ops, r.work.ReadRatio, r.work.Locality = cfg.Ops, cfg.ReadRatio, cfg.Locality
 	r.work.RMW, r.work.OpNanos, r.work.WriteNanos = cfg.Workload == protocolapi.WorkloadRMW, cfg.OpNanos, cfg.WriteNanos
 	r.work.Keys = NewKeys(w, cfg.Keys, cfg.Zipf)
+	if cfg.Workload == protocolapi.WorkloadBTree && r.blocking == nil {
+		return res, fmt.Errorf("protocol %s offers the btree workload, but its cluster has no blocking access entry (protocolapi.Blocking) whose workers are a protocolapi.Tree", p.Name)
+	}
 	if err := r.membership(); err != nil {
 		return res, err
 	}
@@ -369,7 +370,12 @@ func (r *run) spawnWorkers(node protocol.NodeID, client func(slot int) int) []*s
 	var cos []*sim.Coroutine
 	for k := range r.cfg.Workers {
 		id := protocolapi.Worker{Node: node, Slot: k, Client: client(k)}
-		cos = append(cos, r.work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) }))
+		bind := func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) }
+		if r.cfg.Workload == protocolapi.WorkloadBTree {
+			cos = append(cos, r.work.SpawnTree(id, bind))
+		} else {
+			cos = append(cos, r.work.Spawn(id, bind))
+		}
 	}
 	return cos
 }
@@ -606,7 +612,12 @@ func (r *run) finalRead() {
 	id := r.worker(0, 0)
 	var acc protocolapi.Accessor
 	final := r.w.Spawn(0, 0, func(co *sim.Coroutine) {
+		t, tree := acc.(protocolapi.Tree)
 		for key := range r.cfg.Keys {
+			if r.cfg.Workload == protocolapi.WorkloadBTree && tree {
+				r.work.TreeGet(id, t, uint64(key))
+				continue
+			}
 			r.work.Access(co, id, acc, protocolapi.OpRead, uint64(key), 0)
 		}
 	})

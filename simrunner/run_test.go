@@ -260,7 +260,7 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		{toy(protocolapi.WorkloadRegister), func(c *Config) { c.Workload = "rmw" }, "does not support the rmw workload"},
-		{toy(protocolapi.WorkloadRegister, protocolapi.WorkloadBTree), func(c *Config) { c.Workload = "btree" }, "does not run the btree workload yet"},
+		{toy(protocolapi.WorkloadRegister, protocolapi.WorkloadBTree), func(c *Config) { c.Workload = "btree" }, "has no blocking access entry"},
 		{toy(), func(c *Config) { c.Crashes = 2 }, "does not support node crashes"},
 		{toy(), func(c *Config) { c.Elastic = true }, "does not support elastic membership"},
 		{toy(), func(c *Config) { c.Mutant = "nope" }, `no mutant "nope"`},
