@@ -11,11 +11,12 @@
 // and restarts nodes (Crashes) and runs elastic membership (Elastic).
 //
 // Workers is the one worker loop of every simulated run: the generic
-// runner's, and ScaleStore's and SELCC's runs in package scenarios, which
-// build their own worlds and hand their workers to it (with hooks for what
-// only they model yet: crashes due at an operation count, elastic windows,
-// partitioned keys; their B-tree workloads keep loops of their own on its
-// counters). A worker's access goes
+// runner's, and ScaleStore's, SELCC's and the index designs' runs in
+// package scenarios, which build their own worlds and hand their workers
+// to it. It runs the register and rmw workloads (Spawn) and the tree
+// workloads (SpawnTree: the B-tree's mix, or the index designs' with
+// scans in the history), with hooks for a crash due before an access,
+// elastic windows and partitioned keys. A worker's access goes
 // through a protocolapi.Accessor: a cluster's blocking entry
 // (protocolapi.Blocking, on the worker's coroutine) or, for an
 // event-driven role, the runner's adapter that steps the role with

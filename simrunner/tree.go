@@ -21,6 +21,21 @@ const (
 	treeScanLen    = 50
 )
 
+// TreeMix is the mix of a tree workload's operations (Workers.Mix).
+type TreeMix uint8
+
+const (
+	// MixBTree is the B-tree workload's: 2% scans, out of the history
+	// (their keys checked for order and bounds); a fifth of the reads in
+	// batches of 2 to 8 keys; a fifth of the writes deletes.
+	MixBTree TreeMix = iota
+	// MixIndex is the index designs' (NAM-tree, Cell): a fifth of the
+	// reads scans of 1 to ScanLen keys, each a read in the history of
+	// every key it covers (0 for an absent one); a fifth of the writes
+	// deletes.
+	MixIndex
+)
+
 // SpawnTree starts worker id's B-tree workload loop (runTree) on a new
 // coroutine, as Spawn starts the register loop; bind's Accessor must
 // implement protocolapi.Tree.
@@ -56,6 +71,12 @@ func (l *Workers) runTree(co *sim.Coroutine, id protocolapi.Worker, t protocolap
 		}
 		co.Sleep(w.Intn(2_000))
 		key := uint64(l.Keys.Next(w.Rand()))
+		if l.Mix == MixIndex {
+			if !l.indexOp(id, t, deleter, scanner, key) {
+				return
+			}
+			continue
+		}
 		if scanner != nil && w.Chance(treeScanShare) {
 			l.scan(id, scanner, key)
 			continue
@@ -103,6 +124,70 @@ func (l *Workers) runTree(co *sim.Coroutine, id protocolapi.Worker, t protocolap
 		l.LastOp = op.Return
 	}
 }
+
+// indexOp runs one operation of the index mix on key (the draws, in
+// order: the read coin, the scan coin and the scan's length with scans,
+// or the put coin with deletes) and records it; false after a violation.
+func (l *Workers) indexOp(id protocolapi.Worker, t protocolapi.Tree, deleter protocolapi.TreeDeleter, scanner protocolapi.TreeScanner, key uint64) bool {
+	w := l.W
+	call := w.Now()
+	add := func(k uint64, kind string, v uint64) {
+		l.Hist.Add(checker.Op{Client: id.Client, Page: k, Kind: kind, Value: v, Call: call, Return: w.Now()})
+	}
+	var err error
+	switch {
+	case w.Chance(l.ReadRatio):
+		if scanner == nil || w.Chance(indexGetShare) {
+			var v uint64
+			var found bool
+			if v, found, err = t.Get(key); err == nil {
+				if !found {
+					v = 0
+				}
+				add(key, checker.KindRead, v)
+			}
+			break
+		}
+		scanLen := int64(l.ScanLen)
+		if scanLen <= 0 {
+			scanLen = DefaultScanLen
+		}
+		to := min(uint64(l.Keys.N()), key+1+uint64(w.Intn(scanLen)))
+		seen := map[uint64]uint64{}
+		if err = scanner.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true }); err == nil {
+			for k := key; k < to; k++ {
+				add(k, checker.KindRead, seen[k])
+			}
+		}
+	case deleter == nil || w.Chance(treePutShare):
+		l.Value++
+		v := l.Value
+		if err = t.Put(key, v); err == nil {
+			add(key, checker.KindWrite, v)
+		}
+	default:
+		if err = deleter.Delete(key); err == nil {
+			add(key, checker.KindWrite, 0) // the value of an absent key
+		}
+	}
+	if err != nil && !errors.Is(err, protocolapi.ErrUnavailable) {
+		l.Fail("node %d worker %d: key %d: %v", id.Node, id.Slot, key, err)
+		return false
+	}
+	if err != nil {
+		l.Unavailable++
+	}
+	l.Completed++
+	l.LastOp = w.Now()
+	return true
+}
+
+// The index mix's share of gets among reads (the rest scans), and a
+// scan's most keys unless Workers.ScanLen says.
+const (
+	indexGetShare  = 0.8
+	DefaultScanLen = 12
+)
 
 // TreeGet gets key from t on worker id's coroutine and records it as a
 // read (the final reads of the B-tree workload).

@@ -32,8 +32,21 @@ func NewKeys(w *sim.World, n int, theta float64) *Keys {
 	return k
 }
 
+// UniformKeys draws n keys uniformly, key r mod n of the random number r
+// (no permutation, no draws to make).
+func UniformKeys(n int) *Keys {
+	k := &Keys{perm: make([]int, n), z: zipf.New(uint64(n), 0)}
+	for i := range k.perm {
+		k.perm[i] = i
+	}
+	return k
+}
+
 // Next is the key of the random number r.
 func (k *Keys) Next(r uint64) int { return k.perm[k.z.Next(r)] }
+
+// N is how many keys it draws from.
+func (k *Keys) N() int { return len(k.perm) }
 
 // Workers is the worker loop of every simulated run, the generic runner's
 // and the built-in protocols' (ScaleStore's, SELCC's): each worker starts
@@ -77,6 +90,10 @@ type Workers struct {
 	// MapKey, if set, maps a drawn key for node's workers (a partitioned
 	// workload); a key repeated for locality is not mapped again.
 	MapKey func(key int, node protocol.NodeID) int
+	// Mix is the tree workload's mix (SpawnTree), ScanLen the index mix's
+	// longest scan (0: DefaultScanLen).
+	Mix     TreeMix
+	ScanLen int
 
 	// Started and Completed count the accesses; Unavailable the ones that
 	// failed for the fault plan's reason (out of the history).
