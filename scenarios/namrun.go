@@ -229,7 +229,6 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 		return res, err
 	}
 	w := r.w
-	keys := uint64(cfg.Keys)
 	r.work.Ops, r.work.ReadRatio, r.work.ScanLen = cfg.Ops, cfg.ReadRatio, cfg.NAMScanLen
 	var cos []*sim.Coroutine
 	for k := range cfg.Nodes {
@@ -253,18 +252,8 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 		if err := r.atRest(); err != nil {
 			r.fail("the tree at rest: %v", err)
 		}
-		final := w.Spawn(0, 0, func(co *sim.Coroutine) {
-			c := r.newClient(&simFabric{r: r, node: 0, co: co}, len(cos))
-			for key := range keys {
-				call := w.Now()
-				v, _, err := c.Get(key)
-				if err != nil {
-					r.fail("final get of key %d: %v", key, err)
-					continue
-				}
-				r.work.Hist.Add(checker.Op{Client: len(cos), Page: key, Kind: "read", Value: v, Call: call, Return: w.Now()})
-			}
-		})
+		id := protocolapi.Worker{Node: 0, Slot: 0, Client: len(cos)}
+		final := r.work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
 		r.runUntil([]*sim.Coroutine{final}, "final read")
 	}
 	res.SimWall = time.Since(wallStart)

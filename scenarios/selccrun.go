@@ -333,32 +333,26 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 			for _, line := range pids {
 				s.checkLine(line, true)
 			}
-			t := &linecache.Thread{Slot: 0}
-			final := w.Spawn(0, 0, func(co *sim.Coroutine) {
-				t.P = co
-				if btreeMode {
-					for key := range cfg.Keys {
+			var final *sim.Coroutine
+			if id := (protocolapi.Worker{Node: 0, Slot: 0, Client: len(cos)}); btreeMode {
+				final = work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return s.Worker(id, co) })
+			} else {
+				// The lines once more, under the local shared latch.
+				t := &linecache.Thread{Slot: 0}
+				final = w.Spawn(0, 0, func(co *sim.Coroutine) {
+					t.P = co
+					for i, pid := range pids {
 						call := w.Now()
-						v, _, err := trees[0].Get(t, uint64(key))
+						var v uint64
+						err := s.caches[0].Access(t, pid, selcc.Read, func(data []byte) { v = s.whole(pid, data) })
 						if err != nil {
-							s.fail("final get of key %d: %v", key, err)
+							s.fail("final read of %v: %v", pid, err)
 							continue
 						}
-						r.work.Hist.Add(checker.Op{Client: len(cos), Page: uint64(key), Kind: "read", Value: v, Call: call, Return: w.Now()})
+						r.work.Hist.Add(checker.Op{Client: len(cos), Page: uint64(i), Kind: "read", Value: v, Call: call, Return: w.Now()})
 					}
-					return
-				}
-				for i, pid := range pids {
-					call := w.Now()
-					var v uint64
-					err := s.caches[0].Access(t, pid, selcc.Read, func(data []byte) { v = s.whole(pid, data) })
-					if err != nil {
-						s.fail("final read of %v: %v", pid, err)
-						continue
-					}
-					r.work.Hist.Add(checker.Op{Client: len(cos), Page: uint64(i), Kind: "read", Value: v, Call: call, Return: w.Now()})
-				}
-			})
+				})
+			}
 			r.runUntil([]*sim.Coroutine{final}, "final read")
 		}
 	}

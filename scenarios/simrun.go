@@ -889,18 +889,6 @@ func (r *simRun) partitionPage(i, node int) int {
 	return i
 }
 
-// failedOp accounts for an operation that failed: on an unreadable page it
-// did not happen (the guard failed before anything was read or written),
-// so it stays out of the history; any other failure is a violation, and
-// failedOp reports false.
-func (r *simRun) failedOp(err error, what any) bool {
-	if !r.unavailable(err) {
-		r.c.inv.Fail("%v: %v", what, err)
-		return false
-	}
-	return true
-}
-
 // unavailable reports whether err failed an operation for the fault
 // plan's reason (its page unreadable, or both copies of its directory
 // lost), and counts it.

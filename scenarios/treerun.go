@@ -9,7 +9,6 @@ import (
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
-	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
@@ -121,31 +120,9 @@ func (r *simRun) runTreeWorkload() {
 		if r.c.w.Dead(node.ID()) {
 			continue
 		}
-		client := len(r.inflight)
+		id := protocolapi.Worker{Node: node.ID(), Client: len(r.inflight)}
 		r.inflight = append(r.inflight, &inflight{})
-		final := r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) {
-			s := r.session(node, &bufmgr.Worker{ID: client, P: co})
-			var kb [8]byte
-			for key := range r.cfg.Keys {
-				op := checker.Op{Client: client, Page: uint64(key), Call: r.c.w.Now(), Kind: "read"}
-				var val []byte
-				var found bool
-				var err error
-				if perr := bufmgr.Catch(func() { val, found, err = r.tree.Get(s, treeKey(kb[:], uint64(key)), nil) }); perr != nil {
-					err = perr
-				}
-				if err != nil {
-					r.failedOp(err, fmt.Sprintf("final read of key %d", key))
-					continue
-				}
-				if found && len(val) == 8 {
-					op.Value = binary.BigEndian.Uint64(val)
-				}
-				op.Return = r.c.w.Now()
-				r.work.Hist.Add(op)
-				r.work.LastOp = op.Return
-			}
-		})
+		final := r.work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
 		r.runUntil([]*sim.Coroutine{final}, "final read")
 		return
 	}

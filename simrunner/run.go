@@ -610,18 +610,18 @@ func (r *run) finalRead() {
 		return
 	}
 	id := r.worker(0, 0)
-	var acc protocolapi.Accessor
-	final := r.w.Spawn(0, 0, func(co *sim.Coroutine) {
-		t, tree := acc.(protocolapi.Tree)
-		for key := range r.cfg.Keys {
-			if r.cfg.Workload == protocolapi.WorkloadBTree && tree {
-				r.work.TreeGet(id, t, uint64(key))
-				continue
+	var final *sim.Coroutine
+	if r.cfg.Workload == protocolapi.WorkloadBTree {
+		final = r.work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) })
+	} else {
+		var acc protocolapi.Accessor
+		final = r.w.Spawn(0, 0, func(co *sim.Coroutine) {
+			for key := range r.cfg.Keys {
+				r.work.Access(co, id, acc, protocolapi.OpRead, uint64(key), 0)
 			}
-			r.work.Access(co, id, acc, protocolapi.OpRead, uint64(key), 0)
-		}
-	})
-	acc = r.bind(id, final)
+		})
+		acc = r.bind(id, final)
+	}
 	if r.runUntil([]*sim.Coroutine{final}, "final read") {
 		r.settle("after the final read")
 	}

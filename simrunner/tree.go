@@ -189,13 +189,37 @@ const (
 	DefaultScanLen = 12
 )
 
+// FinalGets starts, at once on a coroutine of id's node, a get of every
+// key once more after a tree workload (a lost write cannot pass it), as
+// worker id, which bind binds to its Accessor (a protocolapi.Tree). The
+// coroutine is not one of the workers (Done, Active).
+func (l *Workers) FinalGets(id protocolapi.Worker, bind func(co *sim.Coroutine) protocolapi.Accessor) *sim.Coroutine {
+	var acc protocolapi.Accessor
+	co := l.W.Spawn(id.Node, 0, func(*sim.Coroutine) {
+		t, ok := acc.(protocolapi.Tree)
+		if !ok {
+			l.Fail("node %d worker %d: its accessor offers no tree (protocolapi.Tree)", id.Node, id.Slot)
+			return
+		}
+		for key := range l.Keys.N() {
+			l.TreeGet(id, t, uint64(key))
+		}
+	})
+	acc = bind(co)
+	return co
+}
+
 // TreeGet gets key from t on worker id's coroutine and records it as a
-// read (the final reads of the B-tree workload).
+// read (a crash may cut it, as an access).
 func (l *Workers) TreeGet(id protocolapi.Worker, t protocolapi.Tree, key uint64) {
 	op := checker.Op{Client: id.Client, Page: key, Call: l.W.Now(), Kind: checker.KindRead}
+	l.Begin(op)
 	v, found, err := t.Get(key)
 	op.Return = l.W.Now()
 	l.LastOp = op.Return
+	if !l.End(id.Client) {
+		return
+	}
 	if err != nil {
 		l.failed(err, "node %d worker %d: the final get of key %d", id.Node, id.Slot, key)
 		return
