@@ -425,6 +425,13 @@ type crashRoles struct {
 
 func (c crashRoles) Crash(x protocol.NodeID) {
 	c.r.envs[x].gen++
+	if int(x) < len(c.r.steppers) {
+		for _, s := range c.r.steppers[x] {
+			if s != nil {
+				s.pending = false // its worker is stopped: it waits for nothing
+			}
+		}
+	}
 	c.Crashable.Crash(x)
 }
 
