@@ -37,6 +37,16 @@ func TestCrashes(t *testing.T) {
 	if crashes < 10 || unknown == 0 {
 		t.Fatalf("%d crashes, %d writes of unknown outcome in 10 seeds: want crashes that cut writes", crashes, unknown)
 	}
+	// A timer a crashed node's role set (here 300 us after each access,
+	// past any down time) never reaches its new role.
+	timed := cfg
+	timed.Options = map[string]string{"timer": "300000"}
+	for seed := uint64(1); seed <= 5; seed++ {
+		timed.Seed = seed
+		if res, err := Run(crashingToy(), timed); err != nil || res.Failed() {
+			t.Fatalf("seed %d with timers: %v %v", seed, err, res.Violations)
+		}
+	}
 	cfg.Mutant = "forget-unknown"
 	caught := false
 	for seed := uint64(1); seed <= 10 && !caught; seed++ {

@@ -67,6 +67,8 @@ type toyRole struct {
 	env  protocolapi.Env
 	regs []uint64
 	ops  map[uint64]protocolapi.Op
+	// had: every access it was given (the timer option's check)
+	had map[uint64]bool
 	// restarted: a role built after its node crashed, which may get the
 	// answers its predecessor waited for
 	restarted bool
@@ -74,7 +76,7 @@ type toyRole struct {
 
 func (c *toyCluster) Layout() protocolapi.Layout { return protocolapi.Layout{Nodes: c.cfg.Nodes} }
 func (c *toyCluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
-	r := &toyRole{c: c, env: env, regs: make([]uint64, c.cfg.Keys), ops: map[uint64]protocolapi.Op{}}
+	r := &toyRole{c: c, env: env, regs: make([]uint64, c.cfg.Keys), ops: map[uint64]protocolapi.Op{}, had: map[uint64]bool{}}
 	if int(id) < len(c.roles) {
 		r.restarted = true
 		c.roles[id] = r
@@ -110,8 +112,18 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 			return errors.New("refuses writes")
 		}
 		r.ops[op.ID] = op
+		r.had[op.ID] = true
+		if d, _ := strconv.ParseInt(r.c.cfg.Option("timer"), 10, 64); d > 0 {
+			r.env.After(d, op.ID) // a timer of this access, to check its env drops it after a crash
+		}
 		r.env.Send(0, toyMsg{t: 1, worker: uint8(op.Worker), kind: op.Kind, key: op.Key, val: op.Value, id: op.ID})
 	case protocolapi.EventTimer:
+		if ev.Token != 0 {
+			if !r.had[ev.Token] {
+				return fmt.Errorf("a timer of access %d, which this role never had", ev.Token)
+			}
+			return nil
+		}
 		r.env.After(1_000_000, 0)
 	case protocolapi.EventMessage:
 		m := ev.Msg.(toyMsg)
@@ -174,7 +186,8 @@ func toy(workloads ...string) protocolapi.Protocol {
 		workloads = []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW}
 	}
 	p := protocolapi.Protocol{Name: "toy", Codec: toyCodec{}, Supports: protocolapi.Supports{Workloads: workloads},
-		Options: []protocolapi.Option{{Name: "answer-delay", Default: "0", About: "ns the home waits before it answers"}},
+		Options: []protocolapi.Option{{Name: "answer-delay", Default: "0", About: "ns the home waits before it answers"},
+			{Name: "timer", Default: "0", About: "ns after which every access's timer fires (0: none)"}},
 		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) {
 			if _, err := strconv.ParseInt(cfg.Option("answer-delay"), 10, 64); err != nil {
 				return nil, fmt.Errorf("answer-delay: %w", err)
