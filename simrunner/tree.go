@@ -36,12 +36,12 @@ const (
 	MixIndex
 )
 
-// SpawnTree starts worker id's B-tree workload loop (runTree) on a new
-// coroutine, as Spawn starts the register loop; bind's Accessor must
+// SpawnTree starts worker id's tree workload loop (runTree, in Mix) on a
+// new coroutine, as Spawn starts the register loop; bind's Accessor must
 // implement protocolapi.Tree.
 func (l *Workers) SpawnTree(id protocolapi.Worker, bind func(co *sim.Coroutine) protocolapi.Accessor) *sim.Coroutine {
 	var acc protocolapi.Accessor
-	co := l.SpawnBody(id, func(co *sim.Coroutine) {
+	co := l.spawnBody(id, func(co *sim.Coroutine) {
 		t, ok := acc.(protocolapi.Tree)
 		if !ok {
 			l.Fail("node %d worker %d: its accessor offers no tree (protocolapi.Tree)", id.Node, id.Slot)
@@ -90,20 +90,24 @@ func (l *Workers) runTree(co *sim.Coroutine, id protocolapi.Worker, t protocolap
 		switch {
 		case w.Chance(l.ReadRatio):
 			op.Kind = checker.KindRead
-			l.Begin(op)
-			op.Value, _, err = t.Get(key)
+			l.begin(op)
+			var v uint64
+			var found bool
+			if v, found, err = t.Get(key); found {
+				op.Value = v // (an absent key reads 0)
+			}
 		case deleter == nil || w.Chance(treePutShare):
 			l.Value++
 			op.Kind, op.Value = checker.KindWrite, l.Value
-			l.Begin(op)
+			l.begin(op)
 			err = t.Put(key, op.Value)
 		default:
 			op.Kind = checker.KindWrite // a delete writes 0
-			l.Begin(op)
+			l.begin(op)
 			err = deleter.Delete(key)
 		}
 		op.Return = w.Now()
-		if !l.End(id.Client) {
+		if !l.end(id.Client) {
 			// A crash cut it (and kept it if it may have taken effect).
 			l.Completed++
 			l.LastOp = op.Return
@@ -213,11 +217,11 @@ func (l *Workers) FinalGets(id protocolapi.Worker, bind func(co *sim.Coroutine) 
 // read (a crash may cut it, as an access).
 func (l *Workers) TreeGet(id protocolapi.Worker, t protocolapi.Tree, key uint64) {
 	op := checker.Op{Client: id.Client, Page: key, Call: l.W.Now(), Kind: checker.KindRead}
-	l.Begin(op)
+	l.begin(op)
 	v, found, err := t.Get(key)
 	op.Return = l.W.Now()
 	l.LastOp = op.Return
-	if !l.End(id.Client) {
+	if !l.end(id.Client) {
 		return
 	}
 	if err != nil {

@@ -49,7 +49,8 @@ func (k *Keys) Next(r uint64) int { return k.perm[k.z.Next(r)] }
 func (k *Keys) N() int { return len(k.perm) }
 
 // Workers is the worker loop of every simulated run, the generic runner's
-// and the built-in protocols' (ScaleStore's, SELCC's): each worker starts
+// and the built-in ones' (ScaleStore's, SELCC's, the index designs'): each
+// worker of the register and rmw workloads (Spawn) starts
 // accesses while fewer than Ops have started, draws each access's key and
 // kind from the world's seeded random numbers, hands it to its Accessor on
 // its own coroutine (a protocol's blocking entry, protocolapi.Blocking, or
@@ -57,6 +58,7 @@ func (k *Keys) N() int { return len(k.perm) }
 // it returned into the history. The draws, in order: the pause before the
 // access (when OpNanos is 0), the locality coin (when Locality is above 0
 // and the worker has a previous key), the key, the read-or-write coin.
+// The tree workloads (SpawnTree) share its counters, keys and hooks.
 type Workers struct {
 	W *sim.World
 	// Ops is the accesses across the run; ReadRatio their share of reads;
@@ -95,8 +97,9 @@ type Workers struct {
 	Mix     TreeMix
 	ScanLen int
 
-	// Started and Completed count the accesses; Unavailable the ones that
-	// failed for the fault plan's reason (out of the history).
+	// Started counts the accesses started, Completed the ones returned
+	// (whether recorded, failed or cut by a crash); Unavailable the ones
+	// that failed for the fault plan's reason (out of the history).
 	Started, Completed, Unavailable int
 	// LastOp is when an access last returned (sim.Drive's watchdog).
 	LastOp int64
@@ -120,16 +123,15 @@ type inFlight struct {
 // binds to the worker's Accessor (at once: bind must not draw).
 func (l *Workers) Spawn(id protocolapi.Worker, bind func(co *sim.Coroutine) protocolapi.Accessor) *sim.Coroutine {
 	var acc protocolapi.Accessor
-	co := l.SpawnBody(id, func(co *sim.Coroutine) { l.run(co, id, acc) })
+	co := l.spawnBody(id, func(co *sim.Coroutine) { l.run(co, id, acc) })
 	acc = bind(co)
 	return co
 }
 
-// SpawnBody starts body as worker id on a new coroutine of its node, as
-// Spawn starts the loop (after StartSpread, counted in Active while it
-// runs): for a workload with a loop of its own (the B-tree's), which
-// shares the counters.
-func (l *Workers) SpawnBody(id protocolapi.Worker, body func(co *sim.Coroutine)) *sim.Coroutine {
+// spawnBody starts body as worker id on a new coroutine of its node
+// (after StartSpread, counted in Active while it runs, stopped with its
+// node by StopNode): the loop of Spawn or of SpawnTree.
+func (l *Workers) spawnBody(id protocolapi.Worker, body func(co *sim.Coroutine)) *sim.Coroutine {
 	var delay int64
 	if l.StartSpread > 0 {
 		delay = l.W.Intn(l.StartSpread)
@@ -259,12 +261,12 @@ func (l *Workers) Access(co *sim.Coroutine, id protocolapi.Worker, acc protocola
 			h.Kind = checker.KindRMW
 		}
 	}
-	l.Begin(h)
+	l.begin(h)
 	res := acc.Access(op)
 	h.Return = w.Now()
 	l.LastOp = h.Return
 	l.Completed++
-	if !l.End(id.Client) {
+	if !l.end(id.Client) {
 		return // abandoned by a crash: its outcome is the crash's to record
 	}
 	if res.Err != nil {
@@ -284,19 +286,18 @@ func (l *Workers) Access(co *sim.Coroutine, id protocolapi.Worker, acc protocola
 	l.Hist.Add(h)
 }
 
-// Begin puts op under way for its client (a crash may abandon it until
-// End). Access calls it; a workload of its own (the B-tree's) calls it
-// for its operations.
-func (l *Workers) Begin(op checker.Op) {
+// begin puts op under way for its client (a crash may abandon it until
+// end).
+func (l *Workers) begin(op checker.Op) {
 	for len(l.clients) <= op.Client {
 		l.clients = append(l.clients, inFlight{})
 	}
 	l.clients[op.Client] = inFlight{op: op, active: true}
 }
 
-// End takes client's access out of flight: false if a crash abandoned it
+// end takes client's access out of flight: false if a crash abandoned it
 // meanwhile.
-func (l *Workers) End(client int) bool {
+func (l *Workers) end(client int) bool {
 	if !l.InFlight(client) {
 		return false
 	}
@@ -314,7 +315,7 @@ func (l *Workers) InFlight(client int) bool {
 // crashed, or its write-through found its home gone) and returns it as it
 // was called, without Return; false if the client had none under way.
 func (l *Workers) Abandon(client int) (checker.Op, bool) {
-	if !l.End(client) {
+	if !l.end(client) {
 		return checker.Op{}, false
 	}
 	return l.clients[client].op, true
