@@ -125,25 +125,6 @@ func (s *selccCluster) checkLine(line protocol.PID, atRest bool) {
 	}
 }
 
-// poster binds the world's verbs to one node.
-type poster struct {
-	w    *sim.World
-	node protocol.NodeID
-}
-
-func (p poster) Read(dst []byte, r transport.Region, off uint64, done func(error)) {
-	p.w.Read(p.node, dst, r, off, done)
-}
-func (p poster) Write(r transport.Region, off uint64, src []byte, done func(error)) {
-	p.w.Write(p.node, r, off, src, done)
-}
-func (p poster) CompareAndSwap(r transport.Region, off, old, new uint64, done func(uint64, error)) {
-	p.w.CompareAndSwap(p.node, r, off, old, new, done)
-}
-func (p poster) FetchAndAdd(r transport.Region, off, delta uint64, done func(uint64, error)) {
-	p.w.FetchAndAdd(p.node, r, off, delta, done)
-}
-
 type computeReceiver struct {
 	s *selccCluster
 	c *linecache.Cache
@@ -236,7 +217,7 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 			Self: selcc.Node(i), ID: id, Computes: computes, Replies: replies, ReplyMem: replyMem[i],
 			Memory: s.regions, Frames: cfg.CachePages, Threads: cfg.Workers, Gamma: gamma, Priority: !cfg.NoPriority,
 			RTT: 2*lat.Verb + lat.Atomic, PollEvery: -1, Inbox: c * cfg.Workers,
-			Post: poster{w, id},
+			Post: &sim.NodeEnv{W: w, ID: id},
 			Send: func(msg *protocol.Message) error { w.Send(msg, nil); return nil },
 			Now:  w.Now,
 			Mutations: linecache.Mutations{

@@ -10,6 +10,7 @@ import (
 	"github.com/scalestore-go/scalestore/internal/traceview"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/storage/memfile"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -496,13 +497,13 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	}
 	for i := range lay.Nodes {
 		id := protocol.NodeID(i)
-		e := &nodeEnv{r: r, id: id}
+		e := &nodeEnv{r: r, id: id, local: sim.NodeEnv{W: w, ID: id}}
 		if i < len(lay.Memory) && lay.Memory[i] > 0 {
 			e.mem = alignedBytes(lay.Memory[i])
 			r.regions[i] = w.Register(id, e.mem)
 		}
 		if i < len(lay.SSDPages) && lay.SSDPages[i] > 0 {
-			e.ssd = newSSD(w, id, lay.SSDPages[i])
+			e.local.Store = memfile.New(uint64(lay.SSDPages[i]), w)
 		}
 		r.envs = append(r.envs, e)
 		w.AttachFrames(id, e)
