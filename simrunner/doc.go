@@ -1,7 +1,8 @@
 // Package simrunner runs any protocol registered through protocolapi in
 // the deterministic simulator (transport/sim): one run loop for every
 // plug-in protocol. It owns the fault plan (sim.Plan), the workers and
-// their workloads (register, rmw), the invariant checks after every step
+// their workloads (register, rmw, and btree for a protocol whose blocking
+// workers are a protocolapi.Tree), the invariant checks after every step
 // and at rest, the watchdog and its deadlock report, a final read of
 // every key, the history check (checker: porcupine per key, or the
 // protocol's own CheckHistory), mutants by name, runs of many seeds, the
