@@ -43,6 +43,16 @@
 //     runner, not to the protocol: a worker hands its role an Op (read,
 //     write, or read-modify-write of a key, with a unique value to write)
 //     and waits for Complete. A role serializes its node's workers itself.
+//   - Blocking, Accessor, Waiter: the optional blocking access entry, for
+//     a protocol whose workers block in a cache's latches and guards
+//     (ScaleStore's buffer manager, SELCC's line cache). The runner's
+//     worker calls Accessor.Access on its own thread, which parks through
+//     its Waiter until a role's Step wakes it.
+//   - Crashable and Leaver: the optional hooks for node crashes and
+//     elastic membership (Supports.Crashes, Supports.Elastic). The runner
+//     decides when a node crashes, stops its workers and restarts it, and
+//     keeps a node that leaves to its schedule; the cluster does what that
+//     means for the protocol's state.
 //
 // # What a runner does with it
 //

@@ -16,8 +16,8 @@ const (
 	// WorkloadRMW: every write reads first (OpRMW), so a lost update is a
 	// violation.
 	WorkloadRMW = "rmw"
-	// WorkloadBTree: the B-tree over the protocol's pages (a protocol
-	// that offers pages; the generic runner does not run it yet).
+	// WorkloadBTree: an ordered index over the protocol's pages, for a
+	// protocol whose blocking workers are a Tree.
 	WorkloadBTree = "btree"
 )
 
@@ -26,9 +26,11 @@ const (
 type Supports struct {
 	// Workloads lists the workloads it runs (Workload* constants).
 	Workloads []string
-	// Crashes: nodes may crash and restart during a run.
+	// Crashes: nodes may crash and restart during a run (a Cluster with
+	// Deploy implements Crashable).
 	Crashes bool
-	// Elastic: compute nodes may join and leave during a run.
+	// Elastic: compute nodes may join and leave during a run (a Cluster
+	// with Deploy implements Leaver).
 	Elastic bool
 	// Processes: a built-in protocol (no Deploy) runs on real processes
 	// over a transport, through its own cluster code. A protocol with

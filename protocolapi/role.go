@@ -172,3 +172,121 @@ type Result struct {
 // happen for a reason the fault plan caused (the data is unreadable): the
 // runner leaves it out of the history instead of reporting it.
 var ErrUnavailable = fmt.Errorf("protocolapi: unavailable")
+
+// Waiter is how a worker that blocks waits: in the simulator its
+// coroutine (sim.Coroutine), on processes its goroutine. Park returns
+// after a Wake (a Wake before the Park is not lost); Sleep spends ns of
+// the worker's time; MaybeYield is a point where another worker may run
+// (the simulator decides at random, a process ignores it).
+type Waiter interface {
+	Park()
+	Wake()
+	Sleep(ns int64)
+	MaybeYield()
+}
+
+// Worker names one worker of a run.
+type Worker struct {
+	// Node is the node it runs on; Slot its place there,
+	// 0..Config.Workers-1 (Op.Worker).
+	Node protocol.NodeID
+	Slot int
+	// Client is unique in the run, also across a node's restarts: the
+	// history's client.
+	Client int
+}
+
+// Blocking is implemented by a Cluster whose workers access keys by
+// blocking calls on their own thread (a buffer manager's guards, a line
+// cache's latches, which park the worker until a message or a verb
+// arrives) instead of by EventAccess to Step. The runner's worker loop
+// then calls the worker's Accessor on the worker's coroutine; the roles
+// still get every message, timer, verb and I/O through Step and wake the
+// workers they complete (Waiter.Wake).
+type Blocking interface {
+	// Worker binds worker w, which waits through on, to its node's cache.
+	// The runner calls it once per worker, before the worker's first
+	// access, and calls the Accessor only on that worker's thread.
+	Worker(w Worker, on Waiter) Accessor
+}
+
+// Accessor is one worker's blocking access entry (Blocking).
+type Accessor interface {
+	// Access does op and returns when it completed: Result as for
+	// Env.Complete (Err wrapping ErrUnavailable for an access the fault
+	// plan made impossible, any other Err a violation). The runner draws
+	// op and writes it into the history; Access may park, sleep and yield
+	// through its Waiter.
+	Access(op Op) Result
+}
+
+// Crashable is implemented by a Cluster whose nodes may crash and restart
+// during a run (Supports.Crashes). The runner decides when and which node
+// crashes, kills it in the world (what it had in flight is lost), stops
+// its workers and abandons their accesses, keeps it down for a while and
+// restarts it with new workers; the cluster does what a crash and a
+// restart do to the protocol's state.
+type Crashable interface {
+	// MayCrash reports whether node may crash now (false skips the crash:
+	// one the protocol is not built to survive, such as losing every copy).
+	MayCrash(node protocol.NodeID) bool
+	// Crash is called once node is dead in the world, before its workers
+	// are stopped: the node loses its memory and keeps its SSD.
+	Crash(node protocol.NodeID)
+	// Abandoned is called for each access a crash cut (client is
+	// Worker.Client; written what it was writing, 0 for a read): those of
+	// the crashed node's workers, and those the protocol's recovery gave
+	// up. It reports whether the access may have taken effect (it began
+	// to write): the runner then keeps it in the history as a write that
+	// may take effect at any time after its call.
+	Abandoned(client int, written uint64) bool
+	// Recover is the survivors' recovery once node's workers are stopped
+	// (a view change). It returns how many ns node stays down beyond the
+	// runner's down time.
+	Recover(node protocol.NodeID) (extraDown int64)
+	// Restart brings node back over its SSD with empty memory; the runner
+	// has revived it in the world and then starts new workers on it.
+	Restart(node protocol.NodeID) error
+}
+
+// Leaver is implemented by a Cluster whose nodes may leave a running
+// deployment (Supports.Elastic). The runner keeps a leaving node's
+// workers to its schedule and, once they stopped, asks the node to leave.
+type Leaver interface {
+	// Leave hands back everything node holds, waiting through on, and
+	// checks that nothing names it any more. held is how much it held
+	// (pages, lines) when its workers stopped; an error is a violation.
+	Leave(node protocol.NodeID, on Waiter) (held int, err error)
+}
+
+// Tree is implemented by the Accessor of a protocol that offers an
+// ordered index over its pages (WorkloadBTree): keys and values of 64
+// bits, a key absent until put and after a delete. The runner's B-tree
+// workload gets and puts (every put a unique value) and, when the
+// Accessor has them, deletes (TreeDeleter), gets in batches (TreeBatcher)
+// and scans (TreeScanner); the history is per key, a get of an absent key
+// a read of 0.
+type Tree interface {
+	Get(key uint64) (value uint64, found bool, err error)
+	Put(key, value uint64) error
+}
+
+// TreeDeleter deletes a key of a Tree.
+type TreeDeleter interface {
+	Delete(key uint64) error
+}
+
+// TreeBatcher gets many keys of a Tree at once.
+type TreeBatcher interface {
+	// GetBatch gets keys[i] into vals[i] and found[i]. An error fails the
+	// whole batch, unless failed lists the indices of the keys it failed
+	// (the others were answered).
+	GetBatch(keys, vals []uint64, found []bool) (failed []int, err error)
+}
+
+// TreeScanner scans a range of a Tree's keys.
+type TreeScanner interface {
+	// Scan visits the keys in [from, to) with their values, in order,
+	// until visit returns false.
+	Scan(from, to uint64, visit func(key, value uint64) bool) error
+}

@@ -3,9 +3,10 @@ package scenarios
 import (
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/bufmgr"
-	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -20,140 +21,85 @@ import (
 // After a down time the node restarts with an empty cache and its directory
 // restored from its SSD (every page at home), the view changes again (the
 // requests survivors sent it while it was down were lost), and new workers
-// start on it.
+// start on it. The runner's part (when, which node, the down time of
+// simrunner.CrashDownMin plus up to CrashDownSpan ns, the workers and the
+// accesses a crash cut) is simrunner.Crashes; simRun's hooks below are
+// ScaleStore's part.
 
-// crashDownMin and crashDownSpan bound how long a crashed node stays down
-// (simulated ns): 20 to 220 us, many round trips.
-const (
-	crashDownMin  = 20_000
-	crashDownSpan = 200_000
-)
-
-// inflight is what a worker is doing, for the history of a crash: an
-// operation that wrote (or began to) when its node crashed, or whose
-// write-through found its directory gone, has an unknown outcome.
+// inflight is what a worker's operation under way (simrunner.Workers
+// has it) is doing, for the history of a crash: an operation that wrote
+// (or began to) when its node crashed, or whose write-through found its
+// directory gone, has an unknown outcome.
 type inflight struct {
-	op      checker.Op
 	pid     protocol.PID
 	writing bool
-	active  bool
 	// persisting: a B-tree page whose write-through is under way (its
 	// directory may have written it when the writer crashed).
 	persisting    protocol.PID
 	hasPersisting bool
 }
 
-// crashPoints are the operation counts at which the run's crashes happen,
-// spread evenly over the workload.
-func (r *simRun) crashPoints() []int {
-	var at []int
-	for i := 1; i <= r.cfg.Crashes; i++ {
-		at = append(at, r.cfg.Ops*i/(r.cfg.Crashes+1))
+// MayCrash: a crash must leave every directory a live node with its
+// current copies (crashAllowed).
+func (r *simRun) MayCrash(x protocol.NodeID) bool { return r.crashAllowed(x) }
+
+// Crash drops node x's cache and directory (its SSD stays).
+func (r *simRun) Crash(x protocol.NodeID) { r.c.nodes[x].Crash() }
+
+// Abandoned says whether client's access a crash cut may have taken
+// effect (it began to write): then its page may hold the value it was
+// writing. A B-tree page whose write-through was under way may hold
+// either content.
+func (r *simRun) Abandoned(client int, written uint64) bool {
+	in := r.inflight[client]
+	if in.writing && r.tree == nil {
+		r.c.inv.Maybe(in.pid, written)
 	}
-	return at
+	if in.hasPersisting {
+		in.hasPersisting = false
+		r.c.inv.ForgetContent(in.persisting)
+	}
+	return in.writing
 }
 
-// maybeCrash schedules the next crash once the workload reached its point.
-func (r *simRun) maybeCrash() {
-	if len(r.crashAt) == 0 || r.started < r.crashAt[0] {
-		return
-	}
-	r.crashAt = r.crashAt[1:]
-	w := r.c.w
-	victim := protocol.NodeID(w.Intn(int64(len(r.c.nodes))))
-	if w.Dead(victim) {
-		return // still down from the last crash
-	}
-	w.After(victim, 0, func() { r.crash(victim) })
-}
-
-// crash kills node x and changes the view.
-func (r *simRun) crash(x protocol.NodeID) {
-	c, w := r.c, r.c.w
-	if w.Dead(x) || !r.crashAllowed(x) {
-		return
-	}
-	ev := CrashEvent{Node: int(x), At: w.Now()}
-	for i := range c.nodes {
-		if w.Dead(protocol.NodeID(i)) {
-			ev.OthersDown++
-		}
-	}
-	w.Kill(x)
-	c.nodes[x].Crash()
-	r.crashes = append(r.crashes, ev)
-	for _, client := range r.clientsOf[x] {
-		r.abandon(client)
-		r.cos[client].Stop()
-	}
-	downFor := crashDownMin + w.Intn(crashDownSpan)
+// Recover is the view change after node x crashed (with replicas,
+// replicaCrash; x then stays down up to replicaDownSpan longer, so that
+// the next crash may find it still down: two nodes dead in a row once
+// re-replication is done).
+func (r *simRun) Recover(x protocol.NodeID) int64 {
+	c := r.c
 	if c.rs != nil {
 		r.replicaCrash(x)
-		// Down long enough that the next crash may find it still down
-		// (two nodes dead in a row once re-replication is done).
-		downFor += w.Intn(replicaDownSpan)
-	} else {
-		var down protocol.NodeSet
-		down.Add(x)
-		c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
+		return c.w.Intn(replicaDownSpan)
 	}
-	w.After(x, downFor, func() { r.restart(x) })
+	var down protocol.NodeSet
+	down.Add(x)
+	c.fence(down, func(w *bufmgr.Worker) { r.crash.Abandon(w.ID) })
+	return 0
 }
 
 // replicaDownSpan is how much longer a crashed node may stay down with
 // replicas (simulated ns).
 const replicaDownSpan = 10_000_000
 
-// abandon records the operation client had under way as one of unknown
-// outcome if it had begun to write; a read that did not return never
-// happened. It is called when the crash happens (for the crashed node's
-// workers and those whose write-through went to it), not when the worker
-// next runs: a stalled worker may learn of it after its page was read.
-func (r *simRun) abandon(client int) {
-	in := r.inflight[client]
-	if !in.active {
-		return
-	}
-	in.active = false
-	if in.writing {
-		// As a blind write: one that never took effect is linearized at
-		// the end, where a read-modify-write would need the page to
-		// still hold what it read. (Weaker, never wrong: it may have
-		// happened without its read's constraint being checked.)
-		op := in.op
-		op.Kind, op.Read = checker.KindWrite, 0
-		r.unknown = append(r.unknown, op)
-		if r.tree == nil {
-			r.c.inv.Maybe(in.pid, op.Value)
-		}
-	}
-	if in.hasPersisting {
-		in.hasPersisting = false
-		r.c.inv.ForgetContent(in.persisting)
-	}
-}
-
-// restart brings node x back with an empty cache and its directory
-// restored from its SSD, changes the view, and starts new workers on it.
-func (r *simRun) restart(x protocol.NodeID) {
-	c, w := r.c, r.c.w
+// Restart brings node x back with an empty cache and its directory
+// restored from its SSD, and changes the view (the runner then starts new
+// workers on it).
+func (r *simRun) Restart(x protocol.NodeID) error {
+	c := r.c
 	old := c.nodes[x]
 	n := c.makeNode(x, c.stores[x])
 	if err := n.Directory().Restore(old.Directory().Allocated()); err != nil {
-		c.inv.Fail("restarting node %d: %v", x, err)
-		return
+		return err
 	}
 	c.nodes[x] = n
-	w.Revive(x)
 	n.Start()
 	if c.stopped {
 		n.Stop() // after the workload: its timers lapse, so the cluster comes to rest
 	}
 	if c.rs != nil {
 		r.replicaRestart(x)
-		r.restarted(x)
-		r.spawnWorkers(int(x), n)
-		return
+		return nil
 	}
 	for _, s := range c.nodes {
 		for i := range s.Cache().Frames() {
@@ -164,20 +110,10 @@ func (r *simRun) restart(x protocol.NodeID) {
 		}
 	}
 	c.fence(protocol.NodeSet{}, nil)
-	r.restarted(x)
-	r.spawnWorkers(int(x), n)
+	return nil
 }
 
-// restarted records the restart of x in its crash event (the latest of
-// x's: with replicas, another node may have crashed since).
-func (r *simRun) restarted(x protocol.NodeID) {
-	for i := len(r.crashes) - 1; i >= 0; i-- {
-		if r.crashes[i].Node == int(x) {
-			r.crashes[i].Restart = r.c.w.Now()
-			return
-		}
-	}
-}
+var _ protocolapi.Crashable = (*simRun)(nil)
 
 // fence is the view change: every message in flight is dropped, every
 // live node aborts what it had under way (giving up its copies of pages
@@ -263,30 +199,19 @@ func (c *cluster) rebuild(dir *protocol.Directory) {
 // restart, as new clients: the history's clients never overlap).
 func (r *simRun) spawnWorkers(k int, node *actors.Node) []*sim.Coroutine {
 	var cos []*sim.Coroutine
-	for range r.cfg.Workers {
-		client := len(r.inflight)
+	for slot := range r.cfg.Workers {
+		id := protocolapi.Worker{Node: node.ID(), Slot: slot, Client: len(r.inflight)}
 		r.inflight = append(r.inflight, &inflight{})
-		r.clientsOf[k] = append(r.clientsOf[k], client)
-		r.active[k]++
-		co := r.c.w.Spawn(node.ID(), r.c.w.Intn(1000), func(co *sim.Coroutine) {
-			if r.tree != nil {
-				r.treeWorker(co, node, client)
-				return
-			}
-			r.worker(co, node, client, k)
-		})
-		r.cos = append(r.cos, co)
+		var co *sim.Coroutine
+		if r.tree != nil {
+			co = r.work.SpawnTree(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
+		} else {
+			co = r.work.Spawn(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
+		}
 		cos = append(cos, co)
 	}
 	return cos
 }
 
 // CrashEvent is one node crash of a run (SimConfig.Crashes).
-type CrashEvent struct {
-	Node    int   `json:"node"`
-	At      int64 `json:"t_ns"`
-	Restart int64 `json:"restart_ns"` // 0: still down at the end
-	// OthersDown: nodes already down when it crashed (replicas 2: two
-	// nodes dead in a row).
-	OthersDown int `json:"others_down,omitempty"`
-}
+type CrashEvent = simrunner.CrashEvent

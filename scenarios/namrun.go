@@ -11,6 +11,8 @@ import (
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -69,12 +71,8 @@ type namRun struct {
 	fanout, scanBatch int
 	skewed            bool
 	computes          int
-	hist              *checker.History
+	work              *simrunner.Workers
 	viol              checker.ViolationLog
-	started           int
-	completed         int
-	lastOp            int64
-	nextValue         uint64
 	nextCall          uint64
 	waiting           map[uint64]*namCall
 	// waits counts the round trips the clients waited for (a batch of
@@ -86,7 +84,7 @@ type namRun struct {
 }
 
 type namCall struct {
-	co    *sim.Coroutine
+	co    protocolapi.Waiter
 	reply []byte
 	done  bool
 }
@@ -98,7 +96,7 @@ func (r *namRun) fail(format string, args ...any) { r.viol.Fail(format, args...)
 type simFabric struct {
 	r     *namRun
 	node  protocol.NodeID
-	co    *sim.Coroutine
+	co    protocolapi.Waiter
 	waits uint64 // this coroutine's round trips waited for
 }
 
@@ -231,23 +229,12 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 		return res, err
 	}
 	w := r.w
-	keys := uint64(cfg.Keys)
-	ops := cfg.Ops
+	r.work.Ops, r.work.ReadRatio, r.work.ScanLen = cfg.Ops, cfg.ReadRatio, cfg.NAMScanLen
 	var cos []*sim.Coroutine
 	for k := range cfg.Nodes {
 		for j := range cfg.Workers {
-			client := k*cfg.Workers + j
-			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
-				f := &simFabric{r: r, node: protocol.NodeID(k), co: co}
-				c := r.newClient(f, client)
-				for r.started < ops {
-					r.started++
-					co.Sleep(w.Intn(2_000))
-					if !r.op(c, client, f) {
-						return
-					}
-				}
-			}))
+			id := protocolapi.Worker{Node: protocol.NodeID(k), Slot: j, Client: k*cfg.Workers + j}
+			cos = append(cos, r.work.SpawnTree(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) }))
 		}
 	}
 	if r.headGroup > 0 {
@@ -265,28 +252,18 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 		if err := r.atRest(); err != nil {
 			r.fail("the tree at rest: %v", err)
 		}
-		final := w.Spawn(0, 0, func(co *sim.Coroutine) {
-			c := r.newClient(&simFabric{r: r, node: 0, co: co}, len(cos))
-			for key := range keys {
-				call := w.Now()
-				v, _, err := c.Get(key)
-				if err != nil {
-					r.fail("final get of key %d: %v", key, err)
-					continue
-				}
-				r.hist.Add(checker.Op{Client: len(cos), Page: key, Kind: "read", Value: v, Call: call, Return: w.Now()})
-			}
-		})
+		id := protocolapi.Worker{Node: 0, Slot: 0, Client: len(cos)}
+		final := r.work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
 		r.runUntil([]*sim.Coroutine{final}, "final read")
 	}
 	res.SimWall = time.Since(wallStart)
-	res.Ops = r.completed
+	res.Ops = r.work.Completed
 	res.Messages, res.PageBytes, res.Steps = w.Messages, w.PageBytes, w.Steps
 	res.Verbs, res.VerbBytes = w.VerbStats()
 	res.MemoryHandlerCalls = r.calls()
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol.List(), r.viol.Count()
-	res.History = r.hist
+	res.History = r.work.Hist
 	res.NAMScans, res.NAMScanWaits = r.scans, r.scanWaits
 	for _, s := range r.cellServers {
 		res.CellMegaSplits += s.MegaSplits
@@ -295,7 +272,7 @@ func runNAM(cfg SimConfig) (SimResult, error) {
 	for _, c := range r.cellClients {
 		res.CellRestarts += c.Stats.Restarts
 	}
-	cfg.checkHistory(&res, r.hist.Ops())
+	cfg.checkHistory(&res, r.work.Hist.Ops())
 	return res, nil
 }
 
@@ -307,8 +284,10 @@ func newNAMRun(cfg SimConfig, m int, plan sim.FaultPlan, fanout, scanBatch int, 
 		return nil, fmt.Errorf("--nodes %d and --memory-nodes %d: want 1 or more servers and at most %d nodes in all", cfg.Nodes, m, protocol.MaxNodes)
 	}
 	w := sim.New(cfg.Seed, cfg.Nodes+m, sim.DefaultLatency, plan)
-	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, hist: checker.NewHistory(cfg.Ops + cfg.Keys), waiting: map[uint64]*namCall{},
+	r := &namRun{cfg: cfg, w: w, computes: cfg.Nodes, waiting: map[uint64]*namCall{},
 		fanout: fanout, scanBatch: scanBatch, skewed: skewed, viol: checker.NewViolationLog(w.Now)}
+	r.work = &simrunner.Workers{W: w, StartSpread: 1000, Mix: simrunner.MixIndex, Keys: simrunner.UniformKeys(cfg.Keys),
+		Hist: checker.NewHistory(cfg.Ops + cfg.Keys), Fail: r.fail}
 	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
 	var err error
 	if cfg.Workload == "cell" {
@@ -416,72 +395,51 @@ func (r *namRun) spawnHeadPass(cos []*sim.Coroutine, client int) {
 	})
 }
 
-// op runs one random operation and records it: a get or a scan (a read of
-// every key it covers), a put of a unique value, or a delete (a write of
-// 0, the value of an absent key). f is the client's fabric (its round
-// trips are counted per scan).
-func (r *namRun) op(c indexClient, client int, f *simFabric) bool {
-	w := r.w
-	keys := uint64(r.cfg.Keys)
-	key := uint64(w.Intn(int64(keys)))
-	call := w.Now()
-	var err error
-	add := func(k uint64, kind string, v uint64) {
-		r.hist.Add(checker.Op{Client: client, Page: k, Kind: kind, Value: v, Call: call, Return: w.Now()})
-	}
-	switch {
-	case w.Chance(r.cfg.ReadRatio):
-		if w.Chance(0.8) {
-			var v uint64
-			var found bool
-			v, found, err = c.Get(key)
-			if err == nil {
-				if !found {
-					v = 0
-				}
-				add(key, "read", v)
-			}
-			break
-		}
-		scanLen := int64(r.cfg.NAMScanLen)
-		if scanLen <= 0 {
-			scanLen = 12
-		}
-		to := min(keys, key+1+uint64(w.Intn(scanLen)))
-		seen := map[uint64]uint64{}
-		w0 := f.waits
-		err = c.Scan(key, to, func(k, v uint64) bool { seen[k] = v; return true })
-		if err == nil {
-			r.scans++
-			r.scanWaits += f.waits - w0
-			for k := key; k < to; k++ {
-				add(k, "read", seen[k])
-			}
-		}
-	case w.Chance(0.8):
-		r.nextValue++
-		v := r.nextValue
-		if err = c.Put(key, v); err == nil {
-			add(key, "write", v)
-		}
-	default:
-		if _, err = c.Delete(key); err == nil {
-			add(key, "write", 0)
-		}
-	}
-	if err != nil {
-		r.fail("client %d, key %d: %v", client, key, err)
-		return false
-	}
-	r.completed++
-	r.lastOp = w.Now()
-	return true
+// Worker is an index client's blocking entry (protocolapi.Blocking): a
+// client of the workload's index over the world's verbs and calls, its
+// gets, puts, deletes and scans (protocolapi.Tree, TreeDeleter,
+// TreeScanner) for the runner's index mix.
+func (r *namRun) Worker(id protocolapi.Worker, on protocolapi.Waiter) protocolapi.Accessor {
+	f := &simFabric{r: r, node: id.Node, co: on}
+	return &indexWorker{r: r, f: f, c: r.newClient(f, id.Client)}
 }
 
+type indexWorker struct {
+	r *namRun
+	f *simFabric
+	c indexClient
+}
+
+// Access is not how the index is used: its workload is the tree mix.
+func (a *indexWorker) Access(op protocolapi.Op) protocolapi.Result {
+	return protocolapi.Result{Err: fmt.Errorf("an index has no register access (%v of key %d)", op.Kind, op.Key)}
+}
+
+func (a *indexWorker) Get(key uint64) (uint64, bool, error) { return a.c.Get(key) }
+func (a *indexWorker) Put(key, value uint64) error          { return a.c.Put(key, value) }
+
+func (a *indexWorker) Delete(key uint64) error {
+	_, err := a.c.Delete(key)
+	return err
+}
+
+// Scan counts the workload's scans and the round trips they waited for.
+func (a *indexWorker) Scan(from, to uint64, visit func(key, value uint64) bool) error {
+	w0 := a.f.waits
+	err := a.c.Scan(from, to, visit)
+	if err == nil {
+		a.r.scans++
+		a.r.scanWaits += a.f.waits - w0
+	}
+	return err
+}
+
+var _ protocolapi.Blocking = (*namRun)(nil)
+
 func (r *namRun) runUntil(cos []*sim.Coroutine, phase string) bool {
-	return sim.Drive{Phase: phase, LastOp: &r.lastOp, Violations: r.viol.Count, Fail: r.fail, Progress: func() {
+	return sim.Drive{Phase: phase, LastOp: &r.work.LastOp, Violations: r.viol.Count, Fail: r.fail, Progress: func() {
 		if r.cfg.Progress != nil {
-			r.cfg.Progress(r.completed, r.cfg.Ops)
+			r.cfg.Progress(r.work.Completed, r.cfg.Ops)
 		}
 	}}.Run(r.w, cos)
 }

@@ -362,7 +362,7 @@ func removed(s protocol.NodeSet, n protocol.NodeID) protocol.NodeSet {
 func (r *simRun) maybeSecondCrash() {
 	c := r.c
 	rs := c.rs
-	if !rs.second || r.started >= r.cfg.Ops {
+	if !rs.second || r.work.Started >= r.cfg.Ops {
 		return // (not after the workload: the final reads run then)
 	}
 	for i := range c.nodes {
@@ -385,7 +385,7 @@ func (r *simRun) maybeSecondCrash() {
 	}
 	rs.second = false
 	x := live[c.w.Intn(int64(len(live)))]
-	c.w.After(x, 0, func() { r.crash(x) })
+	r.crash.Schedule(x)
 }
 
 // replicaCrash is the view change after node x crashed, with replicas.
@@ -400,7 +400,7 @@ func (r *simRun) replicaCrash(x protocol.NodeID) {
 	// down, the first to return has them all.
 	rs.second = rs.second || c.w.Chance(0.5)
 	down := c.place()
-	c.fence(down, func(w *bufmgr.Worker) { r.abandon(w.ID) })
+	c.fence(down, func(w *bufmgr.Worker) { r.crash.Abandon(w.ID) })
 	r.startCopies()
 }
 

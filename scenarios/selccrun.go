@@ -14,6 +14,8 @@ import (
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocol/selcc"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -53,6 +55,8 @@ type selccCluster struct {
 	trace     io.Writer
 	memos     []selcc.Memo
 	onVerb    func(at int64, v *sim.Verb) // the scenarios' chart
+	holdNanos int64                       // a worker's local latch hold (SimConfig.HoldNanos)
+	trees     []*linetree.Tree            // btree: each compute node's handle
 }
 
 // line is the PID of line i: lines are spread round-robin over the memory
@@ -119,25 +123,6 @@ func (s *selccCluster) checkLine(line protocol.PID, atRest bool) {
 			s.fail("line %v: node %d's shared copy (value %d) differs from memory's (value %d)", line, n, a, b)
 		}
 	}
-}
-
-// poster binds the world's verbs to one node.
-type poster struct {
-	w    *sim.World
-	node protocol.NodeID
-}
-
-func (p poster) Read(dst []byte, r transport.Region, off uint64, done func(error)) {
-	p.w.Read(p.node, dst, r, off, done)
-}
-func (p poster) Write(r transport.Region, off uint64, src []byte, done func(error)) {
-	p.w.Write(p.node, r, off, src, done)
-}
-func (p poster) CompareAndSwap(r transport.Region, off, old, new uint64, done func(uint64, error)) {
-	p.w.CompareAndSwap(p.node, r, off, old, new, done)
-}
-func (p poster) FetchAndAdd(r transport.Region, off, delta uint64, done func(uint64, error)) {
-	p.w.FetchAndAdd(p.node, r, off, delta, done)
 }
 
 type computeReceiver struct {
@@ -232,7 +217,7 @@ func newSELCCCluster(cfg SimConfig, plan sim.FaultPlan) (*selccCluster, error) {
 			Self: selcc.Node(i), ID: id, Computes: computes, Replies: replies, ReplyMem: replyMem[i],
 			Memory: s.regions, Frames: cfg.CachePages, Threads: cfg.Workers, Gamma: gamma, Priority: !cfg.NoPriority,
 			RTT: 2*lat.Verb + lat.Atomic, PollEvery: -1, Inbox: c * cfg.Workers,
-			Post: poster{w, id},
+			Post: &sim.NodeEnv{W: w, ID: id},
 			Send: func(msg *protocol.Message) error { w.Send(msg, nil); return nil },
 			Now:  w.Now,
 			Mutations: linecache.Mutations{
@@ -300,30 +285,23 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 				}})
 		}
 	}
-	perm := make([]int, items)
-	for i := range perm {
-		perm[i] = i
-	}
-	for i := len(perm) - 1; i > 0; i-- {
-		j := int(w.Intn(int64(i + 1)))
-		perm[i], perm[j] = perm[j], perm[i]
-	}
-	r := &selccRun{cfg: cfg, s: s, pids: pids, perm: perm, zipf: newZipf(uint64(items), cfg.Zipf),
-		hist: checker.NewHistory(cfg.Ops + items), trees: trees}
+	s.holdNanos = cfg.HoldNanos
+	work := &simrunner.Workers{W: w, Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Locality: cfg.Locality,
+		RMW: cfg.Workload == "rmw", StartSpread: 1000, SingleWriter: cfg.SingleWriter,
+		Keys: simrunner.NewKeys(w, items, cfg.Zipf), Hist: checker.NewHistory(cfg.Ops + items), Fail: s.fail}
+	s.trees = trees
+	r := &selccRun{cfg: cfg, s: s, pids: pids, work: work}
 	wallStart := time.Now()
 	var cos []*sim.Coroutine
 	for k := range s.caches {
 		for j := range cfg.Workers {
-			client := k*cfg.Workers + j
-			t := &linecache.Thread{Slot: j}
-			cos = append(cos, w.Spawn(protocol.NodeID(k), w.Intn(1000), func(co *sim.Coroutine) {
-				t.P = co
-				if btreeMode {
-					r.treeWorker(co, trees[k], t, client)
-					return
-				}
-				r.worker(co, s.caches[k], t, client)
-			}))
+			id := protocolapi.Worker{Node: protocol.NodeID(k), Slot: j, Client: k*cfg.Workers + j}
+			bind := func(co *sim.Coroutine) protocolapi.Accessor { return s.Worker(id, co) }
+			if btreeMode {
+				cos = append(cos, work.SpawnTree(id, bind))
+			} else {
+				cos = append(cos, work.Spawn(id, bind))
+			}
 		}
 	}
 	ok := r.runUntil(cos, "workload")
@@ -336,32 +314,26 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 			for _, line := range pids {
 				s.checkLine(line, true)
 			}
-			t := &linecache.Thread{Slot: 0}
-			final := w.Spawn(0, 0, func(co *sim.Coroutine) {
-				t.P = co
-				if btreeMode {
-					for key := range cfg.Keys {
+			var final *sim.Coroutine
+			if id := (protocolapi.Worker{Node: 0, Slot: 0, Client: len(cos)}); btreeMode {
+				final = work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return s.Worker(id, co) })
+			} else {
+				// The lines once more, under the local shared latch.
+				t := &linecache.Thread{Slot: 0}
+				final = w.Spawn(0, 0, func(co *sim.Coroutine) {
+					t.P = co
+					for i, pid := range pids {
 						call := w.Now()
-						v, _, err := trees[0].Get(t, uint64(key))
+						var v uint64
+						err := s.caches[0].Access(t, pid, selcc.Read, func(data []byte) { v = s.whole(pid, data) })
 						if err != nil {
-							s.fail("final get of key %d: %v", key, err)
+							s.fail("final read of %v: %v", pid, err)
 							continue
 						}
-						r.hist.Add(checker.Op{Client: len(cos), Page: uint64(key), Kind: "read", Value: v, Call: call, Return: w.Now()})
+						r.work.Hist.Add(checker.Op{Client: len(cos), Page: uint64(i), Kind: "read", Value: v, Call: call, Return: w.Now()})
 					}
-					return
-				}
-				for i, pid := range pids {
-					call := w.Now()
-					var v uint64
-					err := s.caches[0].Access(t, pid, selcc.Read, func(data []byte) { v = r.whole(pid, data) })
-					if err != nil {
-						s.fail("final read of %v: %v", pid, err)
-						continue
-					}
-					r.hist.Add(checker.Op{Client: len(cos), Page: uint64(i), Kind: "read", Value: v, Call: call, Return: w.Now()})
-				}
-			})
+				})
+			}
 			r.runUntil([]*sim.Coroutine{final}, "final read")
 		}
 	}
@@ -379,56 +351,20 @@ func runSELCC(cfg SimConfig) (SimResult, error) {
 		h.Stop()
 	}
 	r.finish(&res)
-	cfg.checkHistory(&res, r.hist.Ops())
+	cfg.checkHistory(&res, r.work.Hist.Ops())
 	return res, nil
 }
 
 type selccRun struct {
-	cfg       SimConfig
-	s         *selccCluster
-	pids      []protocol.PID
-	perm      []int
-	zipf      *zipfDist
-	started   int
-	completed int
-	nextValue uint64
-	lastOp    int64
-	hist      *checker.History
-	trees     []*linetree.Tree // btree: each compute node's handle
+	cfg  SimConfig
+	s    *selccCluster
+	pids []protocol.PID
+	work *simrunner.Workers
 }
 
 // treeFanout is the B-link tree's entries per node in the simulator: small,
 // so that a run of a thousand keys splits often.
 const treeFanout = 6
-
-// treeWorker runs gets and puts on the B-link tree until the budget is
-// used up; a put writes a unique value, the history is per key.
-func (r *selccRun) treeWorker(co *sim.Coroutine, t *linetree.Tree, th *linecache.Thread, client int) {
-	w := r.s.w
-	for r.started < r.cfg.Ops {
-		r.started++
-		co.Sleep(w.Intn(2_000))
-		key := uint64(r.perm[r.zipf.next(w.Rand())])
-		op := checker.Op{Client: client, Page: key, Call: w.Now()}
-		var err error
-		if w.Chance(r.cfg.ReadRatio) {
-			op.Kind = "read"
-			op.Value, _, err = t.Get(th, key)
-		} else {
-			r.nextValue++
-			op.Kind, op.Value = "write", r.nextValue
-			err = t.Put(th, key, op.Value)
-		}
-		op.Return = w.Now()
-		if err != nil {
-			r.s.fail("client %d, key %d: %v", client, key, err)
-			return
-		}
-		r.hist.Add(op)
-		r.completed++
-		r.lastOp = op.Return
-	}
-}
 
 // settle steps the world until every cache is quiet (the handlers parked
 // with empty inboxes, no verb in flight).
@@ -455,14 +391,14 @@ func (r *selccRun) settle() {
 
 func (r *selccRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 	s := r.s
-	return sim.Drive{Phase: phase, LastOp: &r.lastOp, AfterStep: s.checkChanged, Violations: s.viol.Count, Fail: s.fail,
+	return sim.Drive{Phase: phase, LastOp: &r.work.LastOp, AfterStep: s.checkChanged, Violations: s.viol.Count, Fail: s.fail,
 		Progress: r.progress, Stuck: func() { r.stuck(cos) }}.Run(s.w, cos)
 }
 
 // progress reports the workload's progress to the caller.
 func (r *selccRun) progress() {
 	if r.cfg.Progress != nil {
-		r.cfg.Progress(r.completed, r.cfg.Ops)
+		r.cfg.Progress(r.work.Completed, r.cfg.Ops)
 	}
 }
 
@@ -486,76 +422,67 @@ func (r *selccRun) stuck(cos []*sim.Coroutine) {
 	}
 }
 
-// worker runs operations until the cluster-wide budget is used up: reads
-// under the local shared latch, writes (blind, or read-modify-write) under
-// the exclusive one.
-func (r *selccRun) worker(co *sim.Coroutine, c *linecache.Cache, t *linecache.Thread, client int) {
-	w := r.s.w
-	prev := -1 // the line index of this worker's previous operation
-	for r.started < r.cfg.Ops {
-		r.started++
-		co.Sleep(w.Intn(2_000))
-		i := prev
-		if prev < 0 || r.cfg.Locality == 0 || !w.Chance(r.cfg.Locality) {
-			i = r.perm[r.zipf.next(w.Rand())]
-		}
-		prev = i
-		pid := r.pids[i]
-		op := checker.Op{Client: client, Page: uint64(i), Call: w.Now()}
-		var err error
-		read := w.Chance(r.cfg.ReadRatio)
-		if r.cfg.SingleWriter {
-			read = client >= r.cfg.Workers // node 0's workers write
-		}
-		switch {
-		case read:
-			op.Kind = "read"
-			err = c.Access(t, pid, selcc.Read, func(data []byte) {
-				head := binary.LittleEndian.Uint64(data)
-				co.MaybeYield()
-				if r.cfg.HoldNanos > 0 {
-					co.Sleep(r.cfg.HoldNanos)
-				}
-				op.Value = r.whole(pid, data)
-				if op.Value != head {
-					r.s.fail("line %v: changed under a shared latch", pid)
-				}
-			})
-		default:
-			r.nextValue++
-			v := r.nextValue
-			op.Kind, op.Value = "write", v
-			if r.cfg.Workload == "rmw" {
-				op.Kind = checker.KindRMW
-			}
-			rmw := r.cfg.Workload == "rmw"
-			err = c.Access(t, pid, selcc.Write, func(data []byte) {
-				if rmw {
-					op.Read = r.whole(pid, data)
-				}
-				checker.PutPageValue(data, v, false)
-				co.MaybeYield()
-				if r.cfg.HoldNanos > 0 {
-					co.Sleep(r.cfg.HoldNanos)
-				}
-				checker.PutPageValue(data, v, true)
-			})
-		}
-		op.Return = w.Now()
-		if err != nil {
-			r.s.fail("client %d, line %v: %v", client, pid, err)
-			return
-		}
-		r.hist.Add(op)
-		r.completed++
-		r.lastOp = op.Return
+// Worker is a SELCC worker's blocking access entry (protocolapi.Blocking)
+// on its compute node's line cache.
+func (s *selccCluster) Worker(id protocolapi.Worker, on protocolapi.Waiter) protocolapi.Accessor {
+	a := &selccWorker{s: s, c: s.caches[id.Node], t: &linecache.Thread{Slot: id.Slot, P: on}}
+	if s.trees != nil {
+		a.tree = s.trees[id.Node]
 	}
+	return a
 }
 
-func (r *selccRun) whole(pid protocol.PID, data []byte) uint64 {
+// selccWorker reads a line under its node's local shared latch and writes
+// it (blind, or read-modify-write) under the exclusive one; a line holds
+// its value at both ends, written with a yield between them, so that a
+// latch that let a reader in beside a writer shows as a torn line.
+type selccWorker struct {
+	s    *selccCluster
+	c    *linecache.Cache
+	t    *linecache.Thread
+	tree *linetree.Tree // the btree workload's: its node's B-link tree
+}
+
+// Get and Put are the B-link tree's (protocolapi.Tree).
+func (a *selccWorker) Get(key uint64) (uint64, bool, error) { return a.tree.Get(a.t, key) }
+func (a *selccWorker) Put(key, value uint64) error          { return a.tree.Put(a.t, key, value) }
+
+func (a *selccWorker) Access(op protocolapi.Op) protocolapi.Result {
+	s, on := a.s, a.t.P
+	pid := s.line(int(op.Key))
+	var res protocolapi.Result
+	if op.Kind == protocolapi.OpRead {
+		res.Err = a.c.Access(a.t, pid, selcc.Read, func(data []byte) {
+			head := binary.LittleEndian.Uint64(data)
+			on.MaybeYield()
+			if s.holdNanos > 0 {
+				on.Sleep(s.holdNanos)
+			}
+			res.Value = s.whole(pid, data)
+			if res.Value != head {
+				s.fail("line %v: changed under a shared latch", pid)
+			}
+		})
+		return res
+	}
+	res.Err = a.c.Access(a.t, pid, selcc.Write, func(data []byte) {
+		if op.Kind == protocolapi.OpRMW {
+			res.Value = s.whole(pid, data)
+		}
+		checker.PutPageValue(data, op.Value, false)
+		on.MaybeYield()
+		if s.holdNanos > 0 {
+			on.Sleep(s.holdNanos)
+		}
+		checker.PutPageValue(data, op.Value, true)
+	})
+	return res
+}
+
+func (s *selccCluster) whole(pid protocol.PID, data []byte) uint64 {
 	v, whole := checker.PageValue(data)
 	if !whole {
-		r.s.fail("line %v: torn under a latch", pid)
+		s.fail("line %v: torn under a latch", pid)
 		return checker.TornValue
 	}
 	return v
@@ -563,14 +490,14 @@ func (r *selccRun) whole(pid protocol.PID, data []byte) uint64 {
 
 func (r *selccRun) finish(res *SimResult) {
 	s := r.s
-	res.Ops = r.completed
+	res.Ops = r.work.Completed
 	res.Messages, res.PageBytes, res.Steps = s.w.Messages, s.w.PageBytes, s.w.Steps
 	res.Verbs, res.VerbBytes = s.w.VerbStats()
 	res.MemoryHandlerCalls = s.memCalls
 	res.TraceHash = s.w.Hash()
 	res.SimNanos = s.w.Now()
 	res.Violations, res.ViolationCount = s.viol.List(), s.viol.Count()
-	res.History = r.hist
+	res.History = r.work.Hist
 	for _, c := range s.caches {
 		res.Hits += c.Stats.Hits
 		res.Misses += c.Stats.Misses

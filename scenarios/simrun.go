@@ -13,6 +13,8 @@ import (
 	"github.com/scalestore-go/scalestore/linecache"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -435,29 +437,22 @@ func MutantWorkload(name string) string {
 }
 
 type simRun struct {
-	inflight  []*inflight // per client
-	clientsOf [][]int     // per node: its clients, in the order they started
-	cos       []*sim.Coroutine
-	crashAt   []int // operation counts at which the next crashes happen
-	crashes   []CrashEvent
-	unknown   []checker.Op // writes of unknown outcome
-	active    []int        // per node: its workers still running (Elastic)
-	left      []LeftNode   // compute nodes that left (Elastic)
-	cfg       SimConfig
-	c         *cluster
-	pids      []protocol.PID
-	perm      []int
-	zipf      *zipfDist
-	started   int
-	completed int
-	failed    int // operations that failed on an unreadable page
+	inflight []*inflight // per client
+	// crash is the runner's crashes and restarts (none without
+	// SimConfig.Crashes); elastic its membership schedule (Elastic only).
+	crash   *simrunner.Crashes
+	elastic *simrunner.Elastic
+	cfg     SimConfig
+	c       *cluster
+	pids    []protocol.PID
+	// work is the workers (simrunner's loop) and their counters and
+	// history, which the B-tree's workers share.
+	work   *simrunner.Workers
+	failed int // operations that failed on an unreadable page
 	// lostOps, lostError: operations that failed on a directory that
 	// lost both copies (DoubleFaults)
 	lostOps   int
 	lostError string
-	nextValue uint64
-	lastOp    int64
-	hist      *checker.History
 	tree      *btree.Tree
 }
 
@@ -542,20 +537,26 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		items = cfg.Keys
 		c.checkContent()
 	}
-	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages), zipf: newZipf(uint64(items), cfg.Zipf),
-		hist: checker.NewHistory(cfg.Ops)}
-	actors.AdviseHuge(r.hist.Storage())
+	r := &simRun{cfg: cfg, c: c, pids: make([]protocol.PID, cfg.Pages)}
+	r.work = &simrunner.Workers{W: c.w, Ops: cfg.Ops, ReadRatio: cfg.ReadRatio, Locality: cfg.Locality,
+		RMW: cfg.Workload == "rmw", OpNanos: cfg.OpNanos, WriteNanos: cfg.WriteNanos, StartSpread: 1000,
+		SingleWriter: cfg.SingleWriter, Keys: simrunner.NewKeys(c.w, items, cfg.Zipf),
+		Hist: checker.NewHistory(cfg.Ops), Fail: c.inv.Fail}
+	r.crash = &simrunner.Crashes{W: c.w, Work: r.work, Cluster: r, Fail: c.inv.Fail, Nodes: len(c.nodes),
+		DownMin: simrunner.CrashDownMin, DownSpan: simrunner.CrashDownSpan,
+		Respawn: func(x protocol.NodeID) { r.spawnWorkers(int(x), r.c.nodes[x]) }}
+	r.work.BeforeOp = r.crash.Due
+	if cfg.Elastic {
+		r.elastic = &simrunner.Elastic{Work: r.work, Cluster: r, Fail: c.inv.Fail, Ops: cfg.Ops,
+			First: cfg.Nodes, Count: cfg.ComputeNodes}
+		r.work.Window = r.elastic.Window
+	}
+	if cfg.Partitioned {
+		r.work.MapKey = func(key int, node protocol.NodeID) int { return r.partitionPage(key, int(node)) }
+	}
+	actors.AdviseHuge(r.work.Hist.Storage())
 	if btreeMode {
 		r.pids = nil
-	}
-	// Hot ranks land on random pages (keys), hence on every directory.
-	r.perm = make([]int, items)
-	for i := range r.perm {
-		r.perm[i] = i
-	}
-	for i := len(r.perm) - 1; i > 0; i-- {
-		j := int(c.w.Intn(int64(i + 1)))
-		r.perm[i], r.perm[j] = r.perm[j], r.perm[i]
 	}
 
 	wallStart := time.Now()
@@ -595,25 +596,25 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 		if budget == 0 {
 			budget = MessageBudget(cfg)
 		}
-		if ops := r.completed + r.failed; budget > 0 && ops > 0 && float64(c.w.Messages) > budget*float64(ops) {
+		if ops := r.work.Completed + r.failed; budget > 0 && ops > 0 && float64(c.w.Messages) > budget*float64(ops) {
 			c.inv.Fail("cost: %d messages for %d operations, %.3f per operation, over this configuration's budget of %.3f",
 				c.w.Messages, ops, float64(c.w.Messages)/float64(ops), budget)
 		}
 	}
 	res.finish(r, time.Time{})
-	ops := r.hist.Ops()
-	if len(r.unknown) > 0 {
+	ops := r.work.Hist.Ops()
+	if len(r.crash.Unknown) > 0 {
 		// A write of unknown outcome may take effect at any time after its
 		// call: it returns after everything else.
 		end := c.w.Now()
 		for _, op := range ops {
 			end = max(end, op.Return)
 		}
-		for _, op := range r.unknown {
+		for _, op := range r.crash.Unknown {
 			op.Return = end + 1
-			r.hist.Add(op)
+			r.work.Hist.Add(op)
 		}
-		ops = r.hist.Ops()
+		ops = r.work.Hist.Ops()
 	}
 	cfg.checkHistory(&res, ops)
 	return res, nil
@@ -655,15 +656,17 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	if !wallStart.IsZero() {
 		res.SimWall = time.Since(wallStart)
 	}
-	res.Ops = r.completed
-	res.Left = r.left
-	res.Crashes = r.crashes
-	res.UnknownOps = len(r.unknown)
+	res.Ops = r.work.Completed
+	if r.elastic != nil {
+		res.Left = r.elastic.Left
+	}
+	res.Crashes = r.crash.Events
+	res.UnknownOps = len(r.crash.Unknown)
 	if c.rs != nil {
 		res.Rereplications = c.rs.rereplicated
 	}
 	res.LostOps, res.LostError = r.lostOps, r.lostError
-	for _, e := range r.crashes {
+	for _, e := range r.crash.Events {
 		if e.OthersDown > 0 {
 			res.CrashesWhileDown++
 		}
@@ -675,7 +678,7 @@ func (res *SimResult) finish(r *simRun, wallStart time.Time) {
 	res.TraceHash = c.w.Hash()
 	res.SimNanos = c.w.Now()
 	res.Violations, res.ViolationCount = c.inv.Violations()
-	res.History = r.hist
+	res.History = r.work.Hist
 	for _, n := range c.nodes {
 		st := n.Cache().Stats()
 		res.Hits += st.Hits
@@ -718,9 +721,7 @@ func (r *simRun) setup() bool {
 
 func (r *simRun) runWorkload() {
 	var cos []*sim.Coroutine
-	r.active = make([]int, len(r.c.nodes))
-	r.clientsOf = make([][]int, len(r.c.nodes))
-	r.crashAt = r.crashPoints()
+	r.crash.At = simrunner.CrashPoints(r.cfg.Ops, r.cfg.Crashes)
 	for k, node := range r.c.nodes {
 		if r.cfg.ComputeNodes > 0 && k < r.cfg.Nodes {
 			// A storage node of the decoupled architecture: no workers
@@ -730,8 +731,10 @@ func (r *simRun) runWorkload() {
 			}
 			continue
 		}
-		if _, leave := r.window(k); leave < r.cfg.Ops {
-			cos = append(cos, r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) { r.leave(co, k) }))
+		if r.elastic != nil {
+			if co := r.elastic.SpawnLeave(node.ID()); co != nil {
+				cos = append(cos, co)
+			}
 		}
 		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
@@ -748,7 +751,7 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 	// checkEvery (a step adds at most one): a comparison a step, not a
 	// division.
 	nextCheck := (w.Steps/checkEvery + 1) * checkEvery
-	d := sim.Drive{Phase: phase, LastOp: &r.lastOp, Fail: r.c.inv.Fail, Stuck: r.describeStuck,
+	d := sim.Drive{Phase: phase, LastOp: &r.work.LastOp, Fail: r.c.inv.Fail, Stuck: r.describeStuck,
 		Violations: r.c.inv.Count, AfterStep: func() {
 			if w.Steps >= nextCheck {
 				nextCheck += checkEvery
@@ -756,18 +759,11 @@ func (r *simRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 			}
 		}}
 	if r.cfg.Progress != nil {
-		d.Progress = func() { r.cfg.Progress(r.completed, r.cfg.Ops) }
+		d.Progress = func() { r.cfg.Progress(r.work.Completed, r.cfg.Ops) }
 	}
 	if phase == "workload" {
 		// Workers of restarted nodes too.
-		d.Done = func() bool {
-			for _, co := range r.cos {
-				if !co.Done() {
-					return false
-				}
-			}
-			return true
-		}
+		d.Done = r.work.Done
 	} else {
 		d.AfterStep = nil
 	}
@@ -788,136 +784,94 @@ func (r *simRun) describeStuck() {
 	}
 }
 
-// window is when node k works, in operations started: from join to leave
-// (0 and Ops unless Elastic). With C compute nodes the schedule has 2C-1
-// steps: compute node j joins at step j and leaves at step 2C-1-j (the
-// first never leaves).
-func (r *simRun) window(k int) (join, leave int) {
-	if !r.cfg.Elastic || k < r.cfg.Nodes {
-		return 0, r.cfg.Ops
-	}
-	j, steps := k-r.cfg.Nodes, 2*r.cfg.ComputeNodes-1
-	join = r.cfg.Ops * j / steps
-	leave = r.cfg.Ops
-	if j > 0 {
-		leave = r.cfg.Ops * (steps - j) / steps
-	}
-	return join, leave
-}
-
-// leave waits until node k's workers stopped at its leave point, then hands
-// back every page the node holds (evictions to their directories, dirty
-// pages written back) and checks that it is gone: no frame used, no
-// directory naming it as owner or sharer.
-func (r *simRun) leave(co *sim.Coroutine, k int) {
-	node := r.c.nodes[k]
-	for r.active[k] > 0 {
-		co.Sleep(5_000)
-	}
+// Leave hands back every page node x holds (evictions to their
+// directories, dirty pages written back) once its workers stopped, and
+// checks that it is gone: no frame used, no directory naming it as owner
+// or sharer.
+func (r *simRun) Leave(x protocol.NodeID, on protocolapi.Waiter) (int, error) {
+	node := r.c.nodes[x]
 	held := node.Cache().Frames() - node.Cache().FreeFrames()
 	for round := 0; ; round++ {
 		if node.Cache().Frames() == node.Cache().FreeFrames() {
 			break
 		}
 		if round == 10_000 {
-			r.c.inv.Fail("node %d leaving: %d frames still used after %d rounds of evictions", node.ID(),
+			return held, fmt.Errorf("%d frames still used after %d rounds of evictions",
 				node.Cache().Frames()-node.Cache().FreeFrames(), round)
-			return
 		}
 		node.EvictAll()
-		co.Sleep(10_000)
+		on.Sleep(10_000)
 	}
+	var errs []error
 	for _, pid := range r.pids {
 		meta := r.c.dirOf(pid).Meta(pid)
 		if meta == nil {
 			continue
 		}
-		if meta.Mode == protocol.ModeExclusive && meta.Owner == node.ID() || meta.Mode == protocol.ModeShared && meta.Sharers.Has(node.ID()) {
-			r.c.inv.Fail("node %d left, but page %v's directory still names it: %v", node.ID(), pid, r.c.dirState(pid))
+		if meta.Mode == protocol.ModeExclusive && meta.Owner == x || meta.Mode == protocol.ModeShared && meta.Sharers.Has(x) {
+			errs = append(errs, fmt.Errorf("it left, but page %v's directory still names it: %v", pid, r.c.dirState(pid)))
 		}
 	}
-	r.left = append(r.left, LeftNode{Node: int(node.ID()), At: r.c.w.Now(), PagesHanded: held})
+	return held, errors.Join(errs...)
 }
+
+var _ protocolapi.Leaver = (*simRun)(nil)
 
 // LeftNode is a compute node that left an elastic run.
-type LeftNode struct {
-	Node        int   `json:"node"`
-	At          int64 `json:"t_ns"`         // simulated time it was gone
-	PagesHanded int   `json:"pages_handed"` // frames it held when its workers stopped
+type LeftNode = simrunner.LeftNode
+
+// Worker is a ScaleStore worker's blocking access entry
+// (protocolapi.Blocking): the buffer manager's guards on its node, the
+// node the cluster has under that id when the worker is spawned (a
+// restarted node's workers are new ones, with new clients).
+func (r *simRun) Worker(id protocolapi.Worker, on protocolapi.Waiter) protocolapi.Accessor {
+	a := &pageWorker{r: r, node: r.c.nodes[id.Node], on: on, bw: &bufmgr.Worker{ID: id.Client, P: on}}
+	if r.tree != nil {
+		a.s = r.session(a.node, a.bw)
+	}
+	return a
 }
 
-// worker runs operations until the cluster-wide budget is used up, or
-// (Elastic) within its node's window.
-func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
-	bw := &bufmgr.Worker{ID: client, P: co}
-	w := r.c.w
-	c := node.Cache()
-	in := r.inflight[client]
-	join, leave := r.window(k)
-	defer func() { r.active[k]-- }()
-	prev := -1 // the page index of this worker's previous operation
-	for r.started < join {
-		co.Sleep(5_000) // not joined yet: an idle node with a cold cache
-	}
-	for r.started < r.cfg.Ops && r.started < leave {
-		r.started++
-		r.maybeCrash()
-		if r.cfg.OpNanos == 0 {
-			co.Sleep(w.Intn(2_000))
-		}
-		var i int
-		if prev >= 0 && r.cfg.Locality > 0 && w.Chance(r.cfg.Locality) {
-			i = prev
-		} else {
-			i = r.perm[r.zipf.next(w.Rand())]
-			if r.cfg.Partitioned {
-				i = r.partitionPage(i, k)
-			}
-		}
-		prev = i
-		pid := r.pids[i]
-		call := w.Now()
-		op := checker.Op{Client: client, Page: uint64(i), Call: call}
-		read := w.Chance(r.cfg.ReadRatio)
-		if r.cfg.SingleWriter {
-			read = k > 0 // node 0's workers write
-		}
-		if r.cfg.OpNanos > 0 {
-			if !read && r.cfg.WriteNanos > 0 {
-				co.Sleep(r.cfg.WriteNanos)
-			} else {
-				co.Sleep(r.cfg.OpNanos)
-			}
-		}
-		*in = inflight{op: op, pid: pid, active: true}
-		perr := bufmgr.Catch(func() {
-			if read {
-				op.Kind, op.Value = "read", r.read(co, bw, c, pid)
-			} else if r.cfg.Workload == "rmw" {
-				r.nextValue++
-				op.Kind, op.Value = checker.KindRMW, r.nextValue
-				in.op.Kind, in.op.Value = op.Kind, op.Value
-				op.Read = r.readModifyWrite(co, bw, node, pid, r.nextValue)
-			} else {
-				r.nextValue++
-				op.Kind, op.Value = "write", r.nextValue
-				in.op.Kind, in.op.Value = op.Kind, op.Value
-				r.write(co, bw, node, pid, r.nextValue)
-			}
-		})
-		op.Return = w.Now()
-		switch {
-		case !in.active:
-			// its write-through found the directory crashed (abandon)
-		case perr == nil:
-			r.hist.Add(op)
+var _ protocolapi.Blocking = (*simRun)(nil)
+
+// pageWorker reads and writes pages as registers: a page holds its value
+// at both ends (checker.PageValue).
+type pageWorker struct {
+	r    *simRun
+	node *actors.Node
+	on   protocolapi.Waiter
+	bw   *bufmgr.Worker
+	// the B-tree workload's (treerun.go): its session, key and value
+	// buffers
+	s      btree.Session
+	kb, vb [8]byte
+	val    []byte
+}
+
+func (a *pageWorker) Access(op protocolapi.Op) protocolapi.Result {
+	r := a.r
+	pid := r.pids[op.Key]
+	*r.inflight[a.bw.ID] = inflight{pid: pid}
+	var res protocolapi.Result
+	perr := bufmgr.Catch(func() {
+		switch op.Kind {
+		case protocolapi.OpRead:
+			res.Value = r.read(a.on, a.bw, a.node.Cache(), pid)
+		case protocolapi.OpRMW:
+			res.Value = r.readModifyWrite(a.on, a.bw, a.node, pid, op.Value)
 		default:
-			r.failedOp(perr, pid)
+			r.write(a.on, a.bw, a.node, pid, op.Value)
 		}
-		in.active = false
-		r.completed++
-		r.lastOp = op.Return
+	})
+	if perr == nil || !r.work.InFlight(a.bw.ID) {
+		return res // (abandoned: the crash records it)
 	}
+	if r.unavailable(perr) {
+		res.Err = fmt.Errorf("page %v: %w: %w", pid, protocolapi.ErrUnavailable, perr)
+	} else {
+		res.Err = fmt.Errorf("page %v: %w", pid, perr)
+	}
+	return res
 }
 
 // partitionPage moves page index i to the nearest page of node's share
@@ -925,7 +879,7 @@ func (r *simRun) worker(co *sim.Coroutine, node *actors.Node, client, k int) {
 // i%Nodes); after ShiftAt of the operations, to the next node's share.
 func (r *simRun) partitionPage(i, node int) int {
 	n := r.cfg.Nodes
-	if r.cfg.ShiftAt > 0 && float64(r.started) > r.cfg.ShiftAt*float64(r.cfg.Ops) {
+	if r.cfg.ShiftAt > 0 && float64(r.work.Started) > r.cfg.ShiftAt*float64(r.cfg.Ops) {
 		node = (node + 1) % n
 	}
 	i = i/n*n + node
@@ -935,11 +889,10 @@ func (r *simRun) partitionPage(i, node int) int {
 	return i
 }
 
-// failedOp accounts for an operation that failed: on an unreadable page it
-// did not happen (the guard failed before anything was read or written),
-// so it stays out of the history; any other failure is a violation, and
-// failedOp reports false.
-func (r *simRun) failedOp(err error, what any) bool {
+// unavailable reports whether err failed an operation for the fault
+// plan's reason (its page unreadable, or both copies of its directory
+// lost), and counts it.
+func (r *simRun) unavailable(err error) bool {
 	if r.cfg.DoubleFaults && errors.Is(err, actors.ErrDirectoryDown) {
 		// Its guard failed before it read or wrote: it did not happen.
 		if r.lostOps == 0 {
@@ -949,14 +902,13 @@ func (r *simRun) failedOp(err error, what any) bool {
 		return true
 	}
 	if !errors.Is(err, bufmgr.ErrUnreadable) {
-		r.c.inv.Fail("%v: %v", what, err)
 		return false
 	}
 	r.failed++
 	return true
 }
 
-func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {
+func (r *simRun) read(co protocolapi.Waiter, bw *bufmgr.Worker, c *bufmgr.Cache, pid protocol.PID) uint64 {
 	if r.c.w.Chance(0.5) {
 		// Optimistic read (paper §3.2): read, then validate; after a few
 		// restarts fall back to a shared latch for progress.
@@ -985,7 +937,7 @@ func (r *simRun) read(co *sim.Coroutine, bw *bufmgr.Worker, c *bufmgr.Cache, pid
 	return v
 }
 
-func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) {
+func (r *simRun) write(co protocolapi.Waiter, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) {
 	c := node.Cache()
 	var x bufmgr.ExclusiveGuard
 	if !r.cfg.DirectWrites && r.c.w.Chance(0.3) {
@@ -1008,7 +960,7 @@ func (r *simRun) write(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, 
 
 // writeValue writes v into both ends of the latched page, yielding between
 // the two (a reader that does not validate sees it torn), and releases it.
-func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
+func (r *simRun) writeValue(co protocolapi.Waiter, bw *bufmgr.Worker, node *actors.Node, x bufmgr.ExclusiveGuard, pid protocol.PID, v uint64) {
 	in := r.inflight[bw.ID]
 	in.writing = true
 	checker.PutPageValue(x.Data(), v, false)
@@ -1021,7 +973,7 @@ func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.N
 		// If the page's directory crashes first, the fence abandons the
 		// operation as one of unknown outcome.
 		if !node.Persist(bw, x.Frame(), func() { r.c.inv.Wrote(pid, v) }) {
-			r.abandon(bw.ID) // (once: the fence may have done it)
+			r.crash.Abandon(bw.ID) // (once: the fence may have done it)
 		}
 		x.Release()
 		return
@@ -1036,7 +988,7 @@ func (r *simRun) writeValue(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.N
 // between the read and the write; they must then restart (ErrRestart), or
 // the write would overwrite a value it never saw (a lost update, which the
 // history's rmw model rejects).
-func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) uint64 {
+func (r *simRun) readModifyWrite(co protocolapi.Waiter, bw *bufmgr.Worker, node *actors.Node, pid protocol.PID, v uint64) uint64 {
 	w := r.c.w
 	c := node.Cache()
 	for attempt := 0; ; attempt++ {
@@ -1068,7 +1020,6 @@ func (r *simRun) readModifyWrite(co *sim.Coroutine, bw *bufmgr.Worker, node *act
 			}
 			continue
 		}
-		r.inflight[bw.ID].op.Read = old
 		r.writeValue(co, bw, node, x, pid, v)
 		return old
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/simrunner"
 )
 
 // acceptanceConfig is the configuration of the swarm command.
@@ -422,7 +423,7 @@ func TestPaperModelSwarm(t *testing.T) {
 // Partitioned workers touch only their own node's pages until the shift,
 // then only the next node's.
 func TestPartitionPage(t *testing.T) {
-	r := &simRun{cfg: SimConfig{Nodes: 3, Pages: 10, Ops: 100, ShiftAt: 0.5}}
+	r := &simRun{cfg: SimConfig{Nodes: 3, Pages: 10, Ops: 100, ShiftAt: 0.5}, work: &simrunner.Workers{}}
 	for i := range 10 {
 		for node := range 3 {
 			if p := r.partitionPage(i, node); p%3 != node || p >= 10 || p < 0 {
@@ -430,7 +431,7 @@ func TestPartitionPage(t *testing.T) {
 			}
 		}
 	}
-	r.started = 51
+	r.work.Started = 51
 	if p := r.partitionPage(4, 2); p%3 != 0 {
 		t.Fatalf("after the shift node 2 got page %d, want node 0's share", p)
 	}

@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,9 +9,10 @@ import (
 	"github.com/scalestore-go/scalestore/actors"
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
-	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -37,9 +37,8 @@ func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
 		// first leaves the operation's outcome unknown, and the page's
 		// next copy may be the old one or the new.
 		s.Persist = func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error {
-			var in *inflight
 			if w.ID >= 0 {
-				in = r.inflight[w.ID]
+				in := r.inflight[w.ID]
 				in.writing, in.persisting, in.hasPersisting = true, g.PID(), true
 				defer func() { in.hasPersisting = false }()
 			}
@@ -47,14 +46,13 @@ func (r *simRun) session(node *actors.Node, bw *bufmgr.Worker) btree.Session {
 			if d := g.Data(); len(d) > 0 && d[0] != 1 {
 				strike = 0.9 // not a leaf: an inner node or the catalog, a split's later writes
 			}
-			if len(r.crashAt) > 0 && r.started >= r.crashAt[0] && r.c.w.Chance(strike) {
+			if at := r.crash.At; len(at) > 0 && r.work.Started >= at[0] && r.c.w.Chance(strike) {
 				// A crash that is due strikes this node while its
 				// write-through is in flight, most likely in a split: the
 				// windows between a split's writes are where a wrong order
 				// loses keys.
-				r.crashAt = r.crashAt[1:]
-				x := node.ID()
-				r.c.w.After(x, 0, func() { r.crash(x) })
+				r.crash.At = at[1:]
+				r.crash.Schedule(node.ID())
 			}
 			f := g.Frame()
 			// Durable when acknowledged: the checker learns of the page's
@@ -104,9 +102,12 @@ func (r *simRun) setupTree() bool {
 
 func (r *simRun) runTreeWorkload() {
 	var cos []*sim.Coroutine
-	r.active = make([]int, len(r.c.nodes))
-	r.clientsOf = make([][]int, len(r.c.nodes))
-	r.crashAt = r.crashPoints()
+	r.crash.At = simrunner.CrashPoints(r.cfg.Ops, r.cfg.Crashes)
+	r.work.BeforeOp = func() {
+		if at := r.crash.At; len(at) > 0 && r.work.Started >= at[0]+treeCrashGrace {
+			r.crash.Due() // no write-through took the due crash
+		}
+	}
 	for k, node := range r.c.nodes {
 		cos = append(cos, r.spawnWorkers(k, node)...)
 	}
@@ -115,36 +116,13 @@ func (r *simRun) runTreeWorkload() {
 	}
 	// A final read of every key by a worker of a live node: a write the
 	// crashes lost cannot hide behind a key nobody read again.
-	for k, node := range r.c.nodes {
+	for _, node := range r.c.nodes {
 		if r.c.w.Dead(node.ID()) {
 			continue
 		}
-		client := len(r.inflight)
+		id := protocolapi.Worker{Node: node.ID(), Client: len(r.inflight)}
 		r.inflight = append(r.inflight, &inflight{})
-		r.clientsOf[k] = append(r.clientsOf[k], client)
-		final := r.c.w.Spawn(node.ID(), 0, func(co *sim.Coroutine) {
-			s := r.session(node, &bufmgr.Worker{ID: client, P: co})
-			var kb [8]byte
-			for key := range r.cfg.Keys {
-				op := checker.Op{Client: client, Page: uint64(key), Call: r.c.w.Now(), Kind: "read"}
-				var val []byte
-				var found bool
-				var err error
-				if perr := bufmgr.Catch(func() { val, found, err = r.tree.Get(s, treeKey(kb[:], uint64(key)), nil) }); perr != nil {
-					err = perr
-				}
-				if err != nil {
-					r.failedOp(err, fmt.Sprintf("final read of key %d", key))
-					continue
-				}
-				if found && len(val) == 8 {
-					op.Value = binary.BigEndian.Uint64(val)
-				}
-				op.Return = r.c.w.Now()
-				r.hist.Add(op)
-				r.lastOp = op.Return
-			}
-		})
+		final := r.work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.Worker(id, co) })
 		r.runUntil([]*sim.Coroutine{final}, "final read")
 		return
 	}
@@ -154,165 +132,132 @@ func treeKey(b []byte, k uint64) []byte {
 	return binary.BigEndian.AppendUint64(b[:0], k)
 }
 
-func (r *simRun) treeWorker(co *sim.Coroutine, node *actors.Node, client int) {
-	bw := &bufmgr.Worker{ID: client, P: co}
-	s := r.session(node, bw)
-	w := r.c.w
-	var kb, vb [8]byte
-	var val []byte
-	in := r.inflight[client]
-	for r.started < r.cfg.Ops {
-		r.started++
-		if len(r.crashAt) > 0 && r.started >= r.crashAt[0]+treeCrashGrace {
-			r.maybeCrash() // no write-through took the due crash
-		}
-		co.Sleep(w.Intn(2_000))
-		k := uint64(r.perm[r.zipf.next(w.Rand())])
-		key := treeKey(kb[:], k)
-		if w.Chance(0.02) {
-			r.scan(s, key, k)
-			continue
-		}
-		op := checker.Op{Client: client, Page: k, Call: w.Now()}
-		if w.Chance(r.cfg.ReadRatio) && w.Chance(0.2) {
-			r.batchGet(s, client, k)
-			continue
-		}
-		var err error
-		*in = inflight{op: op, active: true}
-		perr := bufmgr.Catch(func() { val, err = r.treeOp(s, &op, key, val, vb[:0], in) })
-		if perr != nil {
-			err = perr
-		}
-		if !in.active || errors.Is(err, errIndeterminate) {
-			// A crash cut it (abandon recorded a write of unknown outcome).
-			r.abandon(client)
-			in.active = false
-			r.completed++
-			r.lastOp = w.Now()
-			continue
-		}
-		in.active = false
-		if err != nil {
-			if !r.failedOp(err, fmt.Sprintf("key %d: %s", k, op.Kind)) {
-				return
-			}
-			r.completed++
-			r.lastOp = w.Now()
-			continue
-		}
-		op.Return = w.Now()
-		r.hist.Add(op)
-		r.completed++
-		r.lastOp = op.Return
-	}
-}
+// The B-tree's entry for a worker (protocolapi.Tree and its deletes,
+// batches and scans): keys are 8 bytes big-endian, values 8 bytes. A
+// panic of a guard (an unreadable page) fails the operation; a
+// write-through whose directory crashed first abandons it (its outcome
+// is unknown).
 
-// treeOp does one read, put or delete of the key op names (op.Page) and
-// fills in op's kind and value.
-func (r *simRun) treeOp(s btree.Session, op *checker.Op, key, val, vb []byte, in *inflight) ([]byte, error) {
-	w := r.c.w
-	k := op.Page
+func (a *pageWorker) Get(key uint64) (uint64, bool, error) {
+	r := a.r
+	*r.inflight[a.bw.ID] = inflight{}
+	var found bool
 	var err error
-	switch {
-	case w.Chance(r.cfg.ReadRatio):
-		var found bool
-		val, found, err = r.tree.Get(s, key, val[:0])
-		op.Kind = "read"
-		if found {
-			if len(val) != 8 {
-				r.c.inv.Fail("key %d: value of %d bytes", k, len(val))
-			} else {
-				op.Value = binary.BigEndian.Uint64(val)
-			}
-		}
-	case w.Chance(0.8):
-		r.nextValue++
-		op.Kind, op.Value = "write", r.nextValue
-		in.op = *op
-		err = r.tree.Put(s, key, binary.BigEndian.AppendUint64(vb, r.nextValue))
-	default:
-		op.Kind = "write" // a delete writes 0
-		in.op = *op
-		_, err = r.tree.Delete(s, key)
-	}
-	return val, err
-}
-
-// batchGet reads key k and a few more in one GetBatch: every key is a
-// read in the history, called when the batch starts and returned when it
-// ends (the batch counts as one operation of the run).
-func (r *simRun) batchGet(s btree.Session, client int, k uint64) {
-	w := r.c.w
-	n := 2 + w.Intn(7)
-	keys := make([][]byte, n)
-	vals := make([][]byte, n)
-	found := make([]bool, n)
-	ks := make([]uint64, n)
-	for i := range keys {
-		if i > 0 {
-			k = uint64(r.perm[r.zipf.next(w.Rand())])
-		}
-		ks[i], keys[i] = k, treeKey(nil, k)
-	}
-	call := w.Now()
-	// An unreadable page fails only the keys that need it (GetBatch
-	// catches the guard's panic and returns a BatchError): the others are
-	// answered, and go into the history.
-	err := r.tree.GetBatch(s, keys, vals, found)
-	var partial *btree.BatchError
-	if err != nil {
-		r.failedOp(err, fmt.Sprintf("batch of %d keys from key %d", n, ks[0]))
-		if !errors.As(err, &partial) {
-			r.completed++
-			r.lastOp = w.Now()
-			return
-		}
-	}
-	ret := w.Now()
-	for i, k := range ks {
-		if partial != nil && slices.Contains(partial.Keys, i) {
-			continue
-		}
-		op := checker.Op{Client: client, Page: k, Call: call, Return: ret, Kind: "read"}
-		if found[i] {
-			if len(vals[i]) != 8 {
-				r.c.inv.Fail("key %d: value of %d bytes (in a batch)", k, len(vals[i]))
-				return
-			}
-			op.Value = binary.BigEndian.Uint64(vals[i])
-		}
-		r.hist.Add(op)
-	}
-	r.completed++
-	r.lastOp = ret
-}
-
-// scan reads up to 50 keys from key on and checks they come in order and
-// within bounds (scans are not part of the linearizability check).
-func (r *simRun) scan(s btree.Session, from []byte, k uint64) {
-	to := treeKey(nil, k+50)
-	var last []byte
-	n := 0
-	visit := func(key, val []byte) bool {
-		if bytes.Compare(key, from) < 0 || bytes.Compare(key, to) >= 0 || (last != nil && bytes.Compare(key, last) <= 0) {
-			r.c.inv.Fail("scan [%x, %x): key %x out of order or bounds (previous %x)", from, to, key, last)
-			return false
-		}
-		last = append(last[:0], key...)
-		n++
-		return n < 50
-	}
-	var err error
-	if perr := bufmgr.Catch(func() { err = r.tree.Scan(s, from, to, visit) }); perr != nil {
+	if perr := bufmgr.Catch(func() { a.val, found, err = r.tree.Get(a.s, treeKey(a.kb[:], key), a.val[:0]) }); perr != nil {
 		err = perr
 	}
-	if err != nil {
-		r.failedOp(err, fmt.Sprintf("scan from key %d", k))
+	var v uint64
+	if found && err == nil {
+		if len(a.val) != 8 {
+			r.c.inv.Fail("key %d: value of %d bytes", key, len(a.val))
+		} else {
+			v = binary.BigEndian.Uint64(a.val)
+		}
 	}
-	r.completed++
-	r.lastOp = r.c.w.Now()
+	return v, found, a.opErr(err)
 }
+
+func (a *pageWorker) Put(key, value uint64) error {
+	r := a.r
+	*r.inflight[a.bw.ID] = inflight{}
+	var err error
+	if perr := bufmgr.Catch(func() {
+		err = r.tree.Put(a.s, treeKey(a.kb[:], key), binary.BigEndian.AppendUint64(a.vb[:0], value))
+	}); perr != nil {
+		err = perr
+	}
+	return a.opErr(err)
+}
+
+func (a *pageWorker) Delete(key uint64) error {
+	r := a.r
+	*r.inflight[a.bw.ID] = inflight{}
+	var err error
+	if perr := bufmgr.Catch(func() { _, err = r.tree.Delete(a.s, treeKey(a.kb[:], key)) }); perr != nil {
+		err = perr
+	}
+	return a.opErr(err)
+}
+
+// opErr is what a get, put or delete returns to the runner: an error of
+// an operation a crash already cut as it is (the runner drops it), an
+// unknown outcome abandoned, an unreadable page as unavailable.
+func (a *pageWorker) opErr(err error) error {
+	if err == nil || !a.r.work.InFlight(a.bw.ID) {
+		return err
+	}
+	if errors.Is(err, errIndeterminate) {
+		a.r.crash.Abandon(a.bw.ID)
+		return err
+	}
+	return a.r.unavailableErr(err)
+}
+
+// unavailableErr wraps err with protocolapi.ErrUnavailable if the fault
+// plan caused it (counted: unavailable).
+func (r *simRun) unavailableErr(err error) error {
+	if err != nil && r.unavailable(err) {
+		return fmt.Errorf("%w: %w", protocolapi.ErrUnavailable, err)
+	}
+	return err
+}
+
+// GetBatch gets the keys in one btree.GetBatch: an unreadable page fails
+// only the keys that need it (a *btree.BatchError lists them).
+func (a *pageWorker) GetBatch(keys, vals []uint64, found []bool) ([]int, error) {
+	r := a.r
+	bk := make([][]byte, len(keys))
+	bv := make([][]byte, len(keys))
+	for i, k := range keys {
+		bk[i] = treeKey(nil, k)
+	}
+	err := r.tree.GetBatch(a.s, bk, bv, found)
+	var failed []int
+	var partial *btree.BatchError
+	if errors.As(err, &partial) {
+		failed = partial.Keys
+	}
+	for i := range keys {
+		if !found[i] || slices.Contains(failed, i) {
+			continue
+		}
+		if len(bv[i]) != 8 {
+			r.c.inv.Fail("key %d: value of %d bytes (in a batch)", keys[i], len(bv[i]))
+			continue
+		}
+		vals[i] = binary.BigEndian.Uint64(bv[i])
+	}
+	return failed, r.unavailableErr(err)
+}
+
+// Scan scans the keys in [from, to).
+func (a *pageWorker) Scan(from, to uint64, visit func(key, value uint64) bool) error {
+	r := a.r
+	var err error
+	if perr := bufmgr.Catch(func() {
+		err = r.tree.Scan(a.s, treeKey(nil, from), treeKey(nil, to), func(key, val []byte) bool {
+			if len(key) != 8 {
+				r.c.inv.Fail("scan [%d, %d): a key of %d bytes", from, to, len(key))
+				return false
+			}
+			var v uint64
+			if len(val) == 8 {
+				v = binary.BigEndian.Uint64(val)
+			}
+			return visit(binary.BigEndian.Uint64(key), v)
+		})
+	}); perr != nil {
+		err = perr
+	}
+	return r.unavailableErr(err)
+}
+
+var _ interface {
+	protocolapi.Tree
+	protocolapi.TreeDeleter
+	protocolapi.TreeBatcher
+	protocolapi.TreeScanner
+} = (*pageWorker)(nil)
 
 // allPIDs lists every page allocated on any directory (for the checks at
 // rest and the final flush).

@@ -5,19 +5,34 @@ import (
 
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
-	"github.com/scalestore-go/scalestore/storage/memfile"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
 
 // nodeEnv is protocolapi.Env for one simulated node.
 type nodeEnv struct {
-	r     *run
-	id    protocol.NodeID
-	role  protocolapi.Role
-	mem   []byte
-	ssd   sim.NodeEnv // its Store is nil without an SSD
+	r    *run
+	id   protocol.NodeID
+	role protocolapi.Role
+	mem  []byte
+	// local is this node's side of the world: its verbs, and its SSD
+	// (Store nil without one)
+	local sim.NodeEnv
 	frame [protocol.FrameSize]byte
+	// gen counts the node's crashes: a timer, a verb, an I/O or a message
+	// to itself that an earlier incarnation set off is dropped (the world
+	// drops the messages of a dead node itself).
+	gen uint64
+}
+
+// current wraps fn to run only if the node has not crashed since.
+func (e *nodeEnv) current(fn func()) func() {
+	gen := e.gen
+	return func() {
+		if e.gen == gen {
+			fn()
+		}
+	}
 }
 
 var _ protocolapi.Env = (*nodeEnv)(nil)
@@ -59,55 +74,63 @@ func (e *nodeEnv) Send(to protocol.NodeID, m protocolapi.Message) {
 	}
 	frame := e.frame
 	payload = append([]byte(nil), payload...)
-	r.w.After(e.id, 0, func() { r.deliver(e.id, e.id, frame[:], payload) })
+	r.w.After(e.id, 0, e.current(func() { r.deliver(e.id, e.id, frame[:], payload) }))
 }
 
 func (e *nodeEnv) After(delay int64, token uint64) {
-	e.r.w.After(e.id, delay, func() { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventTimer, Token: token}) })
+	e.r.w.After(e.id, delay, e.current(func() { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventTimer, Token: token}) }))
 }
 
 func (e *nodeEnv) verbDone(token uint64) func(uint64, error) {
+	gen := e.gen
 	return func(prev uint64, err error) {
-		e.r.step(e, protocolapi.Event{Kind: protocolapi.EventVerb, Token: token, Prev: prev, Err: err})
+		if e.gen == gen {
+			e.r.step(e, protocolapi.Event{Kind: protocolapi.EventVerb, Token: token, Prev: prev, Err: err})
+		}
 	}
 }
 
 func (e *nodeEnv) Read(dst []byte, rg transport.Region, off uint64, token uint64) {
 	done := e.verbDone(token)
-	e.r.w.Read(e.id, dst, rg, off, func(err error) { done(0, err) })
+	e.local.Read(dst, rg, off, func(err error) { done(0, err) })
 }
 
 func (e *nodeEnv) Write(rg transport.Region, off uint64, src []byte, token uint64) {
 	done := e.verbDone(token)
-	e.r.w.Write(e.id, rg, off, src, func(err error) { done(0, err) })
+	e.local.Write(rg, off, src, func(err error) { done(0, err) })
 }
 
 func (e *nodeEnv) CompareAndSwap(rg transport.Region, off, old, new uint64, token uint64) {
-	e.r.w.CompareAndSwap(e.id, rg, off, old, new, e.verbDone(token))
+	e.local.CompareAndSwap(rg, off, old, new, e.verbDone(token))
 }
 
 func (e *nodeEnv) FetchAndAdd(rg transport.Region, off, delta uint64, token uint64) {
-	e.r.w.FetchAndAdd(e.id, rg, off, delta, e.verbDone(token))
+	e.local.FetchAndAdd(rg, off, delta, e.verbDone(token))
 }
 
 func (e *nodeEnv) pageDone(token uint64) func(error) {
-	return func(err error) { e.r.step(e, protocolapi.Event{Kind: protocolapi.EventPage, Token: token, Err: err}) }
+	gen := e.gen
+	return func(err error) {
+		if e.gen == gen {
+			e.r.step(e, protocolapi.Event{Kind: protocolapi.EventPage, Token: token, Err: err})
+		}
+	}
 }
 
 func (e *nodeEnv) ReadPage(slot uint64, buf []byte, token uint64) {
-	if e.ssd.Store == nil {
+	if e.local.Store == nil {
 		e.r.fail("node %d reads SSD slot %d, but its layout gives it no SSD", e.id, slot)
 		return
 	}
-	e.ssd.ReadPage(slot, buf, e.pageDone(token))
+	e.local.ReadPage(slot, buf, e.pageDone(token))
 }
 
 func (e *nodeEnv) WritePage(slot uint64, buf []byte, token uint64) {
-	if e.ssd.Store == nil {
+	if e.local.Store == nil {
 		e.r.fail("node %d writes SSD slot %d, but its layout gives it no SSD", e.id, slot)
 		return
 	}
-	e.ssd.WritePage(slot, buf, e.pageDone(token))
+	e.local.WritePage(slot, buf, e.pageDone(token))
 }
 
 func (e *nodeEnv) Busy(ns int64) { e.r.w.Spend(e.id, ns) }
@@ -124,8 +147,4 @@ func (e *nodeEnv) DeliverFrame(from protocol.NodeID, frame, payload []byte) {
 func alignedBytes(n int) []byte {
 	words := make([]uint64, (n+7)/8)
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
-}
-
-func newSSD(w *sim.World, id protocol.NodeID, pages int) sim.NodeEnv {
-	return sim.NodeEnv{W: w, ID: id, Store: memfile.New(uint64(pages), w)}
 }

@@ -1,7 +1,6 @@
 package simrunner
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -9,9 +8,9 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/internal/traceview"
-	"github.com/scalestore-go/scalestore/internal/zipf"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/storage/memfile"
 	"github.com/scalestore-go/scalestore/transport"
 	"github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -103,6 +102,13 @@ type Result struct {
 	History                       *checker.History
 	// Counters are the protocol's own (protocolapi.Counterer), at the end.
 	Counters []protocolapi.Counter
+	// Crashes are the node crashes (Config.Crashes); UnknownOps the
+	// accesses they cut that may have taken effect (in the history as
+	// writes that return after everything else). Left are the nodes that
+	// left (Config.Elastic).
+	Crashes    []CrashEvent
+	UnknownOps int
+	Left       []LeftNode
 	// WorkloadOps is how many of the history's first operations are the
 	// workload's (the rest are the final reads of every key);
 	// WorkloadMessages and WorkloadVerbs are the messages and verbs sent
@@ -132,18 +138,18 @@ func Check(p protocolapi.Protocol, cfg Config) error {
 		return fmt.Errorf("protocol %s runs through its own run loop (%s), not the generic runner", p.Name, p.BuiltIn)
 	case !p.Supports.Workload(w):
 		return fmt.Errorf("protocol %s does not support the %s workload (it supports %v)", p.Name, w, p.Supports.Workloads)
-	case w == protocolapi.WorkloadBTree:
-		return fmt.Errorf("the generic runner does not run the btree workload yet (protocol %s offers it)", p.Name)
-	case w != protocolapi.WorkloadRegister && w != protocolapi.WorkloadRMW:
-		return fmt.Errorf("--workload %q: the generic runner runs register and rmw", w)
+	case w != protocolapi.WorkloadRegister && w != protocolapi.WorkloadRMW && w != protocolapi.WorkloadBTree:
+		return fmt.Errorf("--workload %q: the generic runner runs register, rmw and btree", w)
+	case cfg.Crashes < 0:
+		return fmt.Errorf("--crashes %d: want at least 0", cfg.Crashes)
 	case cfg.Crashes > 0 && !p.Supports.Crashes:
 		return fmt.Errorf("protocol %s does not support node crashes", p.Name)
-	case cfg.Crashes > 0:
-		return fmt.Errorf("the generic runner does not crash nodes yet (protocol %s supports it)", p.Name)
 	case cfg.Elastic && !p.Supports.Elastic:
 		return fmt.Errorf("protocol %s does not support elastic membership", p.Name)
-	case cfg.Elastic:
-		return fmt.Errorf("the generic runner does not run elastic membership yet (protocol %s supports it)", p.Name)
+	case cfg.Elastic && cfg.Crashes > 0:
+		return fmt.Errorf("crashes and elastic membership together: the runner does one or the other")
+	case cfg.Elastic && cfg.Nodes < 2:
+		return fmt.Errorf("elastic membership on %d node: want at least 2 (the first never leaves)", cfg.Nodes)
 	case cfg.Nodes < 1 || cfg.Nodes > protocol.MaxNodes:
 		return fmt.Errorf("--nodes %d: want 1..%d", cfg.Nodes, protocol.MaxNodes)
 	case cfg.Workers < 1:
@@ -167,13 +173,27 @@ func Check(p protocolapi.Protocol, cfg Config) error {
 	return err
 }
 
-// waiter is a worker's access in flight.
-type waiter struct {
+// stepper is a worker's Accessor for an event-driven role: it steps its
+// node's role with the access (EventAccess) and parks the worker until the
+// role completes it (Env.Complete).
+type stepper struct {
+	r       *run
+	node    protocol.NodeID
 	co      *sim.Coroutine
 	op      protocolapi.Op
 	pending bool
 	issuing bool // inside its role's Step: Complete must not wake it
 	res     protocolapi.Result
+}
+
+func (s *stepper) Access(op protocolapi.Op) protocolapi.Result {
+	s.op, s.pending, s.issuing = op, true, true
+	s.r.step(s.r.envs[s.node], protocolapi.Event{Kind: protocolapi.EventAccess, Op: op})
+	s.issuing = false
+	for s.pending {
+		s.co.Park()
+	}
+	return s.res
 }
 
 // run is one seed's state.
@@ -184,15 +204,12 @@ type run struct {
 	cl       protocolapi.Cluster
 	envs     []*nodeEnv
 	regions  []transport.Region
-	waiters  [][]*waiter // per worker node, per worker
-	opIDs    []uint64    // per node: the last op id
+	steppers [][]*stepper // per worker node, per worker (an event-driven role's)
+	blocking protocolapi.Blocking
+	work     *Workers
+	crash    *Crashes // Config.Crashes, or nil
+	elastic  *Elastic // Config.Elastic, or nil
 	hist     *checker.History
-	zipf     *zipf.Zipf
-	perm     []int
-	started  int
-	unavail  int
-	value    uint64
-	lastOp   int64
 	viol     checker.ViolationLog
 	stater   protocolapi.KeyStater
 	watching bool
@@ -268,11 +285,11 @@ func (r *run) traceVerb(at int64, v *sim.Verb, keyer protocolapi.MemoryKeyer) {
 
 // complete ends a worker's access.
 func (r *run) complete(node protocol.NodeID, op protocolapi.Op, res protocolapi.Result) {
-	if int(node) >= len(r.waiters) || op.Worker < 0 || op.Worker >= len(r.waiters[node]) {
+	if int(node) >= len(r.steppers) || op.Worker < 0 || op.Worker >= len(r.steppers[node]) || r.steppers[node][op.Worker] == nil {
 		r.fail("node %d completes %v of worker %d, which it has not", node, op.Kind, op.Worker)
 		return
 	}
-	wt := r.waiters[node][op.Worker]
+	wt := r.steppers[node][op.Worker]
 	if !wt.pending || wt.op.ID != op.ID {
 		r.fail("node %d completes access %d (%v of key %d), which is not in flight", node, op.ID, op.Kind, op.Key)
 		return
@@ -283,84 +300,20 @@ func (r *run) complete(node protocol.NodeID, op protocolapi.Op, res protocolapi.
 	}
 }
 
-// access runs one access of worker wk of node on the calling coroutine and
-// records it in the history.
-func (r *run) access(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64) {
-	r.accessAfter(co, node, wk, kind, key, 0)
+// worker is worker slot of node, the history's client slot of node's.
+func (r *run) worker(node protocol.NodeID, slot int) protocolapi.Worker {
+	return protocolapi.Worker{Node: node, Slot: slot, Client: int(node)*r.cfg.Workers + slot}
 }
 
-// accessAfter is access after cpu ns of the worker's own CPU (Config.OpNanos),
-// which count in the operation's latency as in scenarios' run loops.
-func (r *run) accessAfter(co *sim.Coroutine, node protocol.NodeID, wk int, kind protocolapi.OpKind, key uint64, cpu int64) {
-	w := r.w
-	call := w.Now()
-	if cpu > 0 {
-		co.Sleep(cpu)
+// bind is worker id's Accessor on co: the cluster's blocking entry, or a
+// stepper of its role.
+func (r *run) bind(id protocolapi.Worker, co *sim.Coroutine) protocolapi.Accessor {
+	if r.blocking != nil {
+		return r.blocking.Worker(id, co)
 	}
-	wt := r.waiters[node][wk]
-	r.opIDs[node]++
-	op := protocolapi.Op{ID: r.opIDs[node], Worker: wk, Kind: kind, Key: key}
-	if kind != protocolapi.OpRead {
-		r.value++
-		op.Value = r.value
-	}
-	wt.co, wt.op, wt.pending, wt.issuing = co, op, true, true
-	r.step(r.envs[node], protocolapi.Event{Kind: protocolapi.EventAccess, Op: op})
-	wt.issuing = false
-	for wt.pending {
-		co.Park()
-	}
-	ret := w.Now()
-	r.lastOp = ret
-	if wt.res.Err != nil {
-		if errors.Is(wt.res.Err, protocolapi.ErrUnavailable) {
-			r.unavail++
-			return
-		}
-		r.fail("node %d worker %d: %v of key %d: %v", node, wk, kind, key, wt.res.Err)
-		return
-	}
-	h := checker.Op{Client: int(node)*r.cfg.Workers + wk, Page: key, Call: call, Return: ret}
-	switch kind {
-	case protocolapi.OpRead:
-		h.Kind, h.Value = checker.KindRead, wt.res.Value
-	case protocolapi.OpWrite:
-		h.Kind, h.Value = checker.KindWrite, op.Value
-	case protocolapi.OpRMW:
-		h.Kind, h.Value, h.Read = checker.KindRMW, op.Value, wt.res.Value
-	}
-	r.hist.Add(h)
-}
-
-// worker runs accesses until the cluster's budget is used up.
-func (r *run) worker(co *sim.Coroutine, node protocol.NodeID, wk int) {
-	w := r.w
-	prev := -1 // the key of this worker's previous access
-	for r.started < r.cfg.Ops {
-		r.started++
-		if r.cfg.OpNanos == 0 {
-			co.Sleep(w.Intn(2_000))
-		}
-		var key uint64
-		if prev >= 0 && r.cfg.Locality > 0 && w.Chance(r.cfg.Locality) {
-			key = uint64(prev)
-		} else {
-			key = uint64(r.perm[r.zipf.Next(w.Rand())])
-		}
-		kind := protocolapi.OpRead
-		if !w.Chance(r.cfg.ReadRatio) {
-			kind = protocolapi.OpWrite
-			if r.cfg.Workload == protocolapi.WorkloadRMW {
-				kind = protocolapi.OpRMW
-			}
-		}
-		cpu := r.cfg.OpNanos
-		if cpu > 0 && kind != protocolapi.OpRead && r.cfg.WriteNanos > 0 {
-			cpu = r.cfg.WriteNanos
-		}
-		r.accessAfter(co, node, wk, kind, key, cpu)
-		prev = int(key)
-	}
+	s := &stepper{r: r, node: id.Node, co: co}
+	r.steppers[id.Node][id.Slot] = s
+	return s
 }
 
 // Run runs one seed of p.
@@ -382,22 +335,24 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 		return res, err
 	}
 	w := r.w
-	r.zipf = zipf.New(uint64(cfg.Keys), cfg.Zipf)
-	// Hot ranks land on random keys, hence on every home.
-	r.perm = make([]int, cfg.Keys)
-	for i := range r.perm {
-		r.perm[i] = i
+	r.work.Ops, r.work.ReadRatio, r.work.Locality = cfg.Ops, cfg.ReadRatio, cfg.Locality
+	r.work.RMW, r.work.OpNanos, r.work.WriteNanos = cfg.Workload == protocolapi.WorkloadRMW, cfg.OpNanos, cfg.WriteNanos
+	r.work.Keys = NewKeys(w, cfg.Keys, cfg.Zipf)
+	if cfg.Workload == protocolapi.WorkloadBTree && r.blocking == nil {
+		return res, fmt.Errorf("protocol %s offers the btree workload, but its cluster has no blocking access entry (protocolapi.Blocking) whose workers are a protocolapi.Tree", p.Name)
 	}
-	for i := len(r.perm) - 1; i > 0; i-- {
-		j := int(w.Intn(int64(i + 1)))
-		r.perm[i], r.perm[j] = r.perm[j], r.perm[i]
+	if err := r.membership(); err != nil {
+		return res, err
 	}
 	wallStart := time.Now()
 	var cos []*sim.Coroutine
 	for n := range cfg.Nodes {
-		for k := range cfg.Workers {
-			cos = append(cos, w.Spawn(protocol.NodeID(n), 0, func(co *sim.Coroutine) { r.worker(co, protocol.NodeID(n), k) }))
+		if r.elastic != nil {
+			if co := r.elastic.SpawnLeave(protocol.NodeID(n)); co != nil {
+				cos = append(cos, co)
+			}
 		}
+		cos = append(cos, r.spawnWorkers(protocol.NodeID(n), func(k int) int { return n*cfg.Workers + k })...)
 	}
 	done := r.runUntil(cos, "workload")
 	r.workloadOps, r.workloadMsgs = r.hist.Len(), w.Messages
@@ -409,6 +364,92 @@ func Run(p protocolapi.Protocol, cfg Config) (Result, error) {
 	r.finish(&res)
 	r.checkHistory(&res)
 	return res, nil
+}
+
+// spawnWorkers starts node's workers, each of client(slot).
+func (r *run) spawnWorkers(node protocol.NodeID, client func(slot int) int) []*sim.Coroutine {
+	var cos []*sim.Coroutine
+	for k := range r.cfg.Workers {
+		id := protocolapi.Worker{Node: node, Slot: k, Client: client(k)}
+		bind := func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) }
+		if r.cfg.Workload == protocolapi.WorkloadBTree {
+			cos = append(cos, r.work.SpawnTree(id, bind))
+		} else {
+			cos = append(cos, r.work.Spawn(id, bind))
+		}
+	}
+	return cos
+}
+
+// membership sets up the crashes (Config.Crashes) or the elastic
+// schedule (Config.Elastic) through the cluster's hooks.
+func (r *run) membership() error {
+	cfg := r.cfg
+	if cfg.Crashes > 0 {
+		hooks, ok := r.cl.(protocolapi.Crashable)
+		if !ok {
+			return fmt.Errorf("protocol %s supports crashes, but its cluster does not implement protocolapi.Crashable", r.p.Name)
+		}
+		next := cfg.Nodes * cfg.Workers // a restarted node's workers are new clients
+		r.crash = &Crashes{W: r.w, Work: r.work, Cluster: crashRoles{r, hooks}, Fail: r.fail, Nodes: len(r.envs),
+			At: CrashPoints(cfg.Ops, cfg.Crashes), DownMin: CrashDownMin, DownSpan: CrashDownSpan,
+			Respawn: func(x protocol.NodeID) {
+				r.spawnWorkers(x, func(int) int { next++; return next - 1 })
+			}}
+		r.work.BeforeOp = r.crash.Due
+	}
+	if cfg.Elastic {
+		hooks, ok := r.cl.(protocolapi.Leaver)
+		if !ok {
+			return fmt.Errorf("protocol %s supports elastic membership, but its cluster does not implement protocolapi.Leaver", r.p.Name)
+		}
+		r.elastic = &Elastic{Work: r.work, Cluster: hooks, Fail: r.fail, Ops: cfg.Ops, First: 0, Count: cfg.Nodes}
+		r.work.Window = r.elastic.Window
+	}
+	return nil
+}
+
+// The down time of a crashed node: CrashDownMin to CrashDownMin +
+// CrashDownSpan ns of simulated time (20 to 220 us: many round trips).
+const (
+	CrashDownMin  = 20_000
+	CrashDownSpan = 200_000
+)
+
+// crashRoles is a cluster's crash hooks with the runner's part for the
+// roles: a crashed node's env drops what its old role set off, and a
+// restarted node gets a new role (Cluster.Role again).
+type crashRoles struct {
+	r *run
+	protocolapi.Crashable
+}
+
+func (c crashRoles) Crash(x protocol.NodeID) {
+	c.r.envs[x].gen++
+	if int(x) < len(c.r.steppers) {
+		for _, s := range c.r.steppers[x] {
+			if s != nil {
+				s.pending = false // its worker is stopped: it waits for nothing
+			}
+		}
+	}
+	c.Crashable.Crash(x)
+}
+
+func (c crashRoles) Restart(x protocol.NodeID) error {
+	if err := c.Crashable.Restart(x); err != nil {
+		return err
+	}
+	e := c.r.envs[x]
+	role, err := c.r.cl.Role(x, e)
+	if err == nil && role == nil {
+		err = fmt.Errorf("no role")
+	}
+	if err != nil {
+		return fmt.Errorf("its new role: %w", err)
+	}
+	e.role = role
+	return nil
 }
 
 // deploy builds the world, the deployment and its roles.
@@ -443,9 +484,11 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	}
 	w := sim.New(cfg.Seed, lay.Nodes, sim.DefaultLatency, plan)
 	r := &run{p: p, cfg: cfg, w: w, cl: cl, hist: checker.NewHistory(cfg.Ops + cfg.Keys),
-		regions: make([]transport.Region, lay.Nodes), opIDs: make([]uint64, lay.Nodes)}
+		regions: make([]transport.Region, lay.Nodes)}
 	r.viol = checker.NewViolationLog(w.Now)
+	r.work = &Workers{W: w, Hist: r.hist, Fail: r.fail}
 	r.stater, _ = cl.(protocolapi.KeyStater)
+	r.blocking, _ = cl.(protocolapi.Blocking)
 	r.watching = cfg.Watch >= 0
 	w.OnFault = func(_ int64, node protocol.NodeID, err error) { r.fail("node %d: %v", node, err) }
 	if cfg.Trace != nil || cfg.Steps != nil {
@@ -454,13 +497,13 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 	}
 	for i := range lay.Nodes {
 		id := protocol.NodeID(i)
-		e := &nodeEnv{r: r, id: id}
+		e := &nodeEnv{r: r, id: id, local: sim.NodeEnv{W: w, ID: id}}
 		if i < len(lay.Memory) && lay.Memory[i] > 0 {
 			e.mem = alignedBytes(lay.Memory[i])
 			r.regions[i] = w.Register(id, e.mem)
 		}
 		if i < len(lay.SSDPages) && lay.SSDPages[i] > 0 {
-			e.ssd = newSSD(w, id, lay.SSDPages[i])
+			e.local.Store = memfile.New(uint64(lay.SSDPages[i]), w)
 		}
 		r.envs = append(r.envs, e)
 		w.AttachFrames(id, e)
@@ -479,11 +522,9 @@ func deploy(p protocolapi.Protocol, cfg Config, plan sim.FaultPlan) (*run, error
 		}
 		e.role = role
 	}
-	r.waiters = make([][]*waiter, cfg.Nodes)
-	for n := range r.waiters {
-		for range cfg.Workers {
-			r.waiters[n] = append(r.waiters[n], &waiter{})
-		}
+	r.steppers = make([][]*stepper, cfg.Nodes)
+	for n := range r.steppers {
+		r.steppers[n] = make([]*stepper, cfg.Workers)
 	}
 	return r, nil
 }
@@ -519,8 +560,12 @@ func (r *run) checkStep() {
 // the first violation, at a deadlock, or when no access completed for
 // Watchdog ns; then every role's state is in the report.
 func (r *run) runUntil(cos []*sim.Coroutine, phase string) bool {
-	return sim.Drive{Phase: phase, Watchdog: Watchdog, LastOp: &r.lastOp, Every: 1, AfterStep: r.checkStep,
-		Violations: r.viol.Count, Fail: r.fail, Stuck: r.stuck}.Run(r.w, cos)
+	d := sim.Drive{Phase: phase, Watchdog: Watchdog, LastOp: &r.work.LastOp, Every: 1, AfterStep: r.checkStep,
+		Violations: r.viol.Count, Fail: r.fail, Stuck: r.stuck}
+	if phase == "workload" {
+		d.Done = r.work.Done // a restarted node's workers too
+	}
+	return d.Run(r.w, cos)
 }
 
 // stuck reports every role's state and every worker still waiting.
@@ -530,9 +575,9 @@ func (r *run) stuck() {
 			r.fail("node %d: %s", e.id, d)
 		}
 	}
-	for n, ws := range r.waiters {
+	for n, ws := range r.steppers {
 		for k, wt := range ws {
-			if wt.pending {
+			if wt != nil && wt.pending {
 				r.fail("node %d worker %d waits for %v of key %d (access %d)", n, k, wt.op.Kind, wt.op.Key, wt.op.ID)
 			}
 		}
@@ -572,11 +617,19 @@ func (r *run) finalRead() {
 	if !r.settle("after the workload") {
 		return
 	}
-	final := r.w.Spawn(0, 0, func(co *sim.Coroutine) {
-		for key := range r.cfg.Keys {
-			r.access(co, 0, 0, protocolapi.OpRead, uint64(key))
-		}
-	})
+	id := r.worker(0, 0)
+	var final *sim.Coroutine
+	if r.cfg.Workload == protocolapi.WorkloadBTree {
+		final = r.work.FinalGets(id, func(co *sim.Coroutine) protocolapi.Accessor { return r.bind(id, co) })
+	} else {
+		var acc protocolapi.Accessor
+		final = r.w.Spawn(0, 0, func(co *sim.Coroutine) {
+			for key := range r.cfg.Keys {
+				r.work.Access(co, id, acc, protocolapi.OpRead, uint64(key), 0)
+			}
+		})
+		acc = r.bind(id, final)
+	}
 	if r.runUntil([]*sim.Coroutine{final}, "final read") {
 		r.settle("after the final read")
 	}
@@ -584,13 +637,29 @@ func (r *run) finalRead() {
 
 func (r *run) finish(res *Result) {
 	w := r.w
-	res.Ops, res.Unavailable = r.hist.Len(), r.unavail
+	res.Ops, res.Unavailable = r.hist.Len(), r.work.Unavailable
 	res.Messages, res.PayloadBytes, res.Steps = w.Messages, w.PageBytes, w.Steps
 	res.Verbs, _ = w.VerbStats()
 	res.TraceHash, res.SimNanos = w.Hash(), w.Now()
 	res.Violations, res.ViolationCount = r.viol.List(), r.viol.Count()
 	res.History = r.hist
 	res.WorkloadOps, res.WorkloadMessages, res.WorkloadVerbs = r.workloadOps, r.workloadMsgs, r.workVerb
+	if r.crash != nil {
+		res.Crashes, res.UnknownOps = r.crash.Events, len(r.crash.Unknown)
+		// A write of unknown outcome may take effect at any time after
+		// its call: it returns after everything else.
+		end := w.Now()
+		for _, op := range r.hist.Ops() {
+			end = max(end, op.Return)
+		}
+		for _, op := range r.crash.Unknown {
+			op.Return = end + 1
+			r.hist.Add(op)
+		}
+	}
+	if r.elastic != nil {
+		res.Left = r.elastic.Left
+	}
 	if c, ok := r.cl.(protocolapi.Counterer); ok {
 		if err := guard("Counters", func() { res.Counters = c.Counters() }); err != nil {
 			res.ViolationCount++

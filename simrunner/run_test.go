@@ -67,12 +67,22 @@ type toyRole struct {
 	env  protocolapi.Env
 	regs []uint64
 	ops  map[uint64]protocolapi.Op
+	// had: every access it was given (the timer option's check)
+	had map[uint64]bool
+	// restarted: a role built after its node crashed, which may get the
+	// answers its predecessor waited for
+	restarted bool
 }
 
 func (c *toyCluster) Layout() protocolapi.Layout { return protocolapi.Layout{Nodes: c.cfg.Nodes} }
 func (c *toyCluster) Role(id protocol.NodeID, env protocolapi.Env) (protocolapi.Role, error) {
-	r := &toyRole{c: c, env: env, regs: make([]uint64, c.cfg.Keys), ops: map[uint64]protocolapi.Op{}}
-	c.roles = append(c.roles, r)
+	r := &toyRole{c: c, env: env, regs: make([]uint64, c.cfg.Keys), ops: map[uint64]protocolapi.Op{}, had: map[uint64]bool{}}
+	if int(id) < len(c.roles) {
+		r.restarted = true
+		c.roles[id] = r
+	} else {
+		c.roles = append(c.roles, r)
+	}
 	return r, nil
 }
 func (c *toyCluster) Check(atRest bool) []error {
@@ -102,8 +112,18 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 			return errors.New("refuses writes")
 		}
 		r.ops[op.ID] = op
+		r.had[op.ID] = true
+		if d, _ := strconv.ParseInt(r.c.cfg.Option("timer"), 10, 64); d > 0 {
+			r.env.After(d, op.ID) // a timer of this access, to check its env drops it after a crash
+		}
 		r.env.Send(0, toyMsg{t: 1, worker: uint8(op.Worker), kind: op.Kind, key: op.Key, val: op.Value, id: op.ID})
 	case protocolapi.EventTimer:
+		if ev.Token != 0 {
+			if !r.had[ev.Token] {
+				return fmt.Errorf("a timer of access %d, which this role never had", ev.Token)
+			}
+			return nil
+		}
 		r.env.After(1_000_000, 0)
 	case protocolapi.EventMessage:
 		m := ev.Msg.(toyMsg)
@@ -125,6 +145,9 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 			return nil
 		}
 		op, ok := r.ops[m.id]
+		if !ok && r.restarted {
+			return nil // to an access of the node before it crashed
+		}
 		if !ok {
 			return fmt.Errorf("answer to %d", m.id)
 		}
@@ -137,12 +160,34 @@ func (r *toyRole) Step(ev protocolapi.Event) error {
 	return nil
 }
 
+// The toy's crash hooks (protocolapi.Crashable): any node but the home
+// may crash; a write in flight was sent to the home when it began, so it
+// may have taken effect (the mutant forget-unknown says it did not).
+func (c *toyCluster) MayCrash(x protocol.NodeID) bool { return x != 0 }
+func (c *toyCluster) Crash(protocol.NodeID)           {}
+func (c *toyCluster) Abandoned(_ int, written uint64) bool {
+	return written != 0 && c.cfg.Mutant != "forget-unknown"
+}
+func (c *toyCluster) Recover(protocol.NodeID) int64 { return 0 }
+func (c *toyCluster) Restart(protocol.NodeID) error { return nil }
+
+// Leave (protocolapi.Leaver): a node holds nothing but its accesses in
+// flight, and its workers stopped.
+func (c *toyCluster) Leave(x protocol.NodeID, on protocolapi.Waiter) (int, error) {
+	on.Sleep(1_000)
+	if n := len(c.roles[x].ops); n > 0 {
+		return n, fmt.Errorf("%d accesses in flight", n)
+	}
+	return 0, nil
+}
+
 func toy(workloads ...string) protocolapi.Protocol {
 	if len(workloads) == 0 {
 		workloads = []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW}
 	}
 	p := protocolapi.Protocol{Name: "toy", Codec: toyCodec{}, Supports: protocolapi.Supports{Workloads: workloads},
-		Options: []protocolapi.Option{{Name: "answer-delay", Default: "0", About: "ns the home waits before it answers"}},
+		Options: []protocolapi.Option{{Name: "answer-delay", Default: "0", About: "ns the home waits before it answers"},
+			{Name: "timer", Default: "0", About: "ns after which every access's timer fires (0: none)"}},
 		Deploy: func(cfg protocolapi.Config) (protocolapi.Cluster, error) {
 			if _, err := strconv.ParseInt(cfg.Option("answer-delay"), 10, 64); err != nil {
 				return nil, fmt.Errorf("answer-delay: %w", err)
@@ -152,7 +197,7 @@ func toy(workloads ...string) protocolapi.Protocol {
 			}
 			return &toyCluster{cfg: cfg}, nil
 		}}
-	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy", "check-panics", "deploy-panics"} {
+	for _, m := range []string{"stall", "spin", "error", "stale", "twice", "invariant", "corrupt", "busy", "check-panics", "deploy-panics", "forget-unknown"} {
 		p.Mutants = append(p.Mutants, protocolapi.Mutant{Name: m})
 	}
 	return p
@@ -228,7 +273,7 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		{toy(protocolapi.WorkloadRegister), func(c *Config) { c.Workload = "rmw" }, "does not support the rmw workload"},
-		{toy(protocolapi.WorkloadRegister, protocolapi.WorkloadBTree), func(c *Config) { c.Workload = "btree" }, "does not run the btree workload yet"},
+		{toy(protocolapi.WorkloadRegister, protocolapi.WorkloadBTree), func(c *Config) { c.Workload = "btree" }, "has no blocking access entry"},
 		{toy(), func(c *Config) { c.Crashes = 2 }, "does not support node crashes"},
 		{toy(), func(c *Config) { c.Elastic = true }, "does not support elastic membership"},
 		{toy(), func(c *Config) { c.Mutant = "nope" }, `no mutant "nope"`},

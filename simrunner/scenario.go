@@ -84,14 +84,18 @@ func RunScenario(p protocolapi.Protocol, name string, trace io.Writer) (Scenario
 			if len(mine) == 0 {
 				continue
 			}
-			cos = append(cos, r.w.Spawn(protocol.NodeID(n), 0, func(co *sim.Coroutine) {
+			id := r.worker(protocol.NodeID(n), k)
+			var acc protocolapi.Accessor
+			co := r.w.Spawn(protocol.NodeID(n), 0, func(co *sim.Coroutine) {
 				for _, op := range mine {
 					if d := op.At - r.w.Now(); d > 0 {
 						co.Sleep(d)
 					}
-					r.access(co, op.Node, op.Worker, op.Kind, op.Key)
+					r.work.Access(co, id, acc, op.Kind, op.Key, 0)
 				}
-			}))
+			})
+			acc = r.bind(id, co)
+			cos = append(cos, co)
 		}
 	}
 	if r.runUntil(cos, "scenario") {

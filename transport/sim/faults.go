@@ -7,6 +7,7 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/storage"
 	"github.com/scalestore-go/scalestore/storage/memfile"
+	"github.com/scalestore-go/scalestore/transport"
 )
 
 // Latency is the latency model, in nanoseconds.
@@ -196,7 +197,10 @@ func (w *World) Inject(op memfile.Op, slot uint64) error {
 // ErrInjectedUnreadable is the permanent read error of the lossy plan.
 var ErrInjectedUnreadable = errors.New("sim: unreadable page")
 
-// NodeEnv is the actors.Env of one simulated node.
+// NodeEnv is one simulated node's side of the world: the actors.Env of
+// ScaleStore's nodes, and the verbs it posts for any other (SELCC's line
+// caches, the plug-in runner's envs), so that every adapter between the
+// simulator and a node's code is this one.
 type NodeEnv struct {
 	W     *World
 	ID    protocol.NodeID
@@ -224,4 +228,24 @@ func (e *NodeEnv) ReadPage(slot uint64, buf []byte, done func(error)) {
 // WritePage implements actors.Env.
 func (e *NodeEnv) WritePage(slot uint64, buf []byte, done func(error)) {
 	e.W.At(e.ID, e.W.ioAt(e.ID, slot, true), func() { done(e.Store.WritePage(slot, buf)) })
+}
+
+// Read posts a one-sided READ from this node (linecache.Poster).
+func (e *NodeEnv) Read(dst []byte, r transport.Region, off uint64, done func(error)) {
+	e.W.Read(e.ID, dst, r, off, done)
+}
+
+// Write posts a one-sided WRITE from this node.
+func (e *NodeEnv) Write(r transport.Region, off uint64, src []byte, done func(error)) {
+	e.W.Write(e.ID, r, off, src, done)
+}
+
+// CompareAndSwap posts an atomic CAS from this node.
+func (e *NodeEnv) CompareAndSwap(r transport.Region, off, old, new uint64, done func(prev uint64, err error)) {
+	e.W.CompareAndSwap(e.ID, r, off, old, new, done)
+}
+
+// FetchAndAdd posts an atomic FAA from this node.
+func (e *NodeEnv) FetchAndAdd(r transport.Region, off, delta uint64, done func(prev uint64, err error)) {
+	e.W.FetchAndAdd(e.ID, r, off, delta, done)
 }
