@@ -353,8 +353,9 @@ func killLosesNothing(t *testing.T, durability string, nodes int) {
 	if acked < 100 {
 		t.Fatalf("only %d operations were acknowledged before the kills", acked)
 	}
-	c.start()              // the killed stores are recovered (write-through)
-	if len(loaded) < 150 { // about 30 keys fill a leaf: several splits
+	c.start() // the killed stores are recovered (write-through)
+	// About 30 keys fill a leaf: 150 make several splits.
+	if len(loaded) < 150 {
 		t.Fatalf("the loader put only %d keys before the kills", len(loaded))
 	}
 	for _, i := range loaded {
