@@ -50,7 +50,7 @@ bench-ssd: build
 # Redis's own test suite (issue 49): the units of tests/ of redis 7.0.15
 # in external mode against redis-server, one node and a 3-node cluster,
 # per-unit pass counts side by side (fetches the tests and installs tcl
-# itself; about 10 minutes). UNITS="unit/type/incr" narrows it.
+# itself; about a minute and a half). UNITS="unit/type/incr" narrows it.
 redis-suite: build
 	UNITS="$(UNITS)" bench/redis-suite.sh
 
