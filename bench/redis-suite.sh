@@ -52,7 +52,7 @@ while [ $# -gt 0 ]; do
 	--check) MODE=check; shift ;;
 	--update-list) MODE=update; shift ;;
 	--list) LIST=$2; shift 2 ;;
-	-h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
 	*) echo "redis-suite: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -105,7 +105,7 @@ fetch_from_debian() {
 	(cd "$d/src" && apt-get "${opts[@]}" -qq source --download-only redis >&2) || return 1
 	local orig=$d/src/redis_$REDIS_TAG.orig.tar.gz
 	if [ ! -f "$orig" ]; then
-		echo "redis-suite: Debian's source package of redis is not $REDIS_TAG:" $(ls "$d/src") >&2
+		echo "redis-suite: Debian's source package of redis is not $REDIS_TAG: $(cd "$d/src" && echo *)" >&2
 		return 1
 	fi
 	if [ "$(sha256sum "$orig" | cut -d' ' -f1)" != "$REDIS_ORIG_SHA256" ]; then
