@@ -23,7 +23,7 @@ import (
 // The systems a simulated run can put under the workload.
 const (
 	SystemScaleStore = "scalestore"
-	SystemSELCC      = "selcc"
+	SystemSELCC      = selcc.Name
 )
 
 // DefaultMemoryNodes is how many passive memory nodes a SELCC run has

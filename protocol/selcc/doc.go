@@ -8,3 +8,8 @@
 // It imports nothing but the standard library: the simulator, the
 // transports and the runtime drive it, never the other way round.
 package selcc
+
+// Name is SELCC's registered protocol name (package protocols): code
+// outside SELCC's packages refers to it by this constant or through the
+// registry, never by spelling it.
+const Name = "selcc"
