@@ -3,11 +3,14 @@ package protocols
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/scalestore-go/scalestore/examples/msi"
 	"github.com/scalestore-go/scalestore/gam"
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/index/indexproc"
 	"github.com/scalestore-go/scalestore/mutation"
+	selccproto "github.com/scalestore-go/scalestore/protocol/selcc"
 	"github.com/scalestore-go/scalestore/protocol/selcc/selccproc"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/sel"
@@ -68,7 +71,9 @@ func builtIns() []Entry {
 			return 1
 		})
 		return Entry{Protocol: protocolapi.Protocol{Name: name, Summary: summary, BuiltIn: "--workload " + name, Mutants: ms,
-			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}}, Dirs: indexDirs, Processes: indexDesign,
+			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}, Options: []protocolapi.Option{
+				{Name: indexdesign.OptionMemoryNodes, Default: strconv.Itoa(indexdesign.DefaultMemoryNodes), Flag: indexdesign.OptionMemoryNodes,
+					About: "memory servers holding the index"}}}, Dirs: indexDirs, Processes: indexDesign,
 			Swarm: []string{"--workload " + name + " --seeds 300 --keys 200 --ops 2000"},
 			MutantRun: func(m protocolapi.Mutant) string {
 				return fmt.Sprintf("--seeds 200 --workload %s --keys 200 --ops 2000 --cell-mega-nodes %d", name, megaNodes(name))
@@ -96,7 +101,13 @@ func builtIns() []Entry {
 			},
 			MutantRun: scaleStoreMutantRun},
 		{Protocol: protocolapi.Protocol{Name: "selcc", Summary: "SELCC's latch-word coherence over one-sided verbs on passive memory nodes",
-			BuiltIn: "--protocol selcc", Mutants: selcc,
+			BuiltIn: "--protocol selcc", Mutants: selcc, Options: []protocolapi.Option{
+				{Name: selccproto.OptionMemoryNodes, Default: strconv.Itoa(selccproto.DefaultMemoryNodes), Flag: selccproto.OptionMemoryNodes,
+					About: "passive memory nodes holding the lines (--nodes are the compute nodes)"},
+				{Name: selccproto.OptionGamma, Default: strconv.Itoa(selccproto.DefaultGamma), Flag: selccproto.OptionGamma,
+					About: "local-handover threshold of the lease (SELCC §5.3.1; 0 or below: off)"},
+				{Name: selccproto.OptionPriority, Default: "on", Flag: "no-priority", FlagValue: "off",
+					About: "the starved-writer priority (SELCC §5.3.2): on or off"}},
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
 				Processes: true}}, Dirs: selccDirs, Processes: selccproc.Design(),
 			Swarm: []string{

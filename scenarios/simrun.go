@@ -66,6 +66,12 @@ type SimConfig struct {
 	// SystemSELCC (latch words on passive memory nodes; Nodes are then
 	// the compute nodes).
 	System string
+	// Options are the registered protocol's own options by name
+	// (protocolapi.Option: SELCC's memory nodes, gamma and priority, the
+	// index designs' memory servers), as the command line gives them;
+	// RunSim sets the fields below from them (applyOptions). An option
+	// the protocol does not have is an error.
+	Options map[string]string
 	// MemoryNodes is SELCC's passive memory nodes (0: DefaultMemoryNodes).
 	MemoryNodes int
 	// Gamma is SELCC's local-handover threshold (0: DefaultGamma, below
@@ -460,6 +466,9 @@ type simRun struct {
 // workload, checks at rest, final flush, and porcupine over the history.
 func RunSim(cfg SimConfig) (SimResult, error) {
 	res := SimResult{Seed: cfg.Seed}
+	if err := cfg.applyOptions(); err != nil {
+		return res, err
+	}
 	if err := cfg.validate(); err != nil {
 		return res, err
 	}

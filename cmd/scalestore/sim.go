@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/scalestore-go/scalestore/internal/traceview"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/scenarios"
 	simfaults "github.com/scalestore-go/scalestore/transport/sim"
 )
@@ -98,9 +102,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.cfg.Zipf, "zipf", d.Zipf, "zipfian skew of page choice, 0 = uniform, up to 0.99")
 	fs.StringVar(&f.faults, "faults", d.Faults, "fault plan: "+simfaults.PlanNames+" (each seed varies the intensities; lossy adds reads that fail for good, and the operations on those pages fail instead of the node)")
 	fs.StringVar(&f.protocol, "protocol", "chaining", "ScaleStore's conflict handling: chaining (the paper), fifo or polling (baselines); or selcc: SELCC's latch words on passive memory nodes (--nodes are then its compute nodes; the btree workload is a B-link tree over its lines); or any registered protocol ('scalestore protocols'; 'sim --protocol NAME --help' for a plug-in's flags)")
-	fs.IntVar(&f.cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "with --protocol selcc: passive memory nodes holding the lines")
-	fs.Float64Var(&f.cfg.Gamma, "gamma", scenarios.DefaultGamma, "with --protocol selcc: local-handover threshold of the lease (SELCC §5.3.1; 0 or below: off)")
-	fs.BoolVar(&f.cfg.NoPriority, "no-priority", false, "with --protocol selcc: turn off the starved-writer priority (SELCC §5.3.2)")
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 1
+	}
+	var opts map[string]string
+	optionFlag(fs, &opts)
+	aliases := newOptionAliases(fs, reg)
 	fs.StringVar(&f.cfg.Mutate, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
 	fs.StringVar(&f.historyOut, "history-out", "", "write the checked history as JSON lines to this file (last seed run)")
 	fs.StringVar(&f.traceOut, "trace-out", "", "write every network message to this file (single seed)")
@@ -161,20 +170,127 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
-	if f.cfg.Gamma <= 0 {
-		f.cfg.Gamma = -1
-	}
-	if f.protocol == scenarios.SystemSELCC {
-		f.cfg.System = scenarios.SystemSELCC
-		return simMain(&f, args, stdout, stderr)
-	}
-	v, err := protocol.ParseVariant(f.protocol)
-	if err != nil {
+	// --protocol is ScaleStore's conflict handling, or a registered
+	// protocol that runs through its own world (dispatchSim sent the
+	// plug-ins to the generic runner and rewrote the rest to their flags).
+	if v, err := protocol.ParseVariant(f.protocol); err == nil {
+		f.cfg.Protocol = v
+	} else if _, ok := reg.Lookup(f.protocol); ok {
+		f.cfg.System = f.protocol
+	} else {
 		fmt.Fprintf(stderr, "sim: --protocol: %v\n", err)
 		return 2
 	}
-	f.cfg.Protocol = v
+	p, err := reg.Find(f.cfg.Registered())
+	if err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 2
+	}
+	if f.cfg.Options, err = aliases.options(p, opts); err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 2
+	}
 	return simMain(&f, args, stdout, stderr)
+}
+
+// optionAliases are the flags that set a registered protocol's options
+// (protocolapi.Option.Flag: --memory-nodes, --gamma, --no-priority),
+// each defined once on fs from the registry, so that sim names none.
+type optionAliases map[string]*aliasValue
+
+// aliasValue is one alias flag's value as given.
+type aliasValue struct {
+	value     string
+	set, bool bool
+}
+
+func (a *aliasValue) String() string {
+	if a == nil {
+		return ""
+	}
+	return a.value
+}
+
+func (a *aliasValue) Set(v string) error { a.value, a.set = v, true; return nil }
+
+// IsBoolFlag makes a flag whose option has a FlagValue a boolean flag.
+func (a *aliasValue) IsBoolFlag() bool { return a.bool }
+
+func newOptionAliases(fs *flag.FlagSet, reg *protocolapi.Registry) optionAliases {
+	out := optionAliases{}
+	// what each flag sets, and for which protocols, in the registry's order
+	type target struct{ set, about string }
+	var targets = map[string][]target{}
+	whose := map[string]map[target][]string{}
+	for _, p := range reg.All() {
+		for _, o := range p.Options {
+			if o.Flag == "" {
+				continue
+			}
+			a := out[o.Flag]
+			if a == nil {
+				a = &aliasValue{value: o.Default, bool: o.FlagValue != ""}
+				if a.bool {
+					a.value = "false"
+				}
+				out[o.Flag], whose[o.Flag] = a, map[target][]string{}
+			}
+			t := target{"--opt " + o.Name, o.About}
+			if a.bool {
+				t.set = "--opt " + o.Name + "=" + o.FlagValue
+			}
+			if whose[o.Flag][t] == nil {
+				targets[o.Flag] = append(targets[o.Flag], t)
+			}
+			whose[o.Flag][t] = append(whose[o.Flag][t], p.Name)
+		}
+	}
+	for name, a := range out {
+		var about []string
+		for _, t := range targets[name] {
+			about = append(about, fmt.Sprintf("%s of %s (%s)", t.set, strings.Join(whose[name][t], ", "), t.about))
+		}
+		fs.Var(a, name, "the same as "+strings.Join(about, "; "))
+	}
+	return out
+}
+
+// options are the options of p as the command line sets them (--opt, and
+// the alias flags of p's options), every other one at its default. An
+// alias flag given for a protocol that has no option it sets is an error.
+func (as optionAliases) options(p protocolapi.Protocol, opts map[string]string) (map[string]string, error) {
+	set := maps.Clone(opts)
+	if set == nil {
+		set = map[string]string{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(as)) {
+		a := as[name]
+		if !a.set {
+			continue
+		}
+		i := slices.IndexFunc(p.Options, func(o protocolapi.Option) bool { return o.Flag == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--%s: protocol %s has no option it sets", name, p.Name)
+		}
+		o := p.Options[i]
+		v := a.value
+		if o.FlagValue != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("--%s=%s: %w", name, v, err)
+			}
+			if !b {
+				continue
+			}
+			v = o.FlagValue
+		}
+		if given, ok := opts[o.Name]; ok && given != v {
+			return nil, fmt.Errorf("--%s and --opt %s=%s disagree", name, o.Name, given)
+		}
+		set[o.Name] = v
+	}
+	cfg, err := p.WithDefaults(protocolapi.Config{Options: set})
+	return cfg.Options, err
 }
 
 type simSummary struct {
@@ -261,8 +377,9 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		case first != last:
 			fmt.Fprintln(stderr, "sim: --trace-html needs a single seed")
 			return 2
-		case f.cfg.System == scenarios.SystemSELCC || scenarios.IsNAMWorkload(f.cfg.Workload):
-			fmt.Fprintln(stderr, "sim: --trace-html draws ScaleStore's messages (the register, rmw and btree workloads); SELCC's verbs are drawn by 'scenario selcc-* --html'")
+		case f.cfg.Registered() != scenarios.SystemScaleStore:
+			fmt.Fprintf(stderr, "sim: --trace-html draws ScaleStore's messages (the register, rmw and btree workloads), not %s's; 'scalestore scenario list' lists the charts of its conflicts\n",
+				f.cfg.Registered())
 			return 2
 		case f.cfg.WatchPage >= f.cfg.Pages:
 			fmt.Fprintf(stderr, "sim: --watch-page %d: the run has pages 0..%d\n", f.cfg.WatchPage, f.cfg.Pages-1)
@@ -419,7 +536,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
 				sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
 		}
-		if f.cfg.System == scenarios.SystemSELCC && sum.Ops > 0 {
+		if !index && sum.Verbs > 0 && sum.Ops > 0 {
+			// a protocol of one-sided verbs (SELCC's line caches)
 			fmt.Fprintf(w, "  one-sided verbs %d (%.2f per operation), invalidations %d, handovers %d, shared releases %d, dropped %d, upgrade fallbacks %d, lease releases %d, memory-node handler calls %d\n",
 				sum.Verbs, float64(sum.Verbs)/float64(sum.Ops), sel.Invalidations, sel.HandOvers, sel.Releases, sel.Dropped,
 				sel.UpgradeFallbacks, sel.LeaseReleases, sum.MemoryHandlers)

@@ -16,6 +16,14 @@ const (
 	Cell      = "cell"
 )
 
+// OptionMemoryNodes is the index designs' option (protocolapi.Option,
+// `sim --opt memory-nodes=M`) of how many memory servers hold the index;
+// DefaultMemoryNodes its default.
+const (
+	OptionMemoryNodes  = "memory-nodes"
+	DefaultMemoryNodes = 2
+)
+
 // IsNAM reports whether name is one of the NAM-tree's designs.
 func IsNAM(name string) bool { return name == NAMCoarse || name == NAMFine || name == NAMHybrid }
 
