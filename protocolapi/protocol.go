@@ -207,11 +207,13 @@ type Protocol struct {
 	Codec Codec
 	// Deploy builds one instance for cfg. It must not draw random numbers
 	// or read the clock: a run's randomness comes from Env.Rand. nil: a
-	// built-in protocol that runs through its own run loop (BuiltIn).
+	// built-in protocol whose nodes own their simulated world, which its
+	// registration gives (package protocols: a simrunner.World, a type
+	// this package cannot name).
 	Deploy func(cfg Config) (Cluster, error)
 	// BuiltIn, for a protocol without Deploy, is the flags of `scalestore
-	// sim` that select the run loop that runs it ("--protocol chaining",
-	// "--workload nam-cg"): `sim --protocol NAME` stands for them.
+	// sim` that select its world ("--protocol chaining", "--workload
+	// nam-cg"): `sim --protocol NAME` stands for them.
 	BuiltIn string
 	// Mutants are its named mutations.
 	Mutants []Mutant

@@ -42,10 +42,10 @@ func Entries() []Entry {
 	return out
 }
 
-// builtIns describes the systems that run through scenarios' own run
-// loops (moving them onto simrunner is the next step): BuiltIn is the
-// `scalestore sim` flags that select each one's loop. Their code for
-// processes is a cluster.Design of their own packages.
+// builtIns describes the systems whose nodes own their simulated world:
+// World is scenarios' run loop that builds it, which simrunner.RunWorld
+// runs, and BuiltIn the `scalestore sim` flags that select it. Their code
+// for processes is a cluster.Design of their own packages.
 func builtIns() []Entry {
 	var scalestore, selcc []protocolapi.Mutant
 	for _, name := range mutation.Names {

@@ -13,7 +13,7 @@ func TestProtocolsLists(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"scalestore  sim --protocol chaining", "selcc", "nam-cg", "nam-fg", "nam-hybrid", "cell", "msi         generic"} {
+	for _, want := range []string{"scalestore  world", "selcc", "nam-cg", "nam-fg", "nam-hybrid", "cell", "msi         generic"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("protocols does not list %q:\n%s", want, out)
 		}
@@ -26,7 +26,7 @@ func TestProtocolsLists(t *testing.T) {
 }
 
 // sim --protocol NAME dispatches through the registry: a plug-in to the
-// generic runner, a built-in to its own loop.
+// generic runner, a built-in to its world (simrunner.RunWorld).
 func TestSimDispatchesThroughRegistry(t *testing.T) {
 	code, out, errOut := runCLI("sim", "--protocol", "msi", "--seeds", "3", "--faults", "heavy", "--quiet")
 	if code != 0 || !strings.Contains(out, "OK: no violation  seeds=3") || !strings.Contains(out, "protocol=msi") {
