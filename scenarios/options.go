@@ -42,24 +42,6 @@ func (c SimConfig) Registered() string {
 	return SystemScaleStore
 }
 
-// options are the options of the protocol cfg runs (their names are
-// declared by its package: selcc.Option*, indexdesign.Option*, this
-// package's Option* for ScaleStore).
-func (c *SimConfig) options() []string {
-	switch {
-	case indexdesign.IsCell(c.Workload):
-		return []string{indexdesign.OptionMemoryNodes, indexdesign.OptionScanLen, indexdesign.OptionCellSearch,
-			indexdesign.OptionCellCacheLevel, indexdesign.OptionCellMegaNodes}
-	case indexdesign.HeadNodes(c.Workload):
-		return []string{indexdesign.OptionMemoryNodes, indexdesign.OptionScanLen, indexdesign.OptionHeadNodes, indexdesign.OptionHeadGroup}
-	case IsNAMWorkload(c.Workload):
-		return []string{indexdesign.OptionMemoryNodes, indexdesign.OptionScanLen}
-	case c.System == SystemSELCC:
-		return []string{selcc.OptionMemoryNodes, selcc.OptionGamma, selcc.OptionPriority}
-	}
-	return []string{OptionConflict, OptionReplicas, OptionComputeNodes, OptionPartitioned, OptionMessageBudget}
-}
-
 // applyOptions sets cfg's fields from Options, the options of the
 // registered protocol it runs. A value that does not parse, or an option
 // the protocol does not have, is an error.
@@ -67,7 +49,11 @@ func (c *SimConfig) applyOptions() error {
 	if len(c.Options) == 0 {
 		return nil
 	}
-	known := c.options()
+	l, err := c.loop()
+	if err != nil {
+		return err
+	}
+	known := l.options
 	headNodes := true
 	for _, name := range slices.Sorted(maps.Keys(c.Options)) {
 		v := c.Options[name]

@@ -123,29 +123,40 @@ func (res *SimResult) runnerResult(c SimConfig) simrunner.Result {
 		BadKeys: res.BadPages, History: res.History, Crashes: res.Crashes, UnknownOps: res.UnknownOps, Left: res.Left,
 		Info: res.Info}
 	out.WorkloadOps = res.Ops // the workload's accesses come first, the final reads after them
-	type counter = protocolapi.Counter
-	switch {
-	case IsNAMWorkload(c.Workload):
-		out.Counters = []counter{{Name: CounterVerbBytes, Value: res.VerbBytes}, {Name: CounterMemoryHandlerCalls, Value: res.MemoryHandlerCalls},
-			{Name: CounterIndexScans, Value: uint64(res.NAMScans)}, {Name: CounterScanRoundTrips, Value: res.NAMScanWaits},
-			{Name: CounterMegaSplits, Value: res.CellMegaSplits}, {Name: CounterMegaMoved, Value: res.CellMoved},
-			{Name: CounterCellRestarts, Value: res.CellRestarts}}
-	case c.System == SystemSELCC:
-		s := res.SELCC
-		out.Counters = []counter{{Name: CounterCacheHits, Value: res.Hits}, {Name: CounterCacheMisses, Value: res.Misses},
-			{Name: CounterRemoteFetches, Value: res.RemoteFetches}, {Name: CounterEvictions, Value: res.Evictions},
-			{Name: CounterVerbBytes, Value: res.VerbBytes}, {Name: CounterMemoryHandlerCalls, Value: res.MemoryHandlerCalls},
-			{Name: CounterInvalidations, Value: s.Invalidations}, {Name: CounterHandOvers, Value: s.HandOvers},
-			{Name: CounterSharedReleases, Value: s.Releases}, {Name: CounterDropped, Value: s.Dropped},
-			{Name: CounterUpgradeFallbacks, Value: s.UpgradeFallbacks}, {Name: CounterLeaseReleases, Value: s.LeaseReleases}}
-	default:
-		out.Counters = []counter{{Name: CounterCacheHits, Value: res.Hits}, {Name: CounterCacheMisses, Value: res.Misses},
-			{Name: CounterRemoteFetches, Value: res.RemoteFetches}, {Name: CounterEvictions, Value: res.Evictions},
-			{Name: CounterEvictionsDeclined, Value: res.EvictDeclined}, {Name: CounterDirtyPulls, Value: res.Pulls},
-			{Name: CounterIORetries, Value: res.IORetries}, {Name: CounterOptimisticRestarts, Value: res.OptimisticRetry},
-			{Name: CounterDirectoryMessages, Value: res.DirectoryMessages}, {Name: CounterUnreadableReads, Value: uint64(res.UnreadableReads)},
-			{Name: CounterFailedOps, Value: uint64(res.FailedOps)}, {Name: CounterRereplications, Value: uint64(res.Rereplications)},
-			{Name: CounterCrashesWhileDown, Value: uint64(res.CrashesWhileDown)}, {Name: CounterLostOps, Value: uint64(res.LostOps)}}
+	if l, err := c.loop(); err == nil {
+		out.Counters = l.counters(res)
 	}
 	return out
+}
+
+type counter = protocolapi.Counter
+
+// indexCounters are what an index design's run counts.
+func indexCounters(res *SimResult) []counter {
+	return []counter{{Name: CounterVerbBytes, Value: res.VerbBytes}, {Name: CounterMemoryHandlerCalls, Value: res.MemoryHandlerCalls},
+		{Name: CounterIndexScans, Value: uint64(res.NAMScans)}, {Name: CounterScanRoundTrips, Value: res.NAMScanWaits},
+		{Name: CounterMegaSplits, Value: res.CellMegaSplits}, {Name: CounterMegaMoved, Value: res.CellMoved},
+		{Name: CounterCellRestarts, Value: res.CellRestarts}}
+}
+
+// selccCounters are what SELCC's run counts (its caches' sums).
+func selccCounters(res *SimResult) []counter {
+	s := res.SELCC
+	return []counter{{Name: CounterCacheHits, Value: res.Hits}, {Name: CounterCacheMisses, Value: res.Misses},
+		{Name: CounterRemoteFetches, Value: res.RemoteFetches}, {Name: CounterEvictions, Value: res.Evictions},
+		{Name: CounterVerbBytes, Value: res.VerbBytes}, {Name: CounterMemoryHandlerCalls, Value: res.MemoryHandlerCalls},
+		{Name: CounterInvalidations, Value: s.Invalidations}, {Name: CounterHandOvers, Value: s.HandOvers},
+		{Name: CounterSharedReleases, Value: s.Releases}, {Name: CounterDropped, Value: s.Dropped},
+		{Name: CounterUpgradeFallbacks, Value: s.UpgradeFallbacks}, {Name: CounterLeaseReleases, Value: s.LeaseReleases}}
+}
+
+// scaleStoreCounters are what ScaleStore's run counts (its nodes' sums).
+func scaleStoreCounters(res *SimResult) []counter {
+	return []counter{{Name: CounterCacheHits, Value: res.Hits}, {Name: CounterCacheMisses, Value: res.Misses},
+		{Name: CounterRemoteFetches, Value: res.RemoteFetches}, {Name: CounterEvictions, Value: res.Evictions},
+		{Name: CounterEvictionsDeclined, Value: res.EvictDeclined}, {Name: CounterDirtyPulls, Value: res.Pulls},
+		{Name: CounterIORetries, Value: res.IORetries}, {Name: CounterOptimisticRestarts, Value: res.OptimisticRetry},
+		{Name: CounterDirectoryMessages, Value: res.DirectoryMessages}, {Name: CounterUnreadableReads, Value: uint64(res.UnreadableReads)},
+		{Name: CounterFailedOps, Value: uint64(res.FailedOps)}, {Name: CounterRereplications, Value: uint64(res.Rereplications)},
+		{Name: CounterCrashesWhileDown, Value: uint64(res.CrashesWhileDown)}, {Name: CounterLostOps, Value: uint64(res.LostOps)}}
 }
