@@ -100,9 +100,10 @@ func CompareWith(reg *protocolapi.Registry, cfg SimConfig, systems []string, see
 // CompareOptions are what a figure or the command line adds to a
 // comparison of plug-in protocols.
 type CompareOptions struct {
-	// Options are a plug-in protocol's own options (protocolapi.Option)
-	// by protocol name: Options["gam-seq"]["memory-nodes"] = "2". An
-	// option the protocol does not declare is an error.
+	// Options are a protocol's own options (protocolapi.Option) by
+	// protocol name: Options["gam-seq"]["memory-nodes"] = "2" (a
+	// built-in's too: SimConfig.Options). An option the protocol does not
+	// declare is an error.
 	Options map[string]map[string]string
 	// SkipStepChecks leaves out the plug-ins' invariants after every step
 	// (simrunner.Config.SkipStepChecks): a key space of thousands, which
@@ -193,10 +194,13 @@ func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds i
 // why sys cannot run it.
 func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts CompareOptions) (func(seed uint64) (seedRun, error), error) {
 	if slices.Contains(compareSystems, sys) {
-		if len(opts.Options[sys]) > 0 {
-			return nil, fmt.Errorf("%s runs on its own run loop and takes no protocol options", sys)
+		if _, ok := opts.Options[sys][OptionComputeNodes]; ok {
+			// A row counts the nodes of cfg (Nodes, ComputeNodes).
+			return nil, fmt.Errorf("%s: option %s: a comparison's compute nodes are its --nodes", sys, OptionComputeNodes)
 		}
-		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, cfg, seed) }, nil
+		c := cfg
+		c.Options = opts.Options[sys]
+		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, c, seed) }, nil
 	}
 	var p protocolapi.Protocol
 	ok := false

@@ -278,6 +278,37 @@ func newOptionAliases(fs *flag.FlagSet, reg *protocolapi.Registry) optionAliases
 	return out
 }
 
+// give puts the alias flags given into out, the options by protocol of
+// compare: each to every one of systems that has an option it sets. A flag
+// that none of them has, or that disagrees with its --opt, is an error.
+func (as optionAliases) give(reg *protocolapi.Registry, systems []string, out map[string]map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(as)) {
+		if !as[name].set {
+			continue
+		}
+		taken := false
+		for _, sys := range systems {
+			p, ok := reg.Lookup(sys)
+			if !ok || !slices.ContainsFunc(p.Options, func(o protocolapi.Option) bool { return o.Flag == name }) {
+				continue
+			}
+			set, err := as.set(p, out[sys], name)
+			if err != nil {
+				return err
+			}
+			if out[sys] == nil {
+				out[sys] = map[string]string{}
+			}
+			maps.Copy(out[sys], set)
+			taken = true
+		}
+		if !taken {
+			return fmt.Errorf("--%s: none of %s has an option it sets", name, strings.Join(systems, ", "))
+		}
+	}
+	return nil
+}
+
 // options are the options of p as the command line sets them (--opt, and
 // the alias flags of p's options), every other one at its default. An
 // alias flag given for a protocol that has no option it sets is an error.
@@ -287,33 +318,42 @@ func (as optionAliases) options(p protocolapi.Protocol, opts map[string]string) 
 		set = map[string]string{}
 	}
 	for _, name := range slices.Sorted(maps.Keys(as)) {
-		a := as[name]
-		if !a.set {
+		if !as[name].set {
 			continue
 		}
-		i := slices.IndexFunc(p.Options, func(o protocolapi.Option) bool { return o.Flag == name })
-		if i < 0 {
-			return nil, fmt.Errorf("--%s: protocol %s has no option it sets", name, p.Name)
+		one, err := as.set(p, opts, name)
+		if err != nil {
+			return nil, err
 		}
-		o := p.Options[i]
-		v := a.value
-		if o.FlagValue != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("--%s=%s: %w", name, v, err)
-			}
-			if !b {
-				continue
-			}
-			v = o.FlagValue
-		}
-		if given, ok := opts[o.Name]; ok && given != v {
-			return nil, fmt.Errorf("--%s and --opt %s=%s disagree", name, o.Name, given)
-		}
-		set[o.Name] = v
+		maps.Copy(set, one)
 	}
 	cfg, err := p.WithDefaults(protocolapi.Config{Options: set})
 	return cfg.Options, err
+}
+
+// set is the option of p that the alias flag name, given, sets (none for
+// a boolean flag given false), checked against the options opts given.
+func (as optionAliases) set(p protocolapi.Protocol, opts map[string]string, name string) (map[string]string, error) {
+	i := slices.IndexFunc(p.Options, func(o protocolapi.Option) bool { return o.Flag == name })
+	if i < 0 {
+		return nil, fmt.Errorf("--%s: protocol %s has no option it sets", name, p.Name)
+	}
+	o := p.Options[i]
+	v := as[name].value
+	if o.FlagValue != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s=%s: %w", name, v, err)
+		}
+		if !b {
+			return nil, nil
+		}
+		v = o.FlagValue
+	}
+	if given, ok := opts[o.Name]; ok && given != v {
+		return nil, fmt.Errorf("--%s and --opt %s=%s disagree", name, o.Name, given)
+	}
+	return map[string]string{o.Name: v}, nil
 }
 
 type simSummary struct {
