@@ -449,8 +449,8 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sim: --trace-html draws ScaleStore's messages (the register, rmw and btree workloads), not %s's; 'scalestore scenario list' lists the charts of its conflicts\n",
 				f.p.Name)
 			return 2
-		case f.cfg.Watch >= f.cfg.Keys && f.cfg.Workload != protocolapi.WorkloadBTree:
-			fmt.Fprintf(stderr, "sim: --watch-page %d: the run has pages 0..%d\n", f.cfg.Watch, f.cfg.Keys-1)
+		case f.cfg.Watch >= f.pages:
+			fmt.Fprintf(stderr, "sim: --watch-page %d: the run has pages 0..%d\n", f.cfg.Watch, f.pages-1)
 			return 2
 		}
 		f.cfg.Steps = &steps
@@ -727,7 +727,7 @@ func writeSimTraceHTML(f *simFlags, res simrunner.Result, steps []traceview.Step
 	tr := traceview.Trace{
 		Title: fmt.Sprintf("sim --seed %d (%s, %s faults)", f.seed, f.protocol, f.faults),
 		About: fmt.Sprintf("%d nodes, %d workers a node, %d pages, %d frames a node, %d operations, %.0f%% reads, zipf %.2f; trace hash %016x",
-			c.Nodes, c.Workers, c.Keys, c.CacheLines, c.Ops, 100*c.ReadRatio, c.Zipf, res.TraceHash),
+			c.Nodes, c.Workers, f.pages, c.CacheLines, c.Ops, 100*c.ReadRatio, c.Zipf, res.TraceHash),
 		Nodes: c.Nodes, Steps: steps,
 	}
 	if c.Watch >= 0 {
