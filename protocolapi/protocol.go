@@ -117,6 +117,13 @@ func (c Config) Option(name string) string { return c.Options[name] }
 // set on the command line with --opt name=value.
 type Option struct {
 	Name, Default, About string
+	// Flag, when set, is a flag of `scalestore sim` that sets the option
+	// too: a flag older than the option, kept working for the protocol
+	// that declares it (the command line learns it from here, so that it
+	// names no protocol's flags). --Flag=v sets the option to v; with
+	// FlagValue set, Flag is a boolean flag that, given, sets it to
+	// FlagValue (--no-priority: priority=off).
+	Flag, FlagValue string
 }
 
 // Layout is what a deployment needs from the world before its roles are
@@ -200,11 +207,13 @@ type Protocol struct {
 	Codec Codec
 	// Deploy builds one instance for cfg. It must not draw random numbers
 	// or read the clock: a run's randomness comes from Env.Rand. nil: a
-	// built-in protocol that runs through its own run loop (BuiltIn).
+	// built-in protocol whose nodes own their simulated world, which its
+	// registration gives (package protocols: a simrunner.World, a type
+	// this package cannot name).
 	Deploy func(cfg Config) (Cluster, error)
 	// BuiltIn, for a protocol without Deploy, is the flags of `scalestore
-	// sim` that select the run loop that runs it ("--protocol chaining",
-	// "--workload nam-cg"): `sim --protocol NAME` stands for them.
+	// sim` that select its world ("--protocol chaining", "--workload
+	// nam-cg"): `sim --protocol NAME` stands for them.
 	BuiltIn string
 	// Mutants are its named mutations.
 	Mutants []Mutant
@@ -311,6 +320,9 @@ func (p *Protocol) validate() error {
 	for _, o := range p.Options {
 		if o.Name == "" || seen[o.Name] {
 			return fmt.Errorf("protocolapi: protocol %q: option %q is empty or named twice", p.Name, o.Name)
+		}
+		if o.FlagValue != "" && o.Flag == "" {
+			return fmt.Errorf("protocolapi: protocol %q: option %q has a flag value but no flag", p.Name, o.Name)
 		}
 		seen[o.Name] = true
 	}

@@ -78,7 +78,8 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	for _, bad := range []Protocol{{Name: ""}, {Name: "Up", BuiltIn: "x"}, {Name: "nothing"}, {Name: "toomany", Deploy: deploy, Codec: manyTypes{}},
-		{Name: "m", BuiltIn: "x", Mutants: []Mutant{{Name: "a"}, {Name: "a"}}}} {
+		{Name: "m", BuiltIn: "x", Mutants: []Mutant{{Name: "a"}, {Name: "a"}}},
+		{Name: "f", BuiltIn: "x", Options: []Option{{Name: "priority", Default: "on", FlagValue: "off"}}}} { // a flag value without its flag
 		if err := r.Register(bad); err == nil {
 			t.Errorf("registered %+v", bad)
 		}

@@ -3,6 +3,7 @@ package protocols
 import (
 	"github.com/scalestore-go/scalestore/cluster"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/simrunner"
 )
 
 // Entry is one registration: the protocol, where its code is, and its
@@ -14,6 +15,10 @@ type Entry struct {
 	// packages below it): besides this package's list, the only places
 	// whose code may name the protocol (TestNamesStayHome enforces it).
 	Dirs []string
+	// World, for a built-in (no Deploy), is its simulated world: the run
+	// loop whose nodes own their world, which simrunner.RunWorld runs
+	// (`scalestore sim`).
+	World simrunner.World
 	// Processes, if set, is the protocol's own code for real processes
 	// (`scalestore cluster`, `node`, `bench cluster`), for a built-in
 	// that procrunner does not run. Entries that share one (the index
@@ -57,4 +62,14 @@ func Designs(es []Entry) []*cluster.Design {
 		}
 	}
 	return out
+}
+
+// Find returns the registration of the protocol named name in es.
+func Find(es []Entry, name string) (Entry, bool) {
+	for _, e := range es {
+		if e.Protocol.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
 }

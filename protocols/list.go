@@ -3,13 +3,18 @@ package protocols
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/scalestore-go/scalestore/examples/msi"
 	"github.com/scalestore-go/scalestore/gam"
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/index/indexproc"
+	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/mutation"
+	selccproto "github.com/scalestore-go/scalestore/protocol/selcc"
 	"github.com/scalestore-go/scalestore/protocol/selcc/selccproc"
 	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/scenarios"
 	"github.com/scalestore-go/scalestore/sel"
 )
 
@@ -37,10 +42,10 @@ func Entries() []Entry {
 	return out
 }
 
-// builtIns describes the systems that run through scenarios' own run
-// loops (moving them onto simrunner is the next step): BuiltIn is the
-// `scalestore sim` flags that select each one's loop. Their code for
-// processes is a cluster.Design of their own packages.
+// builtIns describes the systems whose nodes own their simulated world:
+// World is scenarios' run loop that builds it, which simrunner.RunWorld
+// runs, and BuiltIn the `scalestore sim` flags that select it. Their code
+// for processes is a cluster.Design of their own packages.
 func builtIns() []Entry {
 	var scalestore, selcc []protocolapi.Mutant
 	for _, name := range mutation.Names {
@@ -68,10 +73,17 @@ func builtIns() []Entry {
 			return 1
 		})
 		return Entry{Protocol: protocolapi.Protocol{Name: name, Summary: summary, BuiltIn: "--workload " + name, Mutants: ms,
-			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}}, Dirs: indexDirs, Processes: indexDesign,
+			Supports: protocolapi.Supports{Workloads: []string{name}, Processes: true}, Options: indexOptions(name)},
+			Dirs: indexDirs, Processes: indexDesign, World: scenarios.IndexWorld(name),
 			Swarm: []string{"--workload " + name + " --seeds 300 --keys 200 --ops 2000"},
 			MutantRun: func(m protocolapi.Mutant) string {
-				return fmt.Sprintf("--seeds 200 --workload %s --keys 200 --ops 2000 --cell-mega-nodes %d", name, megaNodes(name))
+				run := fmt.Sprintf("--seeds 200 --workload %s --keys 200 --ops 2000", name)
+				if indexdesign.IsCell(name) {
+					// Cell's split mutants need splits: meganodes of more
+					// than 12 nodes split.
+					run += " --cell-mega-nodes 12"
+				}
+				return run
 			}}
 	}
 	cell := index("cell", "Cell: meganodes, client- or server-side search, locality selector")
@@ -83,9 +95,9 @@ func builtIns() []Entry {
 		// its name the command's, so it declares no directories (the
 		// naming rule's test knows it).
 		{Protocol: protocolapi.Protocol{Name: "scalestore", Summary: "ScaleStore's directory protocol with anticipatory chaining (SIGMOD'22); --protocol fifo|polling for its baselines",
-			BuiltIn: "--protocol chaining", Mutants: scalestore,
+			BuiltIn: "--protocol chaining", Mutants: scalestore, Options: scaleStoreOptions,
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
-				Crashes: true, Elastic: true, Processes: true}},
+				Crashes: true, Elastic: true, Processes: true}}, World: scenarios.ScaleStoreWorld(),
 			Swarm: []string{
 				"--seeds 300 " + narrow,
 				"--seeds 300 --crashes 3 " + narrow,
@@ -96,9 +108,15 @@ func builtIns() []Entry {
 			},
 			MutantRun: scaleStoreMutantRun},
 		{Protocol: protocolapi.Protocol{Name: "selcc", Summary: "SELCC's latch-word coherence over one-sided verbs on passive memory nodes",
-			BuiltIn: "--protocol selcc", Mutants: selcc,
+			BuiltIn: "--protocol selcc", Mutants: selcc, Options: []protocolapi.Option{
+				{Name: selccproto.OptionMemoryNodes, Default: strconv.Itoa(selccproto.DefaultMemoryNodes), Flag: selccproto.OptionMemoryNodes,
+					About: "passive memory nodes holding the lines (--nodes are the compute nodes)"},
+				{Name: selccproto.OptionGamma, Default: strconv.Itoa(selccproto.DefaultGamma), Flag: selccproto.OptionGamma,
+					About: "local-handover threshold of the lease (SELCC §5.3.1; 0 or below: off)"},
+				{Name: selccproto.OptionPriority, Default: "on", Flag: "no-priority", FlagValue: "off",
+					About: "the starved-writer priority (SELCC §5.3.2): on or off"}},
 			Supports: protocolapi.Supports{Workloads: []string{protocolapi.WorkloadRegister, protocolapi.WorkloadRMW, protocolapi.WorkloadBTree},
-				Processes: true}}, Dirs: selccDirs, Processes: selccproc.Design(),
+				Processes: true}}, Dirs: selccDirs, Processes: selccproc.Design(), World: scenarios.SELCCWorld(),
 			Swarm: []string{
 				"--protocol selcc --seeds 300 " + narrow,
 				"--protocol selcc --workload rmw --seeds 300 " + narrow,
@@ -107,7 +125,7 @@ func builtIns() []Entry {
 				"--protocol selcc --workload rmw --seeds 1500 " + wide,
 			},
 			MutantRun: func(m protocolapi.Mutant) string {
-				return "--seeds 200 --protocol selcc --workload register --keys 1000 --crashes 0 --replicas 1 " + mutantShape(12)
+				return "--seeds 200 --protocol selcc --workload register --keys 1000 --crashes 0 " + mutantShape(12)
 			}},
 		index("nam-cg", "NAM-tree, coarse-grained: the index on memory servers, RPCs (docs/indexes.md)"),
 		index("nam-fg", "NAM-tree, fine-grained: one-sided verbs on the memory servers' nodes"),
@@ -115,6 +133,45 @@ func builtIns() []Entry {
 		cell,
 	}
 	return all
+}
+
+// scaleStoreOptions are ScaleStore's own parameters, each also set by the
+// `scalestore sim` flag of its name.
+var scaleStoreOptions = []protocolapi.Option{
+	{Name: scenarios.OptionConflict, Default: "chaining", About: "conflict handling: chaining (the paper's), fifo or polling (baselines); sim --protocol fifo|polling sets it"},
+	{Name: scenarios.OptionReplicas, Default: "1", Flag: scenarios.OptionReplicas,
+		About: "nodes keeping every directory's pages: 1, or 2 (a primary and a backup, written through to both, failover and re-replication: docs/replication.md)"},
+	{Name: scenarios.OptionComputeNodes, Default: "0", Flag: scenarios.OptionComputeNodes,
+		About: "compute nodes (cache, workers, no pages) beside the --nodes storage nodes, which then run no workers (paper §6.6); --elastic joins and leaves them"},
+	{Name: scenarios.OptionPartitioned, Default: "off", Flag: scenarios.OptionPartitioned, FlagValue: "on",
+		About: "on: each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)"},
+	{Name: scenarios.OptionMessageBudget, Default: "0", Flag: scenarios.OptionMessageBudget,
+		About: "most messages per operation before the run is a violation (0: the calibrated budget of the swarm's configuration, none for others; -1: none)"},
+}
+
+// indexOptions are the parameters of the index design name, each also set
+// by the `scalestore sim` flag of its name.
+func indexOptions(name string) []protocolapi.Option {
+	out := []protocolapi.Option{
+		{Name: indexdesign.OptionMemoryNodes, Default: strconv.Itoa(indexdesign.DefaultMemoryNodes), Flag: indexdesign.OptionMemoryNodes,
+			About: "memory servers holding the index"},
+		{Name: indexdesign.OptionScanLen, Default: "12", Flag: indexdesign.OptionScanLen, About: "a scan covers 1 to this many keys"},
+	}
+	if indexdesign.HeadNodes(name) {
+		out = append(out, protocolapi.Option{Name: indexdesign.OptionHeadNodes, Default: "on", Flag: indexdesign.OptionHeadNodes,
+			About: "head nodes on the leaf level (a background pass installs them; scans prefetch leaves through them): on or off"},
+			protocolapi.Option{Name: indexdesign.OptionHeadGroup, Default: strconv.Itoa(nam.DefaultHeadGroup), Flag: indexdesign.OptionHeadGroup,
+				About: "the leaves a head node lists (2..29)"})
+	}
+	if indexdesign.IsCell(name) {
+		out = append(out, protocolapi.Option{Name: indexdesign.OptionCellSearch, Default: "selector", Flag: indexdesign.OptionCellSearch,
+			About: "how clients search leaf meganodes: selector (the locality selector, per request), server (one call per meganode) or client (one-sided READs)"},
+			protocolapi.Option{Name: indexdesign.OptionCellCacheLevel, Default: "1", Flag: indexdesign.OptionCellCacheLevel,
+				About: "clients cache the nodes of leaf meganodes at this level and above (0: none; leaves are never cached)"},
+			protocolapi.Option{Name: indexdesign.OptionCellMegaNodes, Default: "0", Flag: indexdesign.OptionCellMegaNodes,
+				About: "a leaf meganode of more nodes than this splits in two, with Cell's protocol, while clients read it (0: never)"})
+	}
+	return out
 }
 
 // The shapes of the built-ins' swarms: narrow (4 nodes of 3 workers, 48
@@ -147,15 +204,6 @@ func scaleStoreMutantRun(m protocolapi.Mutant) string {
 	}
 	return fmt.Sprintf("--seeds 200 --protocol chaining --workload %s --keys %d --crashes %d --replicas %d %s",
 		m.Workload, keys, crashes, replicas, mutantShape(cache))
-}
-
-// megaNodes is --cell-mega-nodes for an index design's mutants: Cell's
-// splits meganodes of more than 12 nodes (its split mutants need splits).
-func megaNodes(name string) int {
-	if name == "cell" {
-		return 12
-	}
-	return 0
 }
 
 // workloadOf is the workload whose checks catch a built-in mutant.

@@ -20,17 +20,6 @@ import (
 // RESP server's, so a literal cannot tell its protocol from the product.
 const host = "scalestore"
 
-// pending are files outside the protocols' packages that still name a
-// built-in protocol, each with why; the list only shrinks. They are
-// built-ins' own run loops in scenarios, which move onto simrunner and
-// into their protocols' packages (issue 47, item 2). Code elsewhere refers
-// to a protocol through the registry or by its package's own name
-// constant (sel.Name, gam.NameTSO, index/indexdesign).
-var pending = map[string]string{
-	"scenarios/selccrun.go": "SELCC's own run loop (SystemSELCC)",
-	"scenarios/namrun.go":   "the NAM-tree's own run loop (its designs by name)",
-}
-
 // naming is a string literal that names a protocol outside its packages.
 type naming struct {
 	file string // relative to the module's root
@@ -124,25 +113,8 @@ func TestNamesStayHome(t *testing.T) {
 			}
 		}
 	}
-	for file := range pending {
-		if _, err := os.Stat(filepath.Join("..", file)); err != nil {
-			t.Errorf("pending %s: %v (take it off the list)", file, err)
-		}
-	}
-	still := map[string]bool{}
 	for _, v := range namingViolations(t, "..", es) {
-		if pending[v.file] != "" {
-			still[v.file] = true
-			continue
-		}
 		t.Error(v.text)
-	}
-	// Every pending file still names one: a file that stopped leaves the
-	// list (so the list shows what is left to do).
-	for file, why := range pending {
-		if !still[file] {
-			t.Errorf("pending %s (%s) names no protocol any more: take it off the list", file, why)
-		}
 	}
 }
 

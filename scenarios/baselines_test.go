@@ -97,7 +97,8 @@ func TestComparePlugIns(t *testing.T) {
 	}{
 		{[]string{"raft"}, nil, nil, "none of"},
 		{[]string{"sel"}, map[string]map[string]string{"sel": {"bogus": "1"}}, nil, "no option"},
-		{[]string{SystemSELCC}, map[string]map[string]string{SystemSELCC: {"memory-nodes": "2"}}, nil, "own run loop"},
+		{[]string{SystemSELCC}, map[string]map[string]string{SystemSELCC: {"bogus": "2"}}, nil, `protocol selcc has no option "bogus"`},
+		{[]string{SystemScaleStore}, map[string]map[string]string{SystemScaleStore: {OptionComputeNodes: "2"}}, nil, "compute nodes are its --nodes"},
 		{[]string{"sel"}, map[string]map[string]string{"gam-seq": {"memory-nodes": "2"}}, nil, "not among"},
 		{[]string{"sel"}, nil, func(c *SimConfig) { c.SingleWriter = true }, "does not model a single writer"},
 		{[]string{"gam-tso"}, nil, func(c *SimConfig) { c.Workload = "rmw" }, "does not support the rmw workload"},
@@ -222,5 +223,25 @@ func TestScaleStoreAboveGAM(t *testing.T) {
 		if s := at[twenty+SystemScaleStore] / at[one+SystemScaleStore]; s < 10 {
 			t.Errorf("%s reads, one node: ScaleStore gains %.1fx from 1 to 20 threads: want 10x at least", rr, s)
 		}
+	}
+}
+
+// A built-in's options reach its run loop through compare: SELCC's lines
+// on one memory node, without its lease and its starved-writer priority,
+// run differently on the same seed.
+func TestCompareBuiltInOptions(t *testing.T) {
+	cfg := figureBase()
+	cfg.Ops = 600
+	run := func(opts map[string]string) CompareRow {
+		t.Helper()
+		rows, err := CompareWith(testRegistry(t), cfg, []string{SystemSELCC}, 1, "", CompareOptions{Options: map[string]map[string]string{SystemSELCC: opts}})
+		if err != nil || len(rows) != 1 || rows[0].Violations != 0 {
+			t.Fatalf("%v: %v %+v", opts, err, rows)
+		}
+		return rows[0]
+	}
+	plain, off := run(nil), run(map[string]string{"memory-nodes": "1", "gamma": "0", "priority": "off"})
+	if plain.OpsPerSimSec == off.OpsPerSimSec && plain.P99us == off.P99us {
+		t.Errorf("memory-nodes=1 gamma=0 priority=off ran as the defaults did: %+v", off)
 	}
 }

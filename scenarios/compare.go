@@ -100,9 +100,10 @@ func CompareWith(reg *protocolapi.Registry, cfg SimConfig, systems []string, see
 // CompareOptions are what a figure or the command line adds to a
 // comparison of plug-in protocols.
 type CompareOptions struct {
-	// Options are a plug-in protocol's own options (protocolapi.Option)
-	// by protocol name: Options["gam-seq"]["memory-nodes"] = "2". An
-	// option the protocol does not declare is an error.
+	// Options are a protocol's own options (protocolapi.Option) by
+	// protocol name: Options["gam-seq"]["memory-nodes"] = "2" (a
+	// built-in's too: SimConfig.Options). An option the protocol does not
+	// declare is an error.
 	Options map[string]map[string]string
 	// SkipStepChecks leaves out the plug-ins' invariants after every step
 	// (simrunner.Config.SkipStepChecks): a key space of thousands, which
@@ -193,10 +194,13 @@ func compare(reg *protocolapi.Registry, cfg SimConfig, systems []string, seeds i
 // why sys cannot run it.
 func systemRunner(reg *protocolapi.Registry, sys string, cfg SimConfig, opts CompareOptions) (func(seed uint64) (seedRun, error), error) {
 	if slices.Contains(compareSystems, sys) {
-		if len(opts.Options[sys]) > 0 {
-			return nil, fmt.Errorf("%s runs on its own run loop and takes no protocol options", sys)
+		if _, ok := opts.Options[sys][OptionComputeNodes]; ok {
+			// A row counts the nodes of cfg (Nodes, ComputeNodes).
+			return nil, fmt.Errorf("%s: option %s: a comparison's compute nodes are its --nodes", sys, OptionComputeNodes)
 		}
-		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, cfg, seed) }, nil
+		c := cfg
+		c.Options = opts.Options[sys]
+		return func(seed uint64) (seedRun, error) { return runBuiltIn(sys, c, seed) }, nil
 	}
 	var p protocolapi.Protocol
 	ok := false
@@ -253,14 +257,11 @@ func runBuiltIn(sys string, cfg SimConfig, seed uint64) (seedRun, error) {
 	if err != nil {
 		return seedRun{}, err
 	}
-	sr := seedRun{ops: res.Ops, msgs: res.Messages, verbs: res.Verbs, failed: res.Failed(),
-		workload: res.History.Ops(), clientsPerNode: cfg.Workers}
-	if sys == SystemSELCC {
-		sr.handlerCalls = res.MemoryHandlerCalls
-	} else {
-		sr.handlerCalls = res.DirectoryMessages
-	}
-	return sr, nil
+	// The messages a node's CPU handled: SELCC's memory nodes' (none by
+	// design), ScaleStore's directories' (each run loop counts only its
+	// own kind, the other is 0).
+	return seedRun{ops: res.Ops, msgs: res.Messages, verbs: res.Verbs, failed: res.Failed(),
+		workload: res.History.Ops(), clientsPerNode: cfg.Workers, handlerCalls: res.MemoryHandlerCalls + res.DirectoryMessages}, nil
 }
 
 // plugInConfig is cfg for the generic runner, or why a plug-in protocol

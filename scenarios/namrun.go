@@ -8,6 +8,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/checker"
 	"github.com/scalestore-go/scalestore/index/cell"
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/index/nam"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
@@ -27,14 +28,15 @@ import (
 // The cell workload runs index/cell the same way: its servers do every
 // write, so the check after every verb is that no client writes at all;
 // at rest, cell.CheckTree.
-var namDesigns = map[string]nam.Design{"nam-cg": nam.CoarseGrained, "nam-fg": nam.FineGrained, "nam-hybrid": nam.Hybrid}
+var namDesigns = map[string]nam.Design{indexdesign.NAMCoarse: nam.CoarseGrained, indexdesign.NAMFine: nam.FineGrained,
+	indexdesign.NAMHybrid: nam.Hybrid}
 
 // defaultHeadGroup is SimConfig.NAMHeadGroup's default.
 const defaultHeadGroup = nam.DefaultHeadGroup
 
 // IsNAMWorkload reports whether w is one of the index workloads: the
 // NAM-tree's designs or Cell.
-func IsNAMWorkload(w string) bool { _, ok := namDesigns[w]; return ok || w == "cell" }
+func IsNAMWorkload(w string) bool { return indexdesign.IsNAM(w) || indexdesign.IsCell(w) }
 
 // indexClient is one compute thread of an index.
 type indexClient interface {
@@ -290,7 +292,7 @@ func newNAMRun(cfg SimConfig, m int, plan sim.FaultPlan, fanout, scanBatch int, 
 		Hist: checker.NewHistory(cfg.Ops + cfg.Keys), Fail: r.fail}
 	w.OnFault = func(_ int64, _ protocol.NodeID, err error) { r.fail("%v", err) }
 	var err error
-	if cfg.Workload == "cell" {
+	if indexdesign.IsCell(cfg.Workload) {
 		err = r.setupCell(m)
 	} else {
 		err = r.setupNAM(m)
@@ -445,4 +447,4 @@ func (r *namRun) runUntil(cos []*sim.Coroutine, phase string) bool {
 }
 
 // namWorkloads is the list for help texts.
-var namWorkloads = strings.Join([]string{"nam-cg", "nam-fg", "nam-hybrid", "cell"}, ", ")
+var namWorkloads = strings.Join([]string{indexdesign.NAMCoarse, indexdesign.NAMFine, indexdesign.NAMHybrid, indexdesign.Cell}, ", ")

@@ -23,16 +23,16 @@ import (
 // The systems a simulated run can put under the workload.
 const (
 	SystemScaleStore = "scalestore"
-	SystemSELCC      = "selcc"
+	SystemSELCC      = selcc.Name
 )
 
 // DefaultMemoryNodes is how many passive memory nodes a SELCC run has
 // when SimConfig.MemoryNodes is 0.
-const DefaultMemoryNodes = 2
+const DefaultMemoryNodes = selcc.DefaultMemoryNodes
 
 // DefaultGamma is SELCC's local-handover threshold when SimConfig.Gamma
 // is 0 (below 0: no lease).
-const DefaultGamma = 4
+const DefaultGamma = selcc.DefaultGamma
 
 // selccCluster is a simulated SELCC cluster: compute nodes 0..C-1 with a
 // linecache each (so a node's id is its place in the latch words), passive

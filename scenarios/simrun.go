@@ -10,9 +10,11 @@ import (
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
 	"github.com/scalestore-go/scalestore/checker"
+	"github.com/scalestore-go/scalestore/index/indexdesign"
 	"github.com/scalestore-go/scalestore/linecache"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocol/selcc"
 	"github.com/scalestore-go/scalestore/protocolapi"
 	"github.com/scalestore-go/scalestore/simrunner"
 	"github.com/scalestore-go/scalestore/transport/sim"
@@ -66,6 +68,12 @@ type SimConfig struct {
 	// SystemSELCC (latch words on passive memory nodes; Nodes are then
 	// the compute nodes).
 	System string
+	// Options are the registered protocol's own options by name
+	// (protocolapi.Option: SELCC's memory nodes, gamma and priority, the
+	// index designs' memory servers), as the command line gives them;
+	// RunSim sets the fields below from them (applyOptions). An option
+	// the protocol does not have is an error.
+	Options map[string]string
 	// MemoryNodes is SELCC's passive memory nodes (0: DefaultMemoryNodes).
 	MemoryNodes int
 	// Gamma is SELCC's local-handover threshold (0: DefaultGamma, below
@@ -303,7 +311,48 @@ func (r *SimResult) Failed() bool {
 // Undecided reports whether porcupine timed out on the history.
 func (r *SimResult) Undecided() bool { return r.LinearUnknown }
 
+// runLoop is one of this package's run loops (each the world of a
+// registered protocol whose nodes own theirs: simrunner.World) and what it
+// models beyond the register, rmw and btree workloads on --nodes nodes.
+type runLoop struct {
+	run func(SimConfig) (SimResult, error)
+	// crashes, replicas, computeNodes: node crashes, replicated
+	// directories and compute nodes beside storage nodes (ScaleStore's).
+	crashes, replicas, computeNodes bool
+	// counters are what it counts, as the runner's result reports them.
+	counters func(*SimResult) []protocolapi.Counter
+	// options are the names of the protocol's options (SimConfig.Options;
+	// declared by its package: selcc.Option*, indexdesign.Option*, this
+	// package's Option* for ScaleStore, and read by applyOptions).
+	options []string
+}
+
+// loop is the run loop of the protocol cfg runs (Registered): the one
+// place that tells the systems apart.
+func (c *SimConfig) loop() (runLoop, error) {
+	index := []string{indexdesign.OptionMemoryNodes, indexdesign.OptionScanLen}
+	switch {
+	case indexdesign.IsCell(c.Workload):
+		return runLoop{run: runNAM, counters: indexCounters, options: append(index, indexdesign.OptionCellSearch,
+			indexdesign.OptionCellCacheLevel, indexdesign.OptionCellMegaNodes)}, nil
+	case indexdesign.HeadNodes(c.Workload):
+		return runLoop{run: runNAM, counters: indexCounters, options: append(index, indexdesign.OptionHeadNodes, indexdesign.OptionHeadGroup)}, nil
+	case IsNAMWorkload(c.Workload):
+		return runLoop{run: runNAM, counters: indexCounters, options: index}, nil
+	case c.System == SystemSELCC:
+		return runLoop{run: runSELCC, counters: selccCounters, options: []string{selcc.OptionMemoryNodes, selcc.OptionGamma, selcc.OptionPriority}}, nil
+	case c.System == "" || c.System == SystemScaleStore:
+		return runLoop{run: runScaleStore, counters: scaleStoreCounters, crashes: true, replicas: true, computeNodes: true,
+			options: []string{OptionConflict, OptionReplicas, OptionComputeNodes, OptionPartitioned, OptionMessageBudget}}, nil
+	}
+	return runLoop{}, fmt.Errorf("--protocol %q: want chaining, fifo, polling or %s", c.System, SystemSELCC)
+}
+
 func (c *SimConfig) validate() error {
+	l, err := c.loop()
+	if err != nil {
+		return err
+	}
 	switch {
 	case c.Nodes < 1 || c.Nodes > protocol.MaxNodes:
 		return fmt.Errorf("--nodes %d: want 1..%d", c.Nodes, protocol.MaxNodes)
@@ -313,8 +362,6 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--pages %d: want at least 1", c.Pages)
 	case c.CachePages < c.Workers+1:
 		return fmt.Errorf("--cache-pages %d: want more frames than workers per node (%d)", c.CachePages, c.Workers)
-	case c.System != "" && c.System != SystemScaleStore && c.System != SystemSELCC:
-		return fmt.Errorf("--protocol %q: want chaining, fifo, polling or selcc", c.System)
 	case c.Workload != "" && c.Workload != "register" && c.Workload != "rmw" && c.Workload != "btree" && !IsNAMWorkload(c.Workload):
 		return fmt.Errorf("--workload %q: want register, rmw, btree or one of %s", c.Workload, namWorkloads)
 	case IsNAMWorkload(c.Workload) && c.Keys < 1:
@@ -335,15 +382,15 @@ func (c *SimConfig) validate() error {
 		return fmt.Errorf("--compute-nodes %d: want 0 up to %d beside %d storage nodes", c.ComputeNodes, protocol.MaxNodes-c.Nodes, c.Nodes)
 	case c.Elastic && c.ComputeNodes < 2:
 		return fmt.Errorf("--elastic: want at least 2 compute nodes (--compute-nodes), got %d", c.ComputeNodes)
-	case (c.ComputeNodes > 0 || c.Elastic) && (c.Partitioned || c.Workload == "btree" || c.System == SystemSELCC || IsNAMWorkload(c.Workload)):
+	case (c.ComputeNodes > 0 || c.Elastic) && (c.Partitioned || c.Workload == "btree" || !l.computeNodes):
 		return fmt.Errorf("--compute-nodes: the register and rmw workloads of ScaleStore only, not partitioned")
 	case c.Crashes < 0:
 		return fmt.Errorf("--crashes %d: want at least 0", c.Crashes)
-	case c.Crashes > 0 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
+	case c.Crashes > 0 && (c.ComputeNodes > 0 || !l.crashes || c.Nodes < 2):
 		return fmt.Errorf("--crashes: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
 	case c.Replicas < 0 || c.Replicas > 2:
 		return fmt.Errorf("--replicas %d: want 1 or 2", c.Replicas)
-	case c.Replicas == 2 && (c.ComputeNodes > 0 || c.System == SystemSELCC || IsNAMWorkload(c.Workload) || c.Nodes < 2):
+	case c.Replicas == 2 && (c.ComputeNodes > 0 || !l.replicas || c.Nodes < 2):
 		return fmt.Errorf("--replicas 2: the register, rmw and btree workloads of ScaleStore on at least 2 nodes, without compute nodes")
 	case c.DoubleFaults && (c.Replicas != 2 || c.Workload == "btree"):
 		return fmt.Errorf("double faults: with --replicas 2 and the register or rmw workload")
@@ -460,15 +507,19 @@ type simRun struct {
 // workload, checks at rest, final flush, and porcupine over the history.
 func RunSim(cfg SimConfig) (SimResult, error) {
 	res := SimResult{Seed: cfg.Seed}
+	if err := cfg.applyOptions(); err != nil {
+		return res, err
+	}
 	if err := cfg.validate(); err != nil {
 		return res, err
 	}
-	if cfg.System == SystemSELCC {
-		return runSELCC(cfg)
-	}
-	if IsNAMWorkload(cfg.Workload) {
-		return runNAM(cfg)
-	}
+	l, _ := cfg.loop() // (validate checked it)
+	return l.run(cfg)
+}
+
+// runScaleStore is RunSim for ScaleStore.
+func runScaleStore(cfg SimConfig) (SimResult, error) {
+	res := SimResult{Seed: cfg.Seed}
 	if cfg.Mutate != "" && mutation.NAM(cfg.Mutate) {
 		return res, fmt.Errorf("--mutate %s breaks the NAM-tree: use it with --workload %s", cfg.Mutate, mutation.NAMNames[cfg.Mutate][0])
 	}

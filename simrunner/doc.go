@@ -11,6 +11,13 @@
 // For a cluster with the hooks (protocolapi.Crashable, Leaver) it crashes
 // and restarts nodes (Crashes) and runs elastic membership (Elastic).
 //
+// A registered protocol whose nodes own their simulated world (ScaleStore,
+// SELCC, the index designs: no Deploy) gives a World in its registration;
+// RunWorld runs it after the same checks of what its Supports lists, its
+// mutant and its options, and its result is this package's Result (what
+// only it measures as Counters), so `scalestore sim` runs every protocol
+// through this package (Runner picks the way).
+//
 // Workers is the one worker loop of every simulated run: the generic
 // runner's, and ScaleStore's, SELCC's and the index designs' runs in
 // package scenarios, which build their own worlds and hand their workers

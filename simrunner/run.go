@@ -62,6 +62,12 @@ type Config struct {
 	Watch int
 	// CheckTimeout bounds porcupine's search (0: none).
 	CheckTimeout time.Duration
+	// PorcupineOnly searches every key's history with porcupine, none
+	// decided by zones (checker.CheckPorcupine): the reference verdict.
+	PorcupineOnly bool
+	// Progress, when set, is called now and then with the accesses
+	// completed so far and Ops (the simulation does not depend on it).
+	Progress func(done, total int)
 	// SkipStepChecks leaves out Cluster.Check(false) after every step of
 	// the workload, for a figure that measures a key space too large to
 	// walk at every step (a protocol whose check visits every key); the
@@ -565,6 +571,9 @@ func (r *run) runUntil(cos []*sim.Coroutine, phase string) bool {
 	if phase == "workload" {
 		d.Done = r.work.Done // a restarted node's workers too
 	}
+	if r.cfg.Progress != nil {
+		d.Progress = func() { r.cfg.Progress(r.work.Completed, r.cfg.Ops) }
+	}
 	return d.Run(r.w, cos)
 }
 
@@ -687,6 +696,10 @@ func (r *run) checkHistory(res *Result) {
 		}
 		return
 	}
-	lin, info := checker.Check(r.hist.Ops(), r.cfg.CheckTimeout)
+	check := checker.Check
+	if r.cfg.PorcupineOnly {
+		check = checker.CheckPorcupine
+	}
+	lin, info := check(r.hist.Ops(), r.cfg.CheckTimeout)
 	res.Linearizable, res.LinearUnknown, res.BadKeys, res.Info = lin.Ok, lin.Unknown, lin.BadPages, info
 }

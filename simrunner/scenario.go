@@ -14,10 +14,15 @@ import (
 // Swarm runs seeds first..first+n-1 of cfg and stops at the first seed
 // that fails. each, when set, sees every result as it comes.
 func Swarm(p protocolapi.Protocol, cfg Config, first uint64, n int, each func(Result)) (runs int, failed *Result, err error) {
+	return SwarmOf(func(c Config) (Result, error) { return Run(p, c) }, cfg, first, n, each)
+}
+
+// SwarmOf is Swarm of the seeds run (Runner: a protocol's world too).
+func SwarmOf(run func(Config) (Result, error), cfg Config, first uint64, n int, each func(Result)) (runs int, failed *Result, err error) {
 	for i := range n {
 		c := cfg
 		c.Seed = first + uint64(i)
-		res, err := Run(p, c)
+		res, err := run(c)
 		if err != nil {
 			return runs, nil, err
 		}

@@ -58,14 +58,19 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "zipfian skew, 0 = uniform, up to 0.99")
 	fs.Float64Var(&cfg.Locality, "locality", 0, "chance that an operation goes to its worker's previous page (SELCC Fig. 13: 0.5)")
 	fs.StringVar(&cfg.Faults, "faults", cfg.Faults, "fault plan (none measures; heavy checks)")
-	fs.IntVar(&cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "SELCC's passive memory nodes")
-	fs.Float64Var(&cfg.Gamma, "gamma", scenarios.DefaultGamma, "SELCC's lease threshold (0 or below: off)")
-	fs.BoolVar(&cfg.NoPriority, "no-priority", false, "turn SELCC's starved-writer priority off")
 	fs.BoolVar(&cfg.SingleWriter, "single-writer", false, "node 0 only writes, the other nodes only read")
 	fs.Int64Var(&cfg.HandleCost, "handle-cost", 0, "simulated ns of CPU each message costs the node holding the data")
 	skipStep := fs.Bool("skip-step-checks", false, "leave out the plug-in protocols' invariants after every step (thousands of keys: GAM's check walks them all at every step); at rest, the final reads and the history are still checked")
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 1
+	}
+	// the flags that set a protocol's options (SELCC's --memory-nodes,
+	// --gamma, --no-priority), from the registry
+	aliases := newOptionAliases(fs, reg)
 	var opts []string
-	fs.Func("opt", "a plug-in protocol's own option name=value, given to every protocol compared that has it (repeatable; 'scalestore protocols --json' lists them), e.g. memory-nodes=2", func(v string) error {
+	fs.Func("opt", "a protocol's own option name=value, given to every protocol compared that has it (repeatable; 'scalestore protocols --json' lists them), e.g. memory-nodes=2", func(v string) error {
 		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
 			return fmt.Errorf("want name=value, got %q", v)
 		}
@@ -79,16 +84,11 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "compare: --seeds: want at least 1")
 		return 2
 	}
-	if cfg.Gamma <= 0 {
-		cfg.Gamma = -1
-	}
-	reg, err := registry()
-	if err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return 1
-	}
 	systems := strings.Split(*protocols, ",")
 	options, err := pluginOptions(reg, systems, opts)
+	if err == nil {
+		err = aliases.give(reg, systems, options)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 2
@@ -110,7 +110,7 @@ func pluginOptions(reg *protocolapi.Registry, systems, opts []string) (map[strin
 		taken := false
 		for _, sys := range systems {
 			p, ok := reg.Lookup(sys)
-			if !ok || p.Deploy == nil || !slices.ContainsFunc(p.Options, func(x protocolapi.Option) bool { return x.Name == name }) {
+			if !ok || !slices.ContainsFunc(p.Options, func(x protocolapi.Option) bool { return x.Name == name }) {
 				continue
 			}
 			if out[sys] == nil {

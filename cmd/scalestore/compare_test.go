@@ -22,6 +22,8 @@ func TestComparePlugInProtocols(t *testing.T) {
 		{"compare", "--protocols", "sel,gam-seq", "--opt", "bogus=1"}, // none has it
 		{"compare", "--protocols", "raft"},
 		{"compare", "--protocols", "sel", "--opt", "novalue"},
+		{"compare", "--protocols", "sel,gam-seq", "--gamma", "2"},               // SELCC's flag, and no SELCC
+		{"compare", "--protocols", "selcc", "--gamma", "2", "--opt", "gamma=3"}, // the flag and the option disagree
 	} {
 		out.Reset()
 		errb.Reset()

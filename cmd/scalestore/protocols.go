@@ -19,9 +19,11 @@ const protocolsUsage = `Usage: scalestore protocols [--json]
 Lists every registered protocol (package protocols is the one list of
 registrations) with what it supports: the workloads, node crashes, elastic
 membership, runs on processes (every plug-in protocol does, through the
-process runner: 'scalestore cluster --protocol NAME'), its mutants, and the run loop that runs it:
-"generic" (simrunner, any protocol built on protocolapi) or the sim flags of
-its own built-in loop. 'scalestore sim --protocol NAME' runs any of them.
+process runner: 'scalestore cluster --protocol NAME'), its mutants, and how
+the simulator runs it: "generic" (simrunner's roles and Env, any protocol
+built on protocolapi) or "world" (a built-in whose nodes own their simulated
+world, which its registration gives and simrunner runs). 'scalestore sim
+--protocol NAME' runs any of them.
 
 Flags:
 `
@@ -90,12 +92,13 @@ func runProtocols(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var rows []protocolRow
+	es := protocols.Entries()
 	for _, p := range reg.All() {
 		row := protocolRow{Name: p.Name, Runner: "generic", Workloads: p.Supports.Workloads, Crashes: p.Supports.Crashes,
 			Elastic: p.Supports.Elastic, Processes: p.Supports.Processes || procrunner.Check(p) == nil, Mutants: p.MutantNames(), Summary: p.Summary,
 			Options: p.Options}
-		if p.Deploy == nil {
-			row.Runner = "sim " + p.BuiltIn
+		if e, _ := protocols.Find(es, p.Name); e.World != nil {
+			row.Runner = "world"
 		}
 		for _, s := range p.Scenarios {
 			row.Scenarios = append(row.Scenarios, s.Name)

@@ -13,7 +13,7 @@ func TestProtocolsLists(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"scalestore  sim --protocol chaining", "selcc", "nam-cg", "nam-fg", "nam-hybrid", "cell", "msi         generic"} {
+	for _, want := range []string{"scalestore  world", "selcc", "nam-cg", "nam-fg", "nam-hybrid", "cell", "msi         generic"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("protocols does not list %q:\n%s", want, out)
 		}
@@ -26,7 +26,7 @@ func TestProtocolsLists(t *testing.T) {
 }
 
 // sim --protocol NAME dispatches through the registry: a plug-in to the
-// generic runner, a built-in to its own loop.
+// generic runner, a built-in to its world (simrunner.RunWorld).
 func TestSimDispatchesThroughRegistry(t *testing.T) {
 	code, out, errOut := runCLI("sim", "--protocol", "msi", "--seeds", "3", "--faults", "heavy", "--quiet")
 	if code != 0 || !strings.Contains(out, "OK: no violation  seeds=3") || !strings.Contains(out, "protocol=msi") {
@@ -129,5 +129,48 @@ func TestPlugInScenario(t *testing.T) {
 	}
 	if _, err := os.Stat(html); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A built-in protocol's options come from its registration: --opt sets
+// them, and the old flags its registration names (--gamma, --no-priority,
+// --memory-nodes) are aliases that run the same seed bit for bit; a flag
+// or an option the selected protocol does not have is refused.
+func TestSimBuiltInOptions(t *testing.T) {
+	hash := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(append([]string{"sim", "--seed", "2", "--ops", "300", "--json", "--quiet"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		var sum struct {
+			TraceHash string `json:"trace_hash"`
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil || sum.TraceHash == "" {
+			t.Fatalf("%v: no trace hash in %q: %v", args, out, err)
+		}
+		return sum.TraceHash
+	}
+	plain := hash("--protocol", "selcc")
+	flags := hash("--protocol", "selcc", "--gamma", "2", "--no-priority", "--memory-nodes", "1")
+	opts := hash("--protocol", "selcc", "--opt", "gamma=2", "--opt", "priority=off", "--opt", "memory-nodes=1")
+	if flags != opts || flags == plain {
+		t.Errorf("selcc: the alias flags run %s, the options %s, the defaults %s: want the first two equal and unlike the third", flags, opts, plain)
+	}
+	if a, b := hash("--workload", "nam-fg", "--memory-nodes", "3"), hash("--protocol", "nam-fg", "--opt", "memory-nodes=3"); a != b {
+		t.Errorf("nam-fg: --memory-nodes 3 runs %s, --opt memory-nodes=3 %s", a, b)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--gamma 2", "--gamma: protocol scalestore has no option it sets"},
+		{"--protocol selcc --opt bogus=1", `protocol selcc has no option "bogus"`},
+		{"--protocol selcc --opt priority=maybe", "option priority=maybe: want on or off"},
+		{"--protocol selcc --opt memory-nodes=0", "option memory-nodes=0: want at least 1"},
+		{"--protocol selcc --gamma 2 --opt gamma=3", "--gamma and --opt gamma=3 disagree"},
+	} {
+		code, _, errOut := runCLI(append([]string{"sim"}, strings.Fields(tc.args)...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
 	}
 }

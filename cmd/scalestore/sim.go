@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +20,10 @@ import (
 	"github.com/scalestore-go/scalestore/internal/traceview"
 	"github.com/scalestore-go/scalestore/mutation"
 	"github.com/scalestore-go/scalestore/protocol"
+	"github.com/scalestore-go/scalestore/protocolapi"
+	"github.com/scalestore-go/scalestore/protocols"
 	"github.com/scalestore-go/scalestore/scenarios"
+	"github.com/scalestore-go/scalestore/simrunner"
 	simfaults "github.com/scalestore-go/scalestore/transport/sim"
 )
 
@@ -52,7 +58,11 @@ Flags:
 `
 
 type simFlags struct {
-	cfg        scenarios.SimConfig
+	cfg        simrunner.Config
+	pages      int // the register workload's keys
+	keys       int // the tree workloads' keys
+	p          protocolapi.Protocol
+	run        func(simrunner.Config) (simrunner.Result, error)
 	seed       uint64
 	seeds      int
 	faults     string
@@ -79,68 +89,56 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
 	d := scenarios.DefaultSimConfig()
 	var f simFlags
+	f.cfg = simrunner.DefaultConfig()
 	fs.Uint64Var(&f.seed, "seed", 1, "the seed of a single run")
 	fs.IntVar(&f.seeds, "seeds", 0, "run N seeds, --seed S to S+N-1 (S defaults to 1), and stop at the first violation")
 	fs.IntVar(&f.cfg.Nodes, "nodes", d.Nodes, "nodes in the cluster (1..256)")
 	fs.IntVar(&f.cfg.Workers, "workers", d.Workers, "worker coroutines per node")
-	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) btree (the paper's B-tree; history per key), the NAM-tree's designs nam-cg, nam-fg, nam-hybrid, or cell (Cell's meganodes; gets, puts, deletes and scans of --keys keys on --nodes compute nodes and --memory-nodes memory servers; history per key, a scan a read of every key it covers; see docs/indexes.md)")
-	fs.StringVar(&f.cfg.CellSearch, "cell-search", "selector", "--workload cell: how clients search leaf meganodes: selector (the locality selector, per request), server (one call per meganode) or client (one-sided READs)")
-	fs.IntVar(&f.cfg.CellMegaNodes, "cell-mega-nodes", 0, "--workload cell: a leaf meganode of more nodes than this splits in two, with Cell's protocol (copy the right half, relink, invalidate) while clients read it; 0: meganodes never split")
-	headNodes := fs.Bool("head-nodes", true, "--workload nam-fg or nam-hybrid: head nodes on the leaf level (a background pass installs them; scans prefetch leaves through them); false: none")
-	fs.IntVar(&f.cfg.NAMScanLen, "scan-len", 12, "index workloads: a scan covers 1 to this many keys")
-	fs.IntVar(&f.cfg.NAMHeadGroup, "head-group", d.NAMHeadGroup, "with --head-nodes: the leaves a head node lists (2..29)")
-	fs.IntVar(&f.cfg.CellCacheLevel, "cell-cache-level", 1, "--workload cell: clients cache the nodes of leaf meganodes at this level and above (0: none; leaves are never cached)")
-	fs.IntVar(&f.cfg.Keys, "keys", d.Keys, "keys of the btree workload")
-	fs.IntVar(&f.cfg.Pages, "pages", d.Pages, "pages of the register workload, spread over all directories")
-	fs.IntVar(&f.cfg.CachePages, "cache-pages", d.CachePages, "cache frames per node")
+	fs.StringVar(&f.cfg.Workload, "workload", d.Workload, "register (pages as registers, blind writes), rmw (every write reads first: a lost update is a violation) btree (the paper's B-tree; history per key), or a protocol that is its own workload: the index designs (gets, puts, deletes and scans of --keys keys on --nodes compute nodes and --memory-nodes memory servers; history per key, a scan a read of every key it covers; see docs/indexes.md and 'scalestore protocols')")
+	fs.IntVar(&f.keys, "keys", d.Keys, "keys of the btree workload and the index designs")
+	fs.IntVar(&f.pages, "pages", d.Pages, "pages of the register workload, spread over all directories")
+	fs.IntVar(&f.cfg.CacheLines, "cache-pages", d.CachePages, "cache frames per node")
 	fs.IntVar(&f.cfg.Ops, "ops", d.Ops, "operations across the whole cluster")
 	fs.Float64Var(&f.cfg.ReadRatio, "read-ratio", d.ReadRatio, "share of reads (0..1)")
 	fs.Float64Var(&f.cfg.Zipf, "zipf", d.Zipf, "zipfian skew of page choice, 0 = uniform, up to 0.99")
 	fs.StringVar(&f.faults, "faults", d.Faults, "fault plan: "+simfaults.PlanNames+" (each seed varies the intensities; lossy adds reads that fail for good, and the operations on those pages fail instead of the node)")
-	fs.StringVar(&f.protocol, "protocol", "chaining", "ScaleStore's conflict handling: chaining (the paper), fifo or polling (baselines); or selcc: SELCC's latch words on passive memory nodes (--nodes are then its compute nodes; the btree workload is a B-link tree over its lines); or any registered protocol ('scalestore protocols'; 'sim --protocol NAME --help' for a plug-in's flags)")
-	fs.IntVar(&f.cfg.MemoryNodes, "memory-nodes", scenarios.DefaultMemoryNodes, "with --protocol selcc: passive memory nodes holding the lines")
-	fs.Float64Var(&f.cfg.Gamma, "gamma", scenarios.DefaultGamma, "with --protocol selcc: local-handover threshold of the lease (SELCC §5.3.1; 0 or below: off)")
-	fs.BoolVar(&f.cfg.NoPriority, "no-priority", false, "with --protocol selcc: turn off the starved-writer priority (SELCC §5.3.2)")
-	fs.StringVar(&f.cfg.Mutate, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
+	fs.StringVar(&f.protocol, "protocol", "chaining", "ScaleStore's conflict handling: chaining (the paper), fifo or polling (baselines: its option "+scenarios.OptionConflict+"); or any registered protocol ('scalestore protocols'; 'sim --protocol NAME --help' for a plug-in's flags)")
+	fs.StringVar(&f.cfg.Mutant, "mutate", "", "break one protocol rule on purpose: "+strings.Join(mutationNames(), ", "))
 	fs.StringVar(&f.historyOut, "history-out", "", "write the checked history as JSON lines to this file (last seed run)")
 	fs.StringVar(&f.traceOut, "trace-out", "", "write every network message to this file (single seed)")
 	fs.StringVar(&f.traceHTML, "trace-html", "", "write the run's messages as a self-contained HTML trace viewer to this file (single seed; with --watch-page only that page's messages, each with its directory state after it; at most 20,000 messages)")
-	fs.IntVar(&f.cfg.WatchPage, "watch-page", -1, "with --trace-out: also trace every directory decision and copy change of this page index; with --trace-html: show only this page's messages and its directory state")
+	fs.IntVar(&f.cfg.Watch, "watch-page", -1, "with --trace-out: also trace every directory decision and copy change of this page index; with --trace-html: show only this page's messages and its directory state")
 	fs.StringVar(&f.vizDir, "viz-dir", ".", "directory for porcupine's HTML visualization of a failing seed")
 	fs.DurationVar(&f.cfg.CheckTimeout, "check-timeout", time.Minute, "bound on porcupine's search per seed (0 = none)")
-	fs.Float64Var(&f.cfg.MessageBudget, "message-budget", 0, "most network messages per operation before the run is a violation (0: the calibrated budget of the swarm's configuration, none for others; -1: none)")
 	fs.BoolVar(&f.allowUndec, "allow-undecided", false, "exit 0 although some seeds' histories could not be decided within --check-timeout (they are still listed)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object as the last line")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress line")
 	fs.StringVar(&f.model, "model", "default", "simulated hardware: default (Table 1's latencies, workers pause 0-2 us between operations and spend no CPU) or paper (the paper's evaluation: 20 workers a node unless --workers is given, each operation 820 ns of the worker's CPU, 1,500 ns for a write, calibrated from this engine's ycsb; see docs/figures.md)")
-	fs.IntVar(&f.cfg.ComputeNodes, "compute-nodes", 0, "add this many compute nodes (cache, workers, no pages) to the --nodes storage nodes, which then run no workers: the decoupled architecture of paper §6.6")
-	fs.IntVar(&f.cfg.Replicas, "replicas", 1, "how many nodes keep every directory's pages: 1, the directory's own node; 2, a primary and a backup placed by the view, written through to both, with failover to the backup and re-replication after a crash (docs/replication.md)")
 	fs.IntVar(&f.cfg.Crashes, "crashes", 0, "crash this many random nodes during the workload (evenly spread); each restarts after 20-220 us with an empty cache and its directory restored from its SSD. Writes are then written through to their directory's SSD before they are acknowledged (with --workload btree every page an operation changed, a split's in a crash-safe order), and a view change fences every message in flight (docs/protocol.md, \"Node crashes\")")
 	fs.BoolVar(&f.cfg.Elastic, "elastic", false, "with --compute-nodes C: Fig. 10's schedule, 1 -> C -> 1 working compute nodes (joins and leaves at equal steps of the operations); a leaving node hands back every page it holds and is checked to hold none")
-	fs.BoolVar(&f.cfg.Partitioned, "partitioned", false, "each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)")
 	fs.StringVar(&f.checkWith, "checker", "zones", "how histories are checked: zones (pages whose writes are unique are decided in O(n log n) by Gibbons-Korach zones, the rest by porcupine) or porcupine (every page searched by porcupine: the reference verdict, which can take minutes at 256 nodes)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (simulation and checks) to this file")
+	reg, err := registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 1
+	}
+	var opts map[string]string
+	optionFlag(fs, &opts)
+	aliases := newOptionAliases(fs, reg)
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
 	f.cfg.Faults = f.faults
-	if f.cfg.NAMHeadGroup < 2 || f.cfg.NAMHeadGroup > 29 {
-		fmt.Fprintf(stderr, "sim: --head-group %d: want 2..29\n", f.cfg.NAMHeadGroup)
-		return 2
-	}
-	if !*headNodes {
-		f.cfg.NAMHeadGroup = 0
-	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	switch f.model {
 	case "default":
 	case "paper":
-		workersSet := false
-		fs.Visit(func(fl *flag.Flag) { workersSet = workersSet || fl.Name == "workers" })
-		w := f.cfg.Workers
-		f.cfg = scenarios.PaperModel(f.cfg)
-		if workersSet {
-			f.cfg.Workers = w
+		if !set["workers"] {
+			f.cfg.Workers = scenarios.PaperWorkers
 		}
+		f.cfg.OpNanos, f.cfg.WriteNanos = scenarios.PaperReadNanos, scenarios.PaperWriteNanos
 	default:
 		fmt.Fprintf(stderr, "sim: --model %q: default or paper\n", f.model)
 		return 2
@@ -161,20 +159,201 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
-	if f.cfg.Gamma <= 0 {
-		f.cfg.Gamma = -1
+	if opts == nil {
+		opts = map[string]string{}
 	}
-	if f.protocol == scenarios.SystemSELCC {
-		f.cfg.System = scenarios.SystemSELCC
-		return simMain(&f, args, stdout, stderr)
+	if code := f.selectProtocol(reg, set["protocol"], opts, stderr); code != 0 {
+		return code
 	}
-	v, err := protocol.ParseVariant(f.protocol)
-	if err != nil {
-		fmt.Fprintf(stderr, "sim: --protocol: %v\n", err)
+	if f.cfg.Options, err = aliases.options(f.p, opts); err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
 		return 2
 	}
-	f.cfg.Protocol = v
+	f.cfg.Keys = f.keys
+	if f.cfg.Workload == protocolapi.WorkloadRegister || f.cfg.Workload == protocolapi.WorkloadRMW {
+		f.cfg.Keys = f.pages
+	}
 	return simMain(&f, args, stdout, stderr)
+}
+
+// selectProtocol finds the registered protocol the command line runs and
+// how: a workload that is a registered protocol's name is that protocol
+// (the index designs), --protocol a registered protocol that runs through
+// its own world (dispatchSim sent the plug-ins to the generic runner and
+// rewrote the rest to their flags), or ScaleStore's conflict handling
+// (its option OptionConflict).
+func (f *simFlags) selectProtocol(reg *protocolapi.Registry, protocolSet bool, opts map[string]string, stderr io.Writer) int {
+	name := f.protocol
+	conflict := ""
+	if _, err := protocol.ParseVariant(f.protocol); err == nil {
+		name, conflict = scenarios.SystemScaleStore, f.protocol
+	}
+	if _, ok := reg.Lookup(f.cfg.Workload); ok {
+		if protocolSet && f.protocol != f.cfg.Workload {
+			fmt.Fprintf(stderr, "sim: --workload %s is the protocol %s: --protocol %s does not run it\n", f.cfg.Workload, f.cfg.Workload, f.protocol)
+			return 2
+		}
+		name, conflict = f.cfg.Workload, ""
+	}
+	p, err := reg.Find(name)
+	if err != nil {
+		fmt.Fprintf(stderr, "sim: --protocol %q: want chaining, fifo, polling or a registered protocol: %v\n", f.protocol, err)
+		return 2
+	}
+	e, _ := protocols.Find(protocols.Entries(), p.Name)
+	if f.run, err = simrunner.Runner(p, e.World); err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 2
+	}
+	if conflict != "" && protocolSet {
+		if v, ok := opts[scenarios.OptionConflict]; ok && v != conflict {
+			fmt.Fprintf(stderr, "sim: --protocol %s and --opt %s=%s disagree\n", conflict, scenarios.OptionConflict, v)
+			return 2
+		}
+		opts[scenarios.OptionConflict] = conflict
+	}
+	f.p = p
+	return 0
+}
+
+// optionAliases are the flags that set a registered protocol's options
+// (protocolapi.Option.Flag: --memory-nodes, --gamma, --no-priority),
+// each defined once on fs from the registry, so that sim names none.
+type optionAliases map[string]*aliasValue
+
+// aliasValue is one alias flag's value as given.
+type aliasValue struct {
+	value     string
+	set, bool bool
+}
+
+func (a *aliasValue) String() string {
+	if a == nil {
+		return ""
+	}
+	return a.value
+}
+
+func (a *aliasValue) Set(v string) error { a.value, a.set = v, true; return nil }
+
+// IsBoolFlag makes a flag whose option has a FlagValue a boolean flag.
+func (a *aliasValue) IsBoolFlag() bool { return a.bool }
+
+func newOptionAliases(fs *flag.FlagSet, reg *protocolapi.Registry) optionAliases {
+	out := optionAliases{}
+	// what each flag sets, and for which protocols, in the registry's order
+	type target struct{ set, about string }
+	var targets = map[string][]target{}
+	whose := map[string]map[target][]string{}
+	for _, p := range reg.All() {
+		for _, o := range p.Options {
+			if o.Flag == "" {
+				continue
+			}
+			a := out[o.Flag]
+			if a == nil {
+				a = &aliasValue{value: o.Default, bool: o.FlagValue != ""}
+				if a.bool {
+					a.value = "false"
+				}
+				out[o.Flag], whose[o.Flag] = a, map[target][]string{}
+			}
+			t := target{"--opt " + o.Name, o.About}
+			if a.bool {
+				t.set = "--opt " + o.Name + "=" + o.FlagValue
+			}
+			if whose[o.Flag][t] == nil {
+				targets[o.Flag] = append(targets[o.Flag], t)
+			}
+			whose[o.Flag][t] = append(whose[o.Flag][t], p.Name)
+		}
+	}
+	for name, a := range out {
+		var about []string
+		for _, t := range targets[name] {
+			about = append(about, fmt.Sprintf("%s of %s (%s)", t.set, strings.Join(whose[name][t], ", "), t.about))
+		}
+		fs.Var(a, name, "the same as "+strings.Join(about, "; "))
+	}
+	return out
+}
+
+// give puts the alias flags given into out, the options by protocol of
+// compare: each to every one of systems that has an option it sets. A flag
+// that none of them has, or that disagrees with its --opt, is an error.
+func (as optionAliases) give(reg *protocolapi.Registry, systems []string, out map[string]map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(as)) {
+		if !as[name].set {
+			continue
+		}
+		taken := false
+		for _, sys := range systems {
+			p, ok := reg.Lookup(sys)
+			if !ok || !slices.ContainsFunc(p.Options, func(o protocolapi.Option) bool { return o.Flag == name }) {
+				continue
+			}
+			set, err := as.set(p, out[sys], name)
+			if err != nil {
+				return err
+			}
+			if out[sys] == nil {
+				out[sys] = map[string]string{}
+			}
+			maps.Copy(out[sys], set)
+			taken = true
+		}
+		if !taken {
+			return fmt.Errorf("--%s: none of %s has an option it sets", name, strings.Join(systems, ", "))
+		}
+	}
+	return nil
+}
+
+// options are the options of p as the command line sets them (--opt, and
+// the alias flags of p's options), every other one at its default. An
+// alias flag given for a protocol that has no option it sets is an error.
+func (as optionAliases) options(p protocolapi.Protocol, opts map[string]string) (map[string]string, error) {
+	set := maps.Clone(opts)
+	if set == nil {
+		set = map[string]string{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(as)) {
+		if !as[name].set {
+			continue
+		}
+		one, err := as.set(p, opts, name)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(set, one)
+	}
+	cfg, err := p.WithDefaults(protocolapi.Config{Options: set})
+	return cfg.Options, err
+}
+
+// set is the option of p that the alias flag name, given, sets (none for
+// a boolean flag given false), checked against the options opts given.
+func (as optionAliases) set(p protocolapi.Protocol, opts map[string]string, name string) (map[string]string, error) {
+	i := slices.IndexFunc(p.Options, func(o protocolapi.Option) bool { return o.Flag == name })
+	if i < 0 {
+		return nil, fmt.Errorf("--%s: protocol %s has no option it sets", name, p.Name)
+	}
+	o := p.Options[i]
+	v := as[name].value
+	if o.FlagValue != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s=%s: %w", name, v, err)
+		}
+		if !b {
+			return nil, nil
+		}
+		v = o.FlagValue
+	}
+	if given, ok := opts[o.Name]; ok && given != v {
+		return nil, fmt.Errorf("--%s and --opt %s=%s disagree", name, o.Name, given)
+	}
+	return map[string]string{o.Name: v}, nil
 }
 
 type simSummary struct {
@@ -238,9 +417,14 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		}
 		last = first + uint64(f.seeds) - 1
 	}
+	// index: a protocol that is its own workload (the index designs)
+	index := f.p.Name == f.cfg.Workload
 	var sum simSummary
 	sum.FirstSeed = first
-	sum.Protocol, sum.Faults, sum.Mutate, sum.Nodes = f.protocol, f.faults, f.cfg.Mutate, f.cfg.Nodes
+	sum.Protocol, sum.Faults, sum.Mutate, sum.Nodes = f.protocol, f.faults, f.cfg.Mutant, f.cfg.Nodes
+	if v := f.cfg.Options[scenarios.OptionConflict]; v != "" {
+		sum.Protocol = v // ScaleStore's conflict handling, however it was set
+	}
 	var trace *os.File
 	if f.traceOut != "" {
 		if first != last {
@@ -255,17 +439,18 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		defer trace.Close()
 		f.cfg.Trace = trace
 	}
-	var steps []scenarios.Step
+	var steps []traceview.Step
 	if f.traceHTML != "" {
 		switch {
 		case first != last:
 			fmt.Fprintln(stderr, "sim: --trace-html needs a single seed")
 			return 2
-		case f.cfg.System == scenarios.SystemSELCC || scenarios.IsNAMWorkload(f.cfg.Workload):
-			fmt.Fprintln(stderr, "sim: --trace-html draws ScaleStore's messages (the register, rmw and btree workloads); SELCC's verbs are drawn by 'scenario selcc-* --html'")
+		case f.p.Name != scenarios.SystemScaleStore:
+			fmt.Fprintf(stderr, "sim: --trace-html draws ScaleStore's messages (the register, rmw and btree workloads), not %s's; 'scalestore scenario list' lists the charts of its conflicts\n",
+				f.p.Name)
 			return 2
-		case f.cfg.WatchPage >= f.cfg.Pages:
-			fmt.Fprintf(stderr, "sim: --watch-page %d: the run has pages 0..%d\n", f.cfg.WatchPage, f.cfg.Pages-1)
+		case f.cfg.Watch >= f.pages:
+			fmt.Fprintf(stderr, "sim: --watch-page %d: the run has pages 0..%d\n", f.cfg.Watch, f.pages-1)
 			return 2
 		}
 		f.cfg.Steps = &steps
@@ -282,13 +467,12 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	start := time.Now()
-	var hits, lookups uint64
-	var lastRes scenarios.SimResult
-	var sel scenarios.SELCCStats
+	var counters []protocolapi.Counter
+	var lastRes simrunner.Result
 	for seed := first; seed <= last; seed++ {
 		cfg := f.cfg
 		cfg.Seed = seed
-		res, err := scenarios.RunSim(cfg)
+		res, err := f.run(cfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "sim: %v\n", err)
 			return 2
@@ -300,31 +484,11 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		sum.SimMessages += res.Messages
 		sum.SimSeconds += res.SimWall.Seconds()
 		sum.CheckSeconds += res.CheckWall.Seconds()
-		sum.RemoteFetches += res.RemoteFetches
-		sum.Evictions += res.Evictions
-		sum.EvictionsDeclined += res.EvictDeclined
-		sum.DirtyPulls += res.Pulls
-		sum.IORetries += res.IORetries
-		sum.UnreadableReads += res.UnreadableReads
-		sum.FailedOps += res.FailedOps
 		sum.Crashes += len(res.Crashes)
 		sum.UnknownOps += res.UnknownOps
 		sum.SimulatedNanos += res.SimNanos
 		sum.Verbs += res.Verbs
-		sum.MemoryHandlers += res.MemoryHandlerCalls
-		sum.Scans += res.NAMScans
-		sum.MegaSplits += res.CellMegaSplits
-		sum.MegaMoved += res.CellMoved
-		sum.Restarts += res.CellRestarts
-		sum.scanWaits += res.NAMScanWaits
-		sel.Invalidations += res.SELCC.Invalidations
-		sel.HandOvers += res.SELCC.HandOvers
-		sel.Releases += res.SELCC.Releases
-		sel.Dropped += res.SELCC.Dropped
-		sel.UpgradeFallbacks += res.SELCC.UpgradeFallbacks
-		sel.LeaseReleases += res.SELCC.LeaseReleases
-		hits += res.Hits
-		lookups += res.Hits + res.Misses
+		counters = addCounters(counters, res.Counters)
 		if first == last {
 			sum.TraceHash = fmt.Sprintf("%016x", res.TraceHash)
 		}
@@ -351,6 +515,18 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			break
 		}
 	}
+	count := func(name string) uint64 {
+		if i := slices.IndexFunc(counters, func(c protocolapi.Counter) bool { return c.Name == name }); i >= 0 {
+			return counters[i].Value
+		}
+		return 0
+	}
+	sum.RemoteFetches, sum.Evictions = count(scenarios.CounterRemoteFetches), count(scenarios.CounterEvictions)
+	sum.EvictionsDeclined, sum.DirtyPulls = count(scenarios.CounterEvictionsDeclined), count(scenarios.CounterDirtyPulls)
+	sum.IORetries, sum.MemoryHandlers = count(scenarios.CounterIORetries), count(scenarios.CounterMemoryHandlerCalls)
+	sum.UnreadableReads, sum.FailedOps = int(count(scenarios.CounterUnreadableReads)), int(count(scenarios.CounterFailedOps))
+	sum.Scans, sum.scanWaits = int(count(scenarios.CounterIndexScans)), count(scenarios.CounterScanRoundTrips)
+	sum.MegaSplits, sum.MegaMoved, sum.Restarts = count(scenarios.CounterMegaSplits), count(scenarios.CounterMegaMoved), count(scenarios.CounterCellRestarts)
 	if progress || !shown.IsZero() {
 		fmt.Fprintln(stderr)
 	}
@@ -364,7 +540,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 	if sum.SimSeconds > 0 {
 		sum.SimMessagesPerSec = float64(sum.SimMessages) / sum.SimSeconds
 	}
-	if lookups > 0 {
+	if hits, lookups := count(scenarios.CounterCacheHits), count(scenarios.CounterCacheHits)+count(scenarios.CounterCacheMisses); lookups > 0 {
 		sum.HitRatio = float64(hits) / float64(lookups)
 	}
 	sum.Linearizable = sum.Violations == 0 && len(sum.UndecidedSeeds) == 0
@@ -392,7 +568,6 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		if f.json {
 			w = stderr
 		}
-		index := scenarios.IsNAMWorkload(f.cfg.Workload)
 		what := "protocol=" + sum.Protocol
 		if index {
 			what = "workload=" + f.cfg.Workload
@@ -405,13 +580,13 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w)
 		if index {
 			fmt.Fprintf(w, "  one-sided verbs %d, memory-server calls %d, simulated time %.1f ms\n", sum.Verbs, sum.MemoryHandlers, float64(sum.SimulatedNanos)/1e6)
-			if indexdesign.IsCell(f.cfg.Workload) && f.cfg.CellMegaNodes > 0 {
+			if n, _ := strconv.Atoi(f.cfg.Options[indexdesign.OptionCellMegaNodes]); n > 0 {
 				fmt.Fprintf(w, "  meganode splits %d (%d moved to another server), operations restarted by one %d\n", sum.MegaSplits, sum.MegaMoved, sum.Restarts)
 			}
 			if sum.Scans > 0 {
 				heads := "no head nodes"
-				if f.cfg.NAMHeadGroup > 0 && indexdesign.HeadNodes(f.cfg.Workload) {
-					heads = fmt.Sprintf("head nodes of %d leaves", f.cfg.NAMHeadGroup)
+				if on, ok := f.cfg.Options[indexdesign.OptionHeadNodes]; ok && on != "off" && on != "false" {
+					heads = fmt.Sprintf("head nodes of %s leaves", f.cfg.Options[indexdesign.OptionHeadGroup])
 				}
 				fmt.Fprintf(w, "  scans %d, round trips waited for per scan %.2f (%s)\n", sum.Scans, sum.ScanRoundTrips, heads)
 			}
@@ -419,10 +594,12 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(w, "  cache hit ratio %.2f, remote page fetches %d, evictions %d (declined %d, dirty pages pulled %d), storage retries %d, simulated time %.1f ms\n",
 				sum.HitRatio, sum.RemoteFetches, sum.Evictions, sum.EvictionsDeclined, sum.DirtyPulls, sum.IORetries, float64(sum.SimulatedNanos)/1e6)
 		}
-		if f.cfg.System == scenarios.SystemSELCC && sum.Ops > 0 {
+		if !index && sum.Verbs > 0 && sum.Ops > 0 {
+			// a protocol of one-sided verbs (SELCC's line caches)
 			fmt.Fprintf(w, "  one-sided verbs %d (%.2f per operation), invalidations %d, handovers %d, shared releases %d, dropped %d, upgrade fallbacks %d, lease releases %d, memory-node handler calls %d\n",
-				sum.Verbs, float64(sum.Verbs)/float64(sum.Ops), sel.Invalidations, sel.HandOvers, sel.Releases, sel.Dropped,
-				sel.UpgradeFallbacks, sel.LeaseReleases, sum.MemoryHandlers)
+				sum.Verbs, float64(sum.Verbs)/float64(sum.Ops), count(scenarios.CounterInvalidations), count(scenarios.CounterHandOvers),
+				count(scenarios.CounterSharedReleases), count(scenarios.CounterDropped), count(scenarios.CounterUpgradeFallbacks),
+				count(scenarios.CounterLeaseReleases), sum.MemoryHandlers)
 		}
 		if f.cfg.Elastic {
 			fmt.Fprintf(w, "  elastic (last seed):")
@@ -467,7 +644,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func reportFailure(res *scenarios.SimResult, f *simFlags, replay string, stdout, stderr io.Writer) {
+func reportFailure(res *simrunner.Result, f *simFlags, replay string, stdout, stderr io.Writer) {
 	fmt.Fprintf(stderr, "violation at seed %d (fault plan %s):\n", res.Seed, res.Plan)
 	for _, v := range res.Violations {
 		fmt.Fprintf(stderr, "  %s\n", v)
@@ -479,7 +656,7 @@ func reportFailure(res *scenarios.SimResult, f *simFlags, replay string, stdout,
 		if res.LinearUnknown {
 			fmt.Fprintf(stderr, "  porcupine could not decide linearizability within --check-timeout\n")
 		} else {
-			fmt.Fprintf(stderr, "  history not linearizable on pages %v\n", res.BadPages)
+			fmt.Fprintf(stderr, "  history not linearizable on pages %v\n", res.BadKeys)
 		}
 	}
 	if res.Info != nil {
@@ -545,17 +722,17 @@ func isTerminal(w io.Writer) bool {
 func mutationNames() []string { return mutation.Names }
 
 // writeSimTraceHTML writes one seed's messages as the trace viewer's page.
-func writeSimTraceHTML(f *simFlags, res scenarios.SimResult, steps []scenarios.Step) error {
+func writeSimTraceHTML(f *simFlags, res simrunner.Result, steps []traceview.Step) error {
 	c := f.cfg
 	tr := traceview.Trace{
 		Title: fmt.Sprintf("sim --seed %d (%s, %s faults)", f.seed, f.protocol, f.faults),
 		About: fmt.Sprintf("%d nodes, %d workers a node, %d pages, %d frames a node, %d operations, %.0f%% reads, zipf %.2f; trace hash %016x",
-			c.Nodes, c.Workers, c.Pages, c.CachePages, c.Ops, 100*c.ReadRatio, c.Zipf, res.TraceHash),
-		Nodes: c.Nodes, Steps: viewSteps(steps),
+			c.Nodes, c.Workers, f.pages, c.CacheLines, c.Ops, 100*c.ReadRatio, c.Zipf, res.TraceHash),
+		Nodes: c.Nodes, Steps: steps,
 	}
-	if c.WatchPage >= 0 {
+	if c.Watch >= 0 {
 		// Pages are allocated round-robin over the directories.
-		tr.Watch = fmt.Sprintf("page index %d (directory node %d): its directory's metadata", c.WatchPage, c.WatchPage%c.Nodes)
+		tr.Watch = fmt.Sprintf("page index %d (directory node %d): its directory's metadata", c.Watch, c.Watch%c.Nodes)
 	}
 	if len(steps) >= scenarios.MaxSteps {
 		tr.Notes = append(tr.Notes, fmt.Sprintf("only the first %d messages are shown: watch one page (--watch-page) or run fewer operations", scenarios.MaxSteps))

@@ -16,6 +16,27 @@ const (
 	Cell      = "cell"
 )
 
+// The index designs' options (protocolapi.Option, `sim --opt name=value`):
+// their registrations declare them, their simulated runs read them.
+const (
+	// OptionMemoryNodes is how many memory servers hold the index
+	// (DefaultMemoryNodes); every design has it, and OptionScanLen, the
+	// most keys a scan covers.
+	OptionMemoryNodes  = "memory-nodes"
+	DefaultMemoryNodes = 2
+	OptionScanLen      = "scan-len"
+	// OptionHeadNodes (on or off) puts head nodes of OptionHeadGroup
+	// leaves on the leaf level (the designs of HeadNodes).
+	OptionHeadNodes = "head-nodes"
+	OptionHeadGroup = "head-group"
+	// Cell's: how clients search leaf meganodes (selector, server or
+	// client), the lowest level of meganode nodes they cache, and the
+	// size above which a leaf meganode splits (0: never).
+	OptionCellSearch     = "cell-search"
+	OptionCellCacheLevel = "cell-cache-level"
+	OptionCellMegaNodes  = "cell-mega-nodes"
+)
+
 // IsNAM reports whether name is one of the NAM-tree's designs.
 func IsNAM(name string) bool { return name == NAMCoarse || name == NAMFine || name == NAMHybrid }
 
