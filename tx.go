@@ -119,6 +119,10 @@ const (
 	// mutantEarlyRelease releases the last leaf's latch before writing
 	// it: a reader can see the other leaves' new values with its old ones.
 	mutantEarlyRelease
+	// mutantWriteBeforeRecord writes a cluster commit's leaves through
+	// before its record exists: a crash between two of the writes leaves
+	// half the transaction on the stores.
+	mutantWriteBeforeRecord
 )
 
 // conflictError is a commit's failed validation: key changed.
@@ -402,7 +406,7 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 		} else if err := l.Apply(writes); err != nil {
 			return err
 		}
-		if err := l.Persist(); err != nil {
+		if err := db.writeThrough(w, l); err != nil {
 			return err
 		}
 		if db.log != nil {
@@ -431,6 +435,31 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 	}
 	db.maybeCheckpoint()
 	return nil
+}
+
+// writeThrough writes the leaves a commit changed through to their
+// directories' stores (a cluster with write-through). Several leaves go
+// behind a record of the commit, kept on this node and on a buddy node
+// before the first of them is written: if this node, the buddy or a
+// directory dies in between, the record rolls the rest forward during the
+// view change, before the pages are served again (actors/txrecord.go,
+// docs/transactions.md). The record is dropped before the latches are
+// released: no later write of these pages can be rolled over.
+func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
+	dirty := l.Dirty()
+	if !db.view || db.persist == nil || len(dirty) < 2 {
+		return l.Persist()
+	}
+	if db.commitMutant == mutantWriteBeforeRecord {
+		err := l.PersistEach(db.afterWriteThrough)
+		id, buddy, ok := db.rt.TxRecord(w, dirty)
+		db.rt.TxFinish(w, id, buddy, ok)
+		return err
+	}
+	id, buddy, ok := db.rt.TxRecord(w, dirty)
+	err := l.PersistEach(db.afterWriteThrough)
+	db.rt.TxFinish(w, id, buddy, ok)
+	return err
 }
 
 // Update is DB.Update on the default table.

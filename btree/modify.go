@@ -437,6 +437,38 @@ func (l *Locked) Persist() error {
 	return nil
 }
 
+// Dirty lists the guards of the leaves Apply changed, in page-id order.
+func (l *Locked) Dirty() []*bufmgr.ExclusiveGuard {
+	var out []*bufmgr.ExclusiveGuard
+	for i := range l.leaves {
+		if l.dirty[i] {
+			out = append(out, &l.leaves[i])
+		}
+	}
+	return out
+}
+
+// PersistEach is Persist that goes on after a failed write-through (its
+// directory died): every other leaf is still written through, so that a
+// transaction's record has to roll forward only the failed ones. after,
+// when not nil, is called after each write-through with its page (a
+// test's crash point). It returns the first error.
+func (l *Locked) PersistEach(after func(protocol.PID)) error {
+	var first error
+	for i := range l.leaves {
+		if !l.dirty[i] {
+			continue
+		}
+		if err := l.s.persist(&l.leaves[i]); err != nil && first == nil {
+			first = err
+		}
+		if after != nil {
+			after(l.leaves[i].PID())
+		}
+	}
+	return first
+}
+
 // Release unlatches every leaf.
 func (l *Locked) Release() {
 	for i := range l.leaves {
