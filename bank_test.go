@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 		"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/scalestore-go/scalestore/membership"
 	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/resp"
 )
@@ -424,13 +426,27 @@ func TestBankCatchesMutants(t *testing.T) {
 // between an account on a leaf of node 0 and one on a leaf node 1 split
 // off (node 1 filled that end of the keyspace), so that every commit
 // latches a page of each node. It prints transfers per second and the
-// mean latency (ns/op at -cpu 1).
+// mean latency (ns/op at -cpu 1). SCALESTORE_BENCH_MEMBERSHIP=1 runs the
+// nodes with membership (embedded etcd) and stores on disk (durability
+// process), where a commit of two leaves writes them through behind its
+// record; SCALESTORE_BENCH_NO_RECORD=1 then leaves the record out (the
+// commit as it was without one: its cost, not a mode to run).
 func BenchmarkTransferAcrossNodes(b *testing.B) {
 	addrs := make([]string, 2)
 	for i := range addrs {
 		addrs[i] = freePortB(b)
 	}
 	opts := clusterOpts(addrs, nil)
+	if os.Getenv("SCALESTORE_BENCH_MEMBERSHIP") != "" {
+		etcd, err := membership.StartEmbedded(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer etcd.Close()
+		for i := range opts {
+			opts[i].Data, opts[i].Etcd, opts[i].LeaseTTL = b.TempDir(), etcd.Endpoints(), 2*time.Second
+		}
+	}
 	cs := make([]*Cluster, 2)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -443,6 +459,11 @@ func BenchmarkTransferAcrossNodes(b *testing.B) {
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+	if os.Getenv("SCALESTORE_BENCH_NO_RECORD") != "" {
+		for _, c := range cs {
+			c.def.commitMutant = mutantNoRecord
 		}
 	}
 	defer func() {

@@ -123,6 +123,9 @@ const (
 	// before its record exists: a crash between two of the writes leaves
 	// half the transaction on the stores.
 	mutantWriteBeforeRecord
+	// mutantNoRecord writes a cluster commit's leaves through without a
+	// record (what a record costs: BenchmarkTransferAcrossNodes).
+	mutantNoRecord
 )
 
 // conflictError is a commit's failed validation: key changed.
@@ -241,8 +244,10 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 // On a DB with a log, the commit is one log record: after a crash the
 // transaction is there whole or not at all. On a cluster, each leaf the
 // commit changed is written through (durability process or sync) before
-// Update returns, one after another: docs/transactions.md says what a
-// crash in between leaves.
+// Update returns; with membership, several go behind a record that rolls
+// them forward if a node dies in between, so that the transaction is
+// there whole or not at all after the death of any one node
+// (docs/transactions.md, "Durability").
 func (db *DB) Update(fn func(tx *Tx) error) error { return db.run(false, fn) }
 
 // View runs fn in a read-only transaction: the values it reads of
@@ -447,7 +452,7 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 // released: no later write of these pages can be rolled over.
 func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	dirty := l.Dirty()
-	if !db.view || db.persist == nil || len(dirty) < 2 {
+	if !db.view || db.persist == nil || len(dirty) < 2 || db.commitMutant == mutantNoRecord {
 		return l.Persist()
 	}
 	if db.commitMutant == mutantWriteBeforeRecord {
