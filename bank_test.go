@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-		"strconv"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
