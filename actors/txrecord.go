@@ -86,9 +86,12 @@ type txRecords struct {
 	next    int
 }
 
+// txFind is the index of the open record id of committer, or -1. A
+// record whose committer died is not open: a new incarnation of the
+// committer numbers its records from 1 again.
 func (n *Node) txFind(committer protocol.NodeID, id uint32) int {
 	for i, r := range n.txr.records {
-		if r.committer == committer && r.id == id {
+		if r.committer == committer && r.id == id && r.open {
 			return i
 		}
 	}
