@@ -24,6 +24,10 @@ TARGETS=${TARGETS:-"redis-all redis node cluster"}
 # every test after it in the unit fails with it.)
 SKIP_TAGS=${SKIP_TAGS:-"needs:debug needs:repl needs:save needs:config-maxmemory"}
 PORT_BASE=${REDIS_SUITE_PORT:-27100}
+# Where the test server and the redis servers it would spawn listen: away
+# from runtest's default (21079 and up), which another run on the host
+# may hold.
+TEST_BASEPORT=${REDIS_SUITE_BASEPORT:-$((PORT_BASE + 200))}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/bin/scalestore}
 OUT=${REDIS_SUITE_OUT:-$ROOT/bench-data/redis-suite}
@@ -127,7 +131,7 @@ for target in $TARGETS; do
 			for t in $SKIP_TAGS; do tags+=(--tags "-$t"); done
 		fi
 		(cd "$SUITE" && ./runtest --host 127.0.0.1 --port "$PORT" --singledb --durable --clients 1 \
-			--timeout 120 "${tags[@]}" --single "$unit") >"$log" 2>&1 || true
+			--baseport "$TEST_BASEPORT" --timeout 120 "${tags[@]}" --single "$unit") >"$log" 2>&1 || true
 		sed 's/\x1b\[[0-9;]*m//g' "$log" | sed -n 's/^\[ok\]: \(.*\) ([0-9]* ms)$/\1/p' | sort >"$log.ok"
 		ok[$target,$unit]=$(wc -l <"$log.ok")
 	done

@@ -59,6 +59,25 @@
 // expirer walks the keyspace, 256 keys every 100 ms, from where it
 // stopped, and drops the expired keys it meets. Config.Now sets the clock.
 //
+// Large values. A value may be up to Config.MaxValue bytes (256 KiB by
+// default). The engine keeps a key and its value in one entry of at most
+// Config.MaxEntry bytes (a B-tree leaf's, 1 KiB); a longer one is stored
+// in chunks of that size under keys of a reserved space (0xff 'S' 'x' 3,
+// then a chunk set's id and the chunk's number), behind a 24-byte
+// manifest, version 3 of the header, in the key itself (big.go). The
+// chunks are written, replaced and deleted with the manifest in one
+// Engine.Atomic transaction, so a reader on any node sees the whole value
+// or none of it, and a crash keeps it whole as it keeps any transaction.
+// Values that fit an entry are stored as before: stores written before
+// read unchanged. Keys in the reserved space are refused (ErrReservedKey)
+// and never shown by KEYS, SCAN, DBSIZE or RANDOMKEY. A value of n bytes
+// is a transaction of about n/1008 keys, twice that when it replaces
+// another large value, and every read or write of it moves all its
+// chunks: the engine's cache must let a commit latch that many leaves
+// (half the cache; 64 KiB replacing 64 KiB latches about 35). Go code
+// that reads a large value RESP wrote gets its manifest from Get: read it
+// through a RESP client.
+//
 // SCAN walks the engine in key order. Its cursors are decimal integers,
 // as Redis clients require; the server keeps a bounded table (4096
 // entries, the oldest dropped first) from cursor to the key to resume
