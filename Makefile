@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/scalestore
 PKGS    := ./...
 
-.PHONY: all build run test test-short bench bench-peers bench-ssd redis-suite lint fuzz swarm cover-swarm mutants crashtest crashtest-cluster clean
+.PHONY: all build run test test-short bench bench-peers bench-ssd redis-suite redis-suite-ci lint fuzz swarm cover-swarm mutants crashtest crashtest-cluster clean
 
 all: build
 
@@ -53,6 +53,12 @@ bench-ssd: build
 # itself; about 10 minutes). UNITS="unit/type/incr" narrows it.
 redis-suite: build
 	UNITS="$(UNITS)" bench/redis-suite.sh
+
+# CI's run of the suite (.ci/run): every unit above against one node and a
+# 3-node cluster, no baseline, and every test bench/redis-suite.pass lists
+# must pass (about two minutes; docs/redis-suite.md).
+redis-suite-ci: build
+	bench/redis-suite.sh --targets "node cluster" --expect bench/redis-suite.pass
 
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)

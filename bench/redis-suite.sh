@@ -6,6 +6,12 @@
 # redis-server passes and a scalestore target does not.
 #
 #   bench/redis-suite.sh [--units "unit/type/incr unit/expire"] [--targets "redis-all redis node cluster"]
+#                        [--expect bench/redis-suite.pass]
+#
+# With --expect, every test the file lists (a unit, a tab, the test's
+# name) for the units run must pass on every scalestore target, else the
+# script names the ones that did not and exits 1: CI's check that what
+# passes keeps passing (make redis-suite-ci).
 #
 # It fetches the tests itself (git clone --depth 1 of REDIS_TAG into
 # bench-data/redis-$REDIS_TAG; REDIS_SRC may name a checkout or a git
@@ -31,12 +37,14 @@ TEST_BASEPORT=${REDIS_SUITE_BASEPORT:-$((PORT_BASE + 200))}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/bin/scalestore}
 OUT=${REDIS_SUITE_OUT:-$ROOT/bench-data/redis-suite}
+EXPECT=""
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--units) UNITS=$2; shift 2 ;;
 	--targets) TARGETS=$2; shift 2 ;;
-	-h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+	--expect) EXPECT=$2; shift 2 ;;
+	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "redis-suite: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -173,3 +181,24 @@ if [[ " $TARGETS " == *" redis "* ]]; then
 	done
 fi
 printf '\nlogs: %s\n' "$OUT"
+
+# The tests that must pass (--expect).
+if [ -n "$EXPECT" ]; then
+	failed=0
+	for target in $TARGETS; do
+		[[ "$target" == redis* ]] && continue
+		for unit in $UNITS; do
+			s="$OUT/$target-${unit//\//_}.log.ok"
+			missing=$(awk -F'\t' -v u="$unit" '$1 == u { print $2 }' "$EXPECT" | sort | comm -23 - "$s")
+			if [ -n "$missing" ]; then
+				printf '\n%s, %s: expected to pass (%s), did not:\n' "$target" "$unit" "$EXPECT"
+				sed 's/^/  - /' <<<"$missing"
+				failed=1
+			fi
+		done
+	done
+	if [ "$failed" = 1 ]; then
+		exit 1
+	fi
+	printf '\nevery test %s lists for these units passed on %s\n' "$EXPECT" "$TARGETS"
+fi
