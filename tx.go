@@ -32,7 +32,7 @@ const TxAttempts = 100
 
 // TxMaxKeys bounds how many keys one transaction may read and write: its
 // commit latches a leaf per key, and the leaves must fit in the cache.
-const TxMaxKeys = 1024
+const TxMaxKeys = 16384
 
 // ErrTxConflict is returned by Update and View when every attempt found,
 // at commit, a key it had read changed by another writer; the error names
@@ -341,15 +341,46 @@ func (db *DB) commit(s Session, st *txState) error {
 			return err
 		}
 		// A leaf needs a split first: made outside the latches, then the
-		// commit tries again (its reads are checked again too).
+		// commit tries again (its reads are checked again too). Many
+		// writes into one leaf (a large value's chunks) split it into
+		// pieces of about two entries' worth at once.
 		table := tables[full.Tree]
 		if err := s.do(func(w *bufmgr.Worker) error {
-			return full.Tree.MakeRoom(table.session(w), full)
+			seps := pieceSeps(full.Keys, full.Sizes)
+			if len(seps) == 0 {
+				return full.Tree.MakeRoom(table.session(w), full)
+			}
+			for _, sep := range seps {
+				if err := full.Tree.SplitAt(table.session(w), sep); err != nil {
+					return err
+				}
+			}
+			return nil
 		}); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("scalestore: %s: a transaction's leaves kept filling up before its commit", db.dir)
+}
+
+// pieceSeps are the keys at which to split a leaf that the sorted writes
+// keys (of entries sizes bytes) do not fit, so that each piece takes
+// about 2*btree.MaxEntry bytes of them, the first split at the first key
+// (above it, nothing the leaf held before): none when they are that few.
+func pieceSeps(keys [][]byte, sizes []int) [][]byte {
+	var seps [][]byte
+	acc := 0
+	for i, k := range keys {
+		if acc > 2*btree.MaxEntry {
+			seps = append(seps, k)
+			acc = 0
+		}
+		acc += sizes[i] + 16 // and its slot
+	}
+	if len(seps) > 0 {
+		seps = append([][]byte{keys[0]}, seps...)
+	}
+	return seps
 }
 
 // commitOnce is one try of a commit: nil, a *conflictError, a

@@ -86,13 +86,13 @@ func TestLimits(t *testing.T) {
 		limit string
 	}{
 		{[]string{"SET", key(257), "v"}, "(MaxKey)"},
-		{[]string{"SET", "k", val(256<<10 + 1)}, "(MaxValue)"},
+		{[]string{"SET", "k", val(4<<20 + 1)}, "(MaxValue)"},
 		{[]string{"SET", key(257), "v", "NX"}, "(MaxKey)"},
-		{[]string{"SET", "k", val(256<<10 + 1), "GET"}, "(MaxValue)"},
+		{[]string{"SET", "k", val(4<<20 + 1), "GET"}, "(MaxValue)"},
 		{[]string{"SETNX", key(257), "v"}, "(MaxKey)"},
-		{[]string{"SETNX", "k", val(256<<10 + 1)}, "(MaxValue)"},
+		{[]string{"SETNX", "k", val(4<<20 + 1)}, "(MaxValue)"},
 		{[]string{"MSET", "a", "1", key(257), "v"}, "(MaxKey)"},
-		{[]string{"MSET", "a", "1", "b", val(256<<10 + 1)}, "(MaxValue)"},
+		{[]string{"MSET", "a", "1", "b", val(4<<20 + 1)}, "(MaxValue)"},
 		{[]string{"GET", key(257)}, "(MaxKey)"},
 		{[]string{"MGET", "a", key(257)}, "(MaxKey)"},
 		{[]string{"DEL", key(257)}, "(MaxKey)"},
@@ -109,12 +109,12 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("over-limit writes stored %d keys", n)
 	}
 	// Right at the limits is fine.
-	c.send(cmd("SET", key(256), val(768)) + cmd("SET", "k", val(256<<10)) + cmd("MSET", key(24), val(1000)))
+	c.send(cmd("SET", key(256), val(768)) + cmd("SET", "k", val(4<<20)) + cmd("MSET", key(24), val(1000)))
 	c.expect("+OK\r\n")
 	c.expect("+OK\r\n")
 	c.expect("+OK\r\n")
 	c.send(cmd("STRLEN", "k"))
-	c.expect(":262144\r\n")
+	c.expect(":4194304\r\n")
 
 	// Configured limits: a key and value over MaxEntry are stored in
 	// chunks of MaxEntry, not refused.
@@ -136,7 +136,7 @@ func TestLimits(t *testing.T) {
 }
 
 // A bulk length of 2 GiB must not make the server allocate 2 GiB: redcon
-// waits for the bytes, and the server refuses once 4 MiB are pending.
+// waits for the bytes, and the server refuses once 8 MiB are pending.
 func TestHugeBulkLength(t *testing.T) {
 	s, e := startServer(t, Config{})
 	var before runtime.MemStats
@@ -151,14 +151,14 @@ func TestHugeBulkLength(t *testing.T) {
 	other.expect("+OK\r\n")
 	other.expect("$1\r\nv\r\n")
 
-	// Stream 6 MiB of the promised 256 MiB. The server answers an error and
+	// Stream 12 MiB of the promised 256 MiB. The server answers an error and
 	// closes; the writes may then fail, which is expected.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		chunk := make([]byte, 64<<10)
 		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		for range 96 {
+		for range 192 {
 			if _, err := c.nc.Write(chunk); err != nil {
 				return
 			}

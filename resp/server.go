@@ -69,7 +69,7 @@ type Config struct {
 	TLS *tls.Config
 	// MaxKey is the longest key accepted, in bytes (0: 256).
 	MaxKey int
-	// MaxValue is the longest value accepted, in bytes (0: 256 KiB).
+	// MaxValue is the longest value accepted, in bytes (0: 4 MiB).
 	MaxValue int
 	// MaxEntry is the longest key plus stored value the Engine keeps in
 	// one entry, in bytes (0: 1024). A longer one is stored in chunks of
@@ -136,14 +136,14 @@ type Stats struct {
 
 const (
 	defaultMaxKey   = 256
-	defaultMaxValue = 256 << 10
+	defaultMaxValue = 4 << 20
 	defaultMaxEntry = 1024
 	defaultMaxConns = 10000
 
 	// maxCommandBytes bounds what one connection may have pending for a
 	// single incomplete command; maxInlineBytes does for an inline
 	// (telnet-style) command, as Redis does.
-	maxCommandBytes = 4 << 20
+	maxCommandBytes = 8 << 20
 	maxInlineBytes  = 64 << 10
 
 	readBufSize  = 4 << 10  // a connection's read buffer to start with
