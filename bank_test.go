@@ -15,6 +15,8 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/scalestore-go/scalestore/membership"
+	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/resp"
 )
 
@@ -345,21 +347,14 @@ func TestBank(t *testing.T) {
 
 // The bank with membership on and a node that crashes (Abandon: it stops
 // without writing anything back, as kill -9 would) a second in and comes
-// back on its store two seconds later. It is the node whose directory
-// holds the accounts' leaves: while it is down, transfers and reads of
-// them fail, and when it is back every acknowledged transfer is there.
-//
-// It fails now and then (about one run in five here): a commit whose
-// leaves live on the crashing node's store, caught between writing one
-// leaf through and the next, leaves half a transfer on the store, and the
-// sum moves (docs/transactions.md, Durability: a cluster's transaction is
-// not yet all-or-nothing under a crash). It runs when
-// SCALESTORE_BANK_CRASH=1, so that `make test` stays green until that is
-// fixed.
+// back on its store two seconds later. It is the directory of half the
+// accounts' leaves (the others are node 0's), so a transfer's commit
+// writes through to two nodes, and the crash cuts some of them between
+// the two writes: the commit's record rolls the second forward when the
+// node is back (docs/transactions.md, Durability). While it is down,
+// transfers and reads of its accounts fail; when it is back every
+// acknowledged transfer is there, and no transfer is there by half.
 func TestBankWithNodeCrash(t *testing.T) {
-	if os.Getenv("SCALESTORE_BANK_CRASH") == "" {
-		t.Skip("set SCALESTORE_BANK_CRASH=1: it exposes the open durability gap of cluster transactions (docs/transactions.md)")
-	}
 	etcd := startEtcd(t)
 	opts := membershipOpts(t, etcd, 3)
 	for i := range opts {
@@ -431,13 +426,27 @@ func TestBankCatchesMutants(t *testing.T) {
 // between an account on a leaf of node 0 and one on a leaf node 1 split
 // off (node 1 filled that end of the keyspace), so that every commit
 // latches a page of each node. It prints transfers per second and the
-// mean latency (ns/op at -cpu 1).
+// mean latency (ns/op at -cpu 1). SCALESTORE_BENCH_MEMBERSHIP=1 runs the
+// nodes with membership (embedded etcd) and stores on disk (durability
+// process), where a commit of two leaves writes them through behind its
+// record; SCALESTORE_BENCH_NO_RECORD=1 then leaves the record out (the
+// commit as it was without one: its cost, not a mode to run).
 func BenchmarkTransferAcrossNodes(b *testing.B) {
 	addrs := make([]string, 2)
 	for i := range addrs {
 		addrs[i] = freePortB(b)
 	}
 	opts := clusterOpts(addrs, nil)
+	if os.Getenv("SCALESTORE_BENCH_MEMBERSHIP") != "" {
+		etcd, err := membership.StartEmbedded(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer etcd.Close()
+		for i := range opts {
+			opts[i].Data, opts[i].Etcd, opts[i].LeaseTTL = b.TempDir(), etcd.Endpoints(), 2*time.Second
+		}
+	}
 	cs := make([]*Cluster, 2)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -450,6 +459,11 @@ func BenchmarkTransferAcrossNodes(b *testing.B) {
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+	if os.Getenv("SCALESTORE_BENCH_NO_RECORD") != "" {
+		for _, c := range cs {
+			c.def.commitMutant = mutantNoRecord
 		}
 	}
 	defer func() {
@@ -522,4 +536,140 @@ func bankBalance(v []byte) int64 {
 	p, _ := resp.Payload(v)
 	n, _ := strconv.ParseInt(string(p), 10, 64)
 	return n
+}
+
+// A cluster transaction stays whole when a node dies between two of its
+// commit's write-throughs (docs/transactions.md, "Durability"): two
+// accounts on leaves of nodes 0 and 2, a transfer between them, and a
+// crash (Abandon, as kill -9) right after the first leaf is on its store:
+//
+//   - directory: the committer is node 0, and node 2, the directory of
+//     the second leaf, dies; it comes back on its store, and the
+//     committer's record rolls the leaf forward in that view change;
+//   - committer: the committer, node 1, dies; its buddy rolls the
+//     record forward in the view change without it.
+//
+// Either way both accounts must read as before the transfer or both as
+// after it. The mutant that writes the leaves through before the record
+// exists leaves half the transfer, and the test catches it.
+func TestUpdateWholeWhenANodeDiesMidCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		committer, victim int
+	}{{"directory", 0, 2}, {"committer", 1, 1}} {
+		for _, mutant := range []commitMutant{0, mutantWriteBeforeRecord} {
+			name := tc.name
+			if mutant != 0 {
+				name += "/write-before-record"
+			}
+			t.Run(name, func(t *testing.T) {
+				a, b, crashed := midCommitCrash(t, tc.committer, tc.victim, mutant)
+				if !crashed {
+					t.Fatal("the transfer's commit wrote no two leaves of nodes 0 and 2 through: nothing was crashed")
+				}
+				whole := a+b == 2*bankStart && (a == bankStart || a == bankStart-5)
+				t.Logf("after the crash: %d and %d", a, b)
+				switch {
+				case mutant == 0 && !whole:
+					t.Fatalf("half a transfer: the accounts read %d and %d (sum %d, want %d)", a, b, a+b, 2*bankStart)
+				case mutant != 0 && whole:
+					t.Fatalf("mutant %s not caught: the accounts read %d and %d", name, a, b)
+				}
+			})
+		}
+	}
+}
+
+// midCommitCrash runs one transfer of 5 from bank:0 to bank:7 on node
+// committer, kills node victim right after the commit's first
+// write-through (bringing it back unless it is the committer), and reads
+// both accounts through another node.
+func midCommitCrash(t *testing.T, committer, victim int, mutant commitMutant) (a, b int64, crashed bool) {
+	etcd := startEtcd(t)
+	opts := membershipOpts(t, etcd, 3)
+	cs := joinAll(t, opts)
+	defer func() {
+		var live []*Cluster
+		for i, c := range cs {
+			if i != victim || committer != victim {
+				live = append(live, c)
+			}
+		}
+		closeAll(t, live)
+	}()
+	// Through node 2: the accounts' leaves are the root leaf (node 0's
+	// page: a table's first pages are its home's) and the ones node 2
+	// split off (its own).
+	err := cs[2].Update(func(tx *Tx) error {
+		for i := range bankAccounts {
+			if err := tx.Put([]byte(bankKey(i)), []byte(strconv.Itoa(bankStart))); err != nil {
+				return err
+			}
+			if err := tx.Put([]byte(bankKey(i)+"-filler"), bytes.Repeat([]byte{'f'}, 900)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := []byte(bankKey(0)), []byte(bankKey(bankAccounts-1))
+	c := cs[committer]
+	c.def.commitMutant = mutant
+	var dirs []protocol.NodeID
+	c.def.afterWriteThrough = func(pid protocol.PID) {
+		dirs = append(dirs, pid.Dir())
+		if len(dirs) == 1 && pid.Dir() == 0 {
+			crashed = true
+			cs[victim].Abandon()
+		}
+	}
+	err = c.Update(func(tx *Tx) error {
+		x, _, err := tx.Get(from, nil)
+		if err != nil {
+			return err
+		}
+		y, _, err := tx.Get(to, nil)
+		if err != nil {
+			return err
+		}
+		tx.Put(from, strconv.AppendInt(nil, bankBalance(x)-5, 10))
+		return tx.Put(to, strconv.AppendInt(nil, bankBalance(y)+5, 10))
+	})
+	t.Logf("the transfer on node %d wrote leaves of nodes %v through; it returned %v", committer, dirs, err)
+	c.def.afterWriteThrough = nil
+	if !crashed {
+		return 0, 0, false
+	}
+	if victim != committer {
+		back, err := Join(opts[victim])
+		if err != nil {
+			t.Fatalf("node %d back on its store: %v", victim, err)
+		}
+		cs[victim] = back
+	}
+	reader := cs[(victim+1)%len(cs)]
+	if reader == c && committer == victim {
+		reader = cs[(victim+2)%len(cs)]
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = reader.View(func(tx *Tx) error {
+			x, _, err := tx.Get(from, nil)
+			if err != nil {
+				return err
+			}
+			y, _, err := tx.Get(to, nil)
+			a, b = bankBalance(x), bankBalance(y)
+			return err
+		})
+		if err == nil {
+			return a, b, true
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reading the accounts after the crash: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -208,6 +208,9 @@ type DB struct {
 	// commitMutant breaks transaction commits on purpose, for the bank
 	// test's mutants (tx.go); the zero value is the correct commit.
 	commitMutant commitMutant
+	// afterWriteThrough, when set (a test's crash point), is called after
+	// each leaf a cluster commit with a record writes through.
+	afterWriteThrough func(protocol.PID)
 }
 
 // Recovery is what Open did to a store that was not closed cleanly.

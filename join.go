@@ -425,7 +425,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	if o.RESP != "" {
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxValue: btree.MaxValue, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: o.RESPLoops,
+			MaxKey: btree.MaxKey, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: o.RESPLoops,
 			OffloadWrites: o.writesThrough() && !c.defersDurable()}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)

@@ -32,7 +32,7 @@ const TxAttempts = 100
 
 // TxMaxKeys bounds how many keys one transaction may read and write: its
 // commit latches a leaf per key, and the leaves must fit in the cache.
-const TxMaxKeys = 1024
+const TxMaxKeys = 16384
 
 // ErrTxConflict is returned by Update and View when every attempt found,
 // at commit, a key it had read changed by another writer; the error names
@@ -119,6 +119,13 @@ const (
 	// mutantEarlyRelease releases the last leaf's latch before writing
 	// it: a reader can see the other leaves' new values with its old ones.
 	mutantEarlyRelease
+	// mutantWriteBeforeRecord writes a cluster commit's leaves through
+	// before its record exists: a crash between two of the writes leaves
+	// half the transaction on the stores.
+	mutantWriteBeforeRecord
+	// mutantNoRecord writes a cluster commit's leaves through without a
+	// record (what a record costs: BenchmarkTransferAcrossNodes).
+	mutantNoRecord
 )
 
 // conflictError is a commit's failed validation: key changed.
@@ -237,8 +244,10 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 // On a DB with a log, the commit is one log record: after a crash the
 // transaction is there whole or not at all. On a cluster, each leaf the
 // commit changed is written through (durability process or sync) before
-// Update returns, one after another: docs/transactions.md says what a
-// crash in between leaves.
+// Update returns; with membership, several go behind a record that rolls
+// them forward if a node dies in between, so that the transaction is
+// there whole or not at all after the death of any one node
+// (docs/transactions.md, "Durability").
 func (db *DB) Update(fn func(tx *Tx) error) error { return db.run(false, fn) }
 
 // View runs fn in a read-only transaction: the values it reads of
@@ -340,15 +349,46 @@ func (db *DB) commit(s Session, st *txState) error {
 			return err
 		}
 		// A leaf needs a split first: made outside the latches, then the
-		// commit tries again (its reads are checked again too).
+		// commit tries again (its reads are checked again too). Many
+		// writes into one leaf (a large value's chunks) split it into
+		// pieces of about two entries' worth at once.
 		table := tables[full.Tree]
 		if err := s.do(func(w *bufmgr.Worker) error {
-			return full.Tree.MakeRoom(table.session(w), full)
+			seps := pieceSeps(full.Keys, full.Sizes)
+			if len(seps) == 0 {
+				return full.Tree.MakeRoom(table.session(w), full)
+			}
+			for _, sep := range seps {
+				if err := full.Tree.SplitAt(table.session(w), sep); err != nil {
+					return err
+				}
+			}
+			return nil
 		}); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("scalestore: %s: a transaction's leaves kept filling up before its commit", db.dir)
+}
+
+// pieceSeps are the keys at which to split a leaf that the sorted writes
+// keys (of entries sizes bytes) do not fit, so that each piece takes
+// about 2*btree.MaxEntry bytes of them, the first split at the first key
+// (above it, nothing the leaf held before): none when they are that few.
+func pieceSeps(keys [][]byte, sizes []int) [][]byte {
+	var seps [][]byte
+	acc := 0
+	for i, k := range keys {
+		if acc > 2*btree.MaxEntry {
+			seps = append(seps, k)
+			acc = 0
+		}
+		acc += sizes[i] + 16 // and its slot
+	}
+	if len(seps) > 0 {
+		seps = append([][]byte{keys[0]}, seps...)
+	}
+	return seps
 }
 
 // commitOnce is one try of a commit: nil, a *conflictError, a
@@ -410,7 +450,7 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 		} else if err := l.Apply(writes); err != nil {
 			return err
 		}
-		if err := l.Persist(); err != nil {
+		if err := db.writeThrough(w, l); err != nil {
 			return err
 		}
 		if db.log != nil {
@@ -439,6 +479,31 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 	}
 	db.maybeCheckpoint()
 	return nil
+}
+
+// writeThrough writes the leaves a commit changed through to their
+// directories' stores (a cluster with write-through). Several leaves go
+// behind a record of the commit, kept on this node and on a buddy node
+// before the first of them is written: if this node, the buddy or a
+// directory dies in between, the record rolls the rest forward during the
+// view change, before the pages are served again (actors/txrecord.go,
+// docs/transactions.md). The record is dropped before the latches are
+// released: no later write of these pages can be rolled over.
+func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
+	dirty := l.Dirty()
+	if !db.view || db.persist == nil || len(dirty) < 2 || db.commitMutant == mutantNoRecord {
+		return l.Persist()
+	}
+	if db.commitMutant == mutantWriteBeforeRecord {
+		err := l.PersistEach(db.afterWriteThrough)
+		id, buddy, ok := db.rt.TxRecord(w, dirty)
+		db.rt.TxFinish(w, id, buddy, ok)
+		return err
+	}
+	id, buddy, ok := db.rt.TxRecord(w, dirty)
+	err := l.PersistEach(db.afterWriteThrough)
+	db.rt.TxFinish(w, id, buddy, ok)
+	return err
 }
 
 // Update is DB.Update on the default table.

@@ -113,7 +113,9 @@ type Node struct {
 	lastWrite map[protocol.PID]uint64
 	// deferred: write-throughs issued and not waited for (durable.go).
 	deferred deferState
-	Stats    Stats
+	// txr are the records of cluster transactions (txrecord.go).
+	txr   txRecords
+	Stats Stats
 }
 
 // PageIO reads and writes the slots of one directory's pages on a node's
@@ -276,6 +278,14 @@ func (n *Node) handle(m *protocol.Message, payload []byte) {
 		n.onPersist(m, payload)
 	case protocol.TPersistAck:
 		n.persistDone(m.PID, m.Epoch, m.From)
+	case protocol.TTxRecord:
+		n.onTxRecord(m, payload)
+	case protocol.TTxDrop:
+		n.onTxDrop(m)
+	case protocol.TTxRoll:
+		n.onTxRoll(m, payload)
+	case protocol.TTxAck:
+		n.onTxAck(m)
 	default:
 		n.violation("unexpected %v", *m)
 	}

@@ -150,6 +150,9 @@ func (l *Local) ChangeView(number uint64, members, down protocol.NodeSet) error 
 		}
 	}
 	n.Fence(down, nil)
+	// Transactions' records roll forward before the holdings go out: a
+	// directory handles the rolls before it can serve the view.
+	n.TxViewChange(down)
 	// Report to every other directory what this node holds of its pages;
 	// this node's own holdings are read when its directory rebuilds (a
 	// page it allocates meanwhile is one).
@@ -205,7 +208,7 @@ func (l *Local) admit(m *protocol.Message, payload []byte) {
 	switch {
 	case m.View < l.vs.number:
 		l.StaleFrames.Add(1)
-	case m.View > l.vs.number || (!l.vs.active && m.Type != protocol.THoldings && m.Type != protocol.TRebuilt):
+	case m.View > l.vs.number || (!l.vs.active && m.Type != protocol.THoldings && m.Type != protocol.TRebuilt && m.Type != protocol.TTxRoll):
 		if len(l.vs.held) >= maxHeld {
 			l.fail(fmt.Errorf("actors: node %d: %d frames wait for view %d to be installed (it was installed %v ago)",
 				l.node.ID(), maxHeld, l.vs.number, time.Since(l.vs.installedAt).Round(time.Millisecond)))
@@ -216,6 +219,10 @@ func (l *Local) admit(m *protocol.Message, payload []byte) {
 		l.onHoldings(m, payload)
 	case m.Type == protocol.TRebuilt:
 		l.onRebuilt(m, payload)
+	case m.Type == protocol.TTxRoll && !l.vs.active:
+		// A transaction's roll forward is written while the view is
+		// gated, before this directory serves it (txrecord.go).
+		l.node.onTxRoll(m, payload)
 	default:
 		l.node.Deliver(m, payload)
 	}

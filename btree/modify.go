@@ -121,6 +121,12 @@ type LeafFullError struct {
 	// Sep, when several writes go to the leaf, is the middle one's key:
 	// MakeRoom splits the leaf there.
 	Sep []byte
+	// Keys are the keys of the writes that go to the leaf, in order, and
+	// Sizes their entries' bytes (key and value): a caller that inserts
+	// many into one leaf splits it at several of them at once (SplitAt)
+	// instead of one split per try.
+	Keys  [][]byte
+	Sizes []int
 }
 
 func (e *LeafFullError) Error() string {
@@ -402,26 +408,33 @@ func (l *Locked) Apply(writes []Write) error {
 
 // leafFull is the error for leaf li, too full for its writes.
 func (l *Locked) leafFull(li int, writes []Write) error {
-	var mine [][]byte
-	var first Write
+	var mine []Write
 	for _, w := range writes {
 		if oi, _ := l.leaf(w.Tree, w.Key); oi == li && !w.Delete {
-			if mine == nil {
-				first = w
-			}
-			mine = append(mine, w.Key)
+			mine = append(mine, w)
 		}
 	}
+	first := mine[0]
 	t := first.Tree
 	if t == nil {
 		t = l.tree
 	}
 	e := &LeafFullError{Tree: t, Key: append([]byte(nil), first.Key...), Len: len(first.Val)}
 	if len(mine) > 1 {
-		slices.SortFunc(mine, bytes.Compare)
-		e.Sep = append([]byte(nil), mine[(len(mine)-1)/2]...)
+		slices.SortFunc(mine, func(a, b Write) int { return bytes.Compare(a.Key, b.Key) })
+		e.Sep = append([]byte(nil), mine[(len(mine)-1)/2].Key...)
+		for _, w := range mine {
+			e.Keys = append(e.Keys, append([]byte(nil), w.Key...))
+			e.Sizes = append(e.Sizes, len(w.Key)+len(w.Val))
+		}
 	}
 	return e
+}
+
+// SplitAt splits the leaf that holds (or would hold) sep there: its keys
+// above sep move to a new leaf.
+func (t *Tree) SplitAt(s Session, sep []byte) error {
+	return t.MakeRoom(s, &LeafFullError{Tree: t, Key: sep, Sep: sep})
 }
 
 // Persist writes every leaf Apply changed through to its durable home (a
@@ -435,6 +448,38 @@ func (l *Locked) Persist() error {
 		}
 	}
 	return nil
+}
+
+// Dirty lists the guards of the leaves Apply changed, in page-id order.
+func (l *Locked) Dirty() []*bufmgr.ExclusiveGuard {
+	var out []*bufmgr.ExclusiveGuard
+	for i := range l.leaves {
+		if l.dirty[i] {
+			out = append(out, &l.leaves[i])
+		}
+	}
+	return out
+}
+
+// PersistEach is Persist that goes on after a failed write-through (its
+// directory died): every other leaf is still written through, so that a
+// transaction's record has to roll forward only the failed ones. after,
+// when not nil, is called after each write-through with its page (a
+// test's crash point). It returns the first error.
+func (l *Locked) PersistEach(after func(protocol.PID)) error {
+	var first error
+	for i := range l.leaves {
+		if !l.dirty[i] {
+			continue
+		}
+		if err := l.s.persist(&l.leaves[i]); err != nil && first == nil {
+			first = err
+		}
+		if after != nil {
+			after(l.leaves[i].PID())
+		}
+	}
+	return first
 }
 
 // Release unlatches every leaf.

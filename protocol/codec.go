@@ -115,6 +115,10 @@ var typeRules = [typeCount]typeRule{
 	TLineInvalidate: {mode: true, fields: fieldK | fieldPred},
 	TPersist:        {},
 	TPersistAck:     {},
+	TTxRecord:       {flags: FlagLast},
+	TTxDrop:         {},
+	TTxRoll:         {},
+	TTxAck:          {},
 }
 
 // plain reports whether m is one of the common well-formed messages: no
@@ -214,8 +218,8 @@ func (m *Message) explain() error {
 	if m.Flags&FlagAnyCopy != 0 && m.Type != TForward && m.Type != TTransfer {
 		return bad("any-copy flag outside a forward or transfer")
 	}
-	if m.Flags&FlagLast != 0 && m.Type != THoldings && m.Type != TRebuilt {
-		return bad("last flag outside a view change's batch")
+	if m.Flags&FlagLast != 0 && m.Type != THoldings && m.Type != TRebuilt && m.Type != TTxRecord {
+		return bad("last flag outside a view change's batch or a transaction's record")
 	}
 	if m.Flags&FlagNoData != 0 && m.Type != TGrant {
 		return bad("nodata flag outside a grant")

@@ -107,12 +107,30 @@ const (
 	// giving the conflict epoch from which each of the node's copies counts.
 	// FlagLast ends the directory's answer: the directory serves the view.
 	TRebuilt
+	// TTxRecord: a cluster transaction's committer -> its buddy, one page
+	// of the commit's record (docs/transactions.md, "Durability"): PID and
+	// the page's new image as payload, Epoch the record's id on the
+	// committer. FlagLast ends the record; the buddy acknowledges it whole
+	// (TTxAck).
+	TTxRecord
+	// TTxDrop: committer -> buddy: the record Epoch is done (every page of
+	// it is on its directory's store), forget it; acknowledged (TTxAck).
+	TTxDrop
+	// TTxRoll: a record's holder -> a page's directory, during a view
+	// change: write the page of the payload (the record's image) to the
+	// store before the page is served again. Epoch numbers the roll,
+	// echoed in the TTxAck.
+	TTxRoll
+	// TTxAck: the acknowledgement of a TTxRecord (its last page), a
+	// TTxDrop or a TTxRoll (once the page is durable), Epoch echoed.
+	TTxAck
 	typeCount
 )
 
 var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
 	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply",
-	"LineInvalidate", "IndexCall", "IndexReply", "Persist", "PersistAck", "Holdings", "Rebuilt"}
+	"LineInvalidate", "IndexCall", "IndexReply", "Persist", "PersistAck", "Holdings", "Rebuilt",
+	"TxRecord", "TxDrop", "TxRoll", "TxAck"}
 
 func (t Type) String() string {
 	if t < typeCount {
@@ -211,7 +229,7 @@ func (m *Message) PayloadLen() int {
 			return 0
 		}
 		return PageSize
-	case TTransferReply, TEvictData, TPersist:
+	case TTransferReply, TEvictData, TPersist, TTxRecord, TTxRoll:
 		return PageSize
 	case TEvict, TEvictReply:
 		return int(m.Count) * EvictEntrySize

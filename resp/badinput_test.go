@@ -86,14 +86,13 @@ func TestLimits(t *testing.T) {
 		limit string
 	}{
 		{[]string{"SET", key(257), "v"}, "(MaxKey)"},
-		{[]string{"SET", "k", val(1024)}, "(MaxValue)"},
-		{[]string{"SET", key(10), val(1015)}, "(MaxEntry)"},
+		{[]string{"SET", "k", val(4<<20 + 1)}, "(MaxValue)"},
 		{[]string{"SET", key(257), "v", "NX"}, "(MaxKey)"},
-		{[]string{"SET", "k", val(1024), "GET"}, "(MaxValue)"},
+		{[]string{"SET", "k", val(4<<20 + 1), "GET"}, "(MaxValue)"},
 		{[]string{"SETNX", key(257), "v"}, "(MaxKey)"},
-		{[]string{"SETNX", "k", val(1024)}, "(MaxValue)"},
+		{[]string{"SETNX", "k", val(4<<20 + 1)}, "(MaxValue)"},
 		{[]string{"MSET", "a", "1", key(257), "v"}, "(MaxKey)"},
-		{[]string{"MSET", "a", "1", "b", val(1024)}, "(MaxValue)"},
+		{[]string{"MSET", "a", "1", "b", val(4<<20 + 1)}, "(MaxValue)"},
 		{[]string{"GET", key(257)}, "(MaxKey)"},
 		{[]string{"MGET", "a", key(257)}, "(MaxKey)"},
 		{[]string{"DEL", key(257)}, "(MaxKey)"},
@@ -110,26 +109,34 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("over-limit writes stored %d keys", n)
 	}
 	// Right at the limits is fine.
-	c.send(cmd("SET", key(256), val(768)) + cmd("SET", "k", val(1023)) + cmd("MSET", key(24), val(1000)))
+	c.send(cmd("SET", key(256), val(768)) + cmd("SET", "k", val(4<<20)) + cmd("MSET", key(24), val(1000)))
 	c.expect("+OK\r\n")
 	c.expect("+OK\r\n")
 	c.expect("+OK\r\n")
+	c.send(cmd("STRLEN", "k"))
+	c.expect(":4194304\r\n")
 
-	// Configured limits.
-	s2, _ := startServer(t, Config{MaxKey: 4, MaxValue: 8, MaxEntry: 10})
+	// Configured limits: a key and value over MaxEntry are stored in
+	// chunks of MaxEntry, not refused.
+	s2, e2 := startServer(t, Config{MaxKey: 4, MaxValue: 80, MaxEntry: 32})
 	c2 := dialRaw(t, s2.Addr())
 	c2.send(cmd("SET", "12345", "v"))
 	c2.expect("-ERR key is 5 bytes, over the limit of 4 bytes (MaxKey)\r\n")
-	c2.send(cmd("SET", "k", "123456789"))
-	c2.expect("-ERR value is 9 bytes, over the limit of 8 bytes (MaxValue)\r\n")
-	c2.send(cmd("SET", "1234", "1234567"))
-	c2.expect("-ERR key+value is 11 bytes, over the limit of 10 bytes (MaxEntry)\r\n")
-	c2.send(cmd("SET", "1234", "123456"))
+	c2.send(cmd("SET", "k", val(81)))
+	c2.expect("-ERR value is 81 bytes, over the limit of 80 bytes (MaxValue)\r\n")
+	c2.send(cmd("SET", "1234", val(80)) + cmd("GET", "1234"))
 	c2.expect("+OK\r\n")
+	c2.expect("$80\r\n" + val(80) + "\r\n")
+	if n := e2.len(); n != 1+80/(32-chunkKeyLen) {
+		t.Fatalf("a value of 80 bytes in chunks of %d: %d entries, want %d", 32-chunkKeyLen, n, 1+80/(32-chunkKeyLen))
+	}
+	if _, err := Listen(Config{Addr: "127.0.0.1:0", MaxEntry: chunkKeyLen + 1}, newFakeEngine()); err == nil {
+		t.Fatal("Listen took a MaxEntry with no room for a chunk")
+	}
 }
 
 // A bulk length of 2 GiB must not make the server allocate 2 GiB: redcon
-// waits for the bytes, and the server refuses once 4 MiB are pending.
+// waits for the bytes, and the server refuses once 8 MiB are pending.
 func TestHugeBulkLength(t *testing.T) {
 	s, e := startServer(t, Config{})
 	var before runtime.MemStats
@@ -144,14 +151,14 @@ func TestHugeBulkLength(t *testing.T) {
 	other.expect("+OK\r\n")
 	other.expect("$1\r\nv\r\n")
 
-	// Stream 6 MiB of the promised 256 MiB. The server answers an error and
+	// Stream 12 MiB of the promised 256 MiB. The server answers an error and
 	// closes; the writes may then fail, which is expected.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		chunk := make([]byte, 64<<10)
 		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		for range 96 {
+		for range 192 {
 			if _, err := c.nc.Write(chunk); err != nil {
 				return
 			}

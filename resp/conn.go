@@ -399,10 +399,6 @@ func (c *client) checkEntry(key, val []byte) bool {
 		c.error(limitError("value", len(val), c.s.maxValue, "MaxValue"))
 		return false
 	}
-	if len(key)+len(val) > c.s.maxEntry {
-		c.error(limitError("key+value", len(key)+len(val), c.s.maxEntry, "MaxEntry"))
-		return false
-	}
 	return true
 }
 

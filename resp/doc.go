@@ -59,6 +59,27 @@
 // expirer walks the keyspace, 256 keys every 100 ms, from where it
 // stopped, and drops the expired keys it meets. Config.Now sets the clock.
 //
+// Large values. A value may be up to Config.MaxValue bytes (4 MiB by
+// default). The engine keeps a key and its value in one entry of at most
+// Config.MaxEntry bytes (a B-tree leaf's, 1 KiB); a longer one is stored
+// in chunks of that size under keys of a reserved space (0xff 'S' 'x' 3,
+// then a chunk set's id and the chunk's number), behind a 24-byte
+// manifest, version 3 of the header, in the key itself (big.go). The
+// chunks are written, replaced and deleted with the manifest in one
+// Engine.Atomic transaction, so a reader on any node sees the whole value
+// or none of it, and a crash keeps it whole as it keeps any transaction.
+// Values that fit an entry are stored as before: stores written before
+// read unchanged. Keys in the reserved space are refused (ErrReservedKey)
+// and never shown by KEYS, SCAN, DBSIZE or RANDOMKEY. A value of n bytes
+// is a transaction of about n/1008 keys, twice that when it replaces
+// another large value, and every read or write of it moves all its
+// chunks: the engine's cache must let a commit latch that many keys
+// (half the cache: 8,192 with the default 16,384 frames, enough for 4 MB
+// replacing 4 MB; a 4 MB SET writes about 1,300 leaves through, about a
+// second on three nodes of this host with membership). Go code
+// that reads a large value RESP wrote gets its manifest from Get: read it
+// through a RESP client.
+//
 // SCAN walks the engine in key order. Its cursors are decimal integers,
 // as Redis clients require; the server keeps a bounded table (4096
 // entries, the oldest dropped first) from cursor to the key to resume
@@ -117,7 +138,7 @@
 // redcon v1.6.4's Server buffers an incomplete command without bound and
 // its parsers panic (in a goroutine that does not recover, taking the
 // whole process down) on bulk lengths near the int64 limit. Here a single
-// command may not exceed 4 MiB pending (64 KiB for an inline command),
+// command may not exceed 8 MiB pending (64 KiB for an inline command),
 // after which the connection gets "-ERR Protocol error: ..." and is
 // closed, and a parser panic becomes a protocol error on that connection
 // only.

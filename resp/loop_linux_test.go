@@ -43,6 +43,16 @@ func (e *gatedEngine) Put(key, val []byte) error {
 	return e.fakeEngine.Put(key, val)
 }
 
+// Modify waits as Put does: SET of a value that fits one entry is a
+// Modify (big.go: it must see whether the old value is in chunks).
+func (e *gatedEngine) Modify(key []byte, fn func(old []byte, found bool) ([]byte, bool, bool)) error {
+	if string(key) == "gated" {
+		e.entered <- struct{}{}
+		<-e.gate
+	}
+	return e.fakeEngine.Modify(key, fn)
+}
+
 // With OffloadWrites, a write that blocks holds up neither its loop's
 // other connections nor its own replies' order; without it, it holds up
 // the loop (one loop here), which is why a node whose writes go through

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -83,9 +84,14 @@ type Config struct {
 	TLS *tls.Config
 	// MaxKey is the longest key accepted, in bytes (0: 256).
 	MaxKey int
-	// MaxValue is the longest value accepted, in bytes (0: 1023).
+	// MaxValue is the longest value accepted, in bytes (0: 4 MiB).
 	MaxValue int
-	// MaxEntry is the longest key plus value accepted, in bytes (0: 1024).
+	// MaxEntry is the longest key plus stored value the Engine keeps in
+	// one entry, in bytes (0: 1024). A longer one is stored in chunks of
+	// the entry's size, written in one transaction (big.go): a value of
+	// n bytes is a transaction of about n/MaxEntry keys, twice that when
+	// it replaces another such value, which the engine's cache must let
+	// one commit latch.
 	MaxEntry int
 	// MaxConns is how many connections are served at once (0: 10000). One
 	// more gets "-ERR max number of clients reached" and is closed.
@@ -145,14 +151,14 @@ type Stats struct {
 
 const (
 	defaultMaxKey   = 256
-	defaultMaxValue = 1023
+	defaultMaxValue = 4 << 20
 	defaultMaxEntry = 1024
 	defaultMaxConns = 10000
 
 	// maxCommandBytes bounds what one connection may have pending for a
 	// single incomplete command; maxInlineBytes does for an inline
 	// (telnet-style) command, as Redis does.
-	maxCommandBytes = 4 << 20
+	maxCommandBytes = 8 << 20
 	maxInlineBytes  = 64 << 10
 
 	readBufSize  = 4 << 10  // a connection's read buffer to start with
@@ -173,7 +179,8 @@ const (
 
 // Server serves the Redis protocol in front of an Engine.
 type Server struct {
-	eng       Engine
+	eng       Engine // the engine with large values in chunks (bigEngine)
+	raw       Engine // the engine itself
 	ln        net.Listener
 	addr      string
 	log       *slog.Logger
@@ -222,6 +229,9 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 	if cfg.MaxKey < 0 || cfg.MaxValue < 0 || cfg.MaxEntry < 0 || cfg.MaxConns < 0 || cfg.IdleTimeout < 0 || cfg.Loops < 0 {
 		return nil, errors.New("resp: negative limit in Config")
 	}
+	if e := orDefault(cfg.MaxEntry, defaultMaxEntry); e < chunkKeyLen+16 {
+		return nil, fmt.Errorf("resp: Config.MaxEntry is %d: a large value's chunk needs %d bytes of key and some room for its bytes", e, chunkKeyLen)
+	}
 	switch cfg.Loop {
 	case "", LoopGoroutine, LoopEpoll:
 	default:
@@ -232,7 +242,8 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		return nil, errors.New("resp: TLS config has no certificate")
 	}
 	s := &Server{
-		eng:       e,
+		eng:       bigEngine{raw: e, entry: orDefault(cfg.MaxEntry, defaultMaxEntry)},
+		raw:       e,
 		log:       cfg.Logger,
 		info:      cfg.Info,
 		idle:      cfg.IdleTimeout,

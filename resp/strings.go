@@ -94,26 +94,22 @@ func (c *client) checkStored(key, payload []byte, expireAt int64) bool {
 		c.error(limitError("value with its expiry header", n, c.s.maxValue, "MaxValue"))
 		return false
 	}
-	if len(key)+n > c.s.maxEntry {
-		c.error(limitError("key+value with its expiry header", len(key)+n, c.s.maxEntry, "MaxEntry"))
-		return false
-	}
 	return true
 }
 
 // fits reports, without replying, whether key and a stored value of n
 // bytes are within the limits.
 func (c *client) fits(key []byte, n int) bool {
-	return len(key) <= c.s.maxKey && n <= c.s.maxValue && len(key)+n <= c.s.maxEntry
+	return len(key) <= c.s.maxKey && n <= c.s.maxValue
 }
 
 // tooBig is the error of a command whose result would be a stored value
 // of n bytes, over the limits: Redis's words, then the limit.
 func (c *client) tooBig(key []byte, n int) cmdError {
-	if n > c.s.maxValue {
-		return cmdError("ERR string exceeds maximum allowed size (" + strconv.Itoa(n) + " bytes, over MaxValue " + strconv.Itoa(c.s.maxValue) + ")")
+	if len(key) > c.s.maxKey {
+		return cmdError("ERR key is " + strconv.Itoa(len(key)) + " bytes, over the limit of " + strconv.Itoa(c.s.maxKey) + " bytes (MaxKey)")
 	}
-	return cmdError("ERR string exceeds maximum allowed size (key+value " + strconv.Itoa(len(key)+n) + " bytes, over MaxEntry " + strconv.Itoa(c.s.maxEntry) + ")")
+	return cmdError("ERR string exceeds maximum allowed size (" + strconv.Itoa(n) + " bytes, over MaxValue " + strconv.Itoa(c.s.maxValue) + ")")
 }
 
 func (c *client) cmdGet(args [][]byte) {

@@ -112,8 +112,8 @@ func TestCountersAndStrings(t *testing.T) {
 		{[]string{"MSET", "m2", "\xffSx"}, okReply},
 		{[]string{"GET", "m2"}, bulkReply("\xffSx")},
 		// SETRANGE at offsets no value can reach: an error, not a crash.
-		{[]string{"SETRANGE", "r", "9223372036854775807", "A"}, errReply("ERR string exceeds maximum allowed size (2147483647 bytes, over MaxValue 1023)")},
-		{[]string{"SETRANGE", "r", "2000", "A"}, errReply("ERR string exceeds maximum allowed size (2001 bytes, over MaxValue 1023)")},
+		{[]string{"SETRANGE", "r", "9223372036854775807", "A"}, errReply("ERR string exceeds maximum allowed size (2147483647 bytes, over MaxValue 4194304)")},
+		{[]string{"SETRANGE", "r", "5000000", "A"}, errReply("ERR string exceeds maximum allowed size (5000001 bytes, over MaxValue 4194304)")},
 		{[]string{"SETBIT", "bits", "1", "1"}, intReply(0)},
 		{[]string{"SETBIT", "bits", "1", "1"}, intReply(1)},
 		{[]string{"SETBIT", "bits", "15", "1"}, intReply(0)},

@@ -16,6 +16,8 @@ import (
 //	8 bytes        expiry, Unix milliseconds, big-endian (0: none)
 //	8 bytes        version 2 only: the watch tag
 //
+// Version 3 is the manifest of a large value stored in chunks (big.go).
+//
 // The header travels with the value, so the TTL survives restarts and
 // moves with the page. A string that itself starts with the magic is
 // stored behind a header (expiry 0), so that it is never mistaken for one;
@@ -49,6 +51,10 @@ func decodeValue(raw []byte) (payload []byte, expireAt int64) {
 			return raw[hdrLen:], int64(binary.BigEndian.Uint64(raw[4:hdrLen]))
 		case raw[3] == hdrVersionTagged && len(raw) >= hdrLenTagged:
 			return raw[hdrLenTagged:], int64(binary.BigEndian.Uint64(raw[4:hdrLen]))
+		case isManifest(raw):
+			// A large value's manifest (big.go), as scans see it: its
+			// expiry, not its string.
+			return nil, int64(binary.BigEndian.Uint64(raw[4:hdrLen]))
 		}
 	}
 	return raw, 0
