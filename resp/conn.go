@@ -312,18 +312,18 @@ func (c *client) flush() error {
 
 // ownEngine is an engine of a connection's own (PerConn), or nil.
 func (s *Server) ownEngine() ConnEngine {
-	if pc, ok := s.eng.(PerConn); ok {
+	if pc, ok := s.raw.(PerConn); ok {
 		return pc.ForConn()
 	}
 	return nil
 }
 
 // useEngine makes c run its commands through ce (nil: the server's
-// engine).
+// engine), with large values in chunks as the server's (bigEngine).
 func (c *client) useEngine(ce ConnEngine) {
 	c.eng, c.settle = c.s.eng, nil
 	if ce != nil {
-		c.eng, c.settle = ce, ce.Settle
+		c.eng, c.settle = bigEngine{raw: ce, entry: c.s.maxEntry}, ce.Settle
 	}
 	c.kv = engineStore{c.eng}
 }
