@@ -98,6 +98,8 @@ type Local struct {
 	retryArmed bool
 	// partitioned: every frame in or out is refused (Partition).
 	partitioned atomic.Bool
+	// rep: replicated directories (EnableReplicas), nil without.
+	rep *replicas
 }
 
 type ioRequest struct {
@@ -1021,6 +1023,7 @@ func (l *Local) halt(deliver bool) {
 	l.kickIO()
 	l.mu.Unlock()
 	<-l.done
+	l.stopReplicaStores()
 	if l.out != nil {
 		if n := l.out.close(deliver); n > 0 {
 			l.log.Warn("stopped with messages not sent", "node", l.node.ID(), "dropped", n)

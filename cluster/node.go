@@ -57,6 +57,10 @@ type NodeConfig struct {
 	// ViewTimeout bounds how long StartNode waits for the node to be
 	// active in its first view (default 30 s).
 	ViewTimeout time.Duration
+	// ReplicaStore opens this node's store of another node's directory
+	// (actors.ReplicaConfig.Store), for Membership.Replicas 2
+	// (docs/replication.md).
+	ReplicaStore func(dir protocol.NodeID, mustExist bool) (storage.PageStore, uint64, error)
 }
 
 // Node is one node of a running cluster.
@@ -129,6 +133,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		}
 		n.views = newViewFollower(n)
 		rt.EnableViews(n.views.validUntil, n.views.active)
+		if cfg.Membership.Replicas > 1 {
+			if cfg.ReplicaStore == nil {
+				rt.Stop()
+				return nil, fmt.Errorf("cluster: node %d: replicas %d need a store for other directories' pages (NodeConfig.ReplicaStore)", cfg.ID, cfg.Membership.Replicas)
+			}
+			n.views.replicas = cfg.Membership.Replicas
+			rt.EnableReplicas(actors.ReplicaConfig{Store: cfg.ReplicaStore, Record: n.views.record})
+		}
 	}
 	if cfg.Trace {
 		rt.EnableTrace()

@@ -672,11 +672,12 @@ func cloneView(v View) View {
 var ErrViewChanged = errors.New("membership: the view changed")
 
 // UpdateCurrent records in view number, if it is still the agreed view,
-// what update does to its current copies (a node adds itself to a
+// what update does to its current copies (v.Current; the rest of v must
+// stay as it is) (a node adds itself to a
 // directory it finished copying: docs/replication.md). It fails with
 // ErrViewChanged when the view changed first: what was copied in an older
 // view does not count. Concurrent updates of one view are retried.
-func (m *Member) UpdateCurrent(ctx context.Context, number uint64, update func(cur map[protocol.NodeID]protocol.NodeSet)) error {
+func (m *Member) UpdateCurrent(ctx context.Context, number uint64, update func(v View)) error {
 	for {
 		resp, err := m.cli.Get(ctx, m.viewKey)
 		if err != nil {
@@ -696,7 +697,7 @@ func (m *Member) UpdateCurrent(ctx context.Context, number uint64, update func(c
 		if v.Replicas <= 1 {
 			return fmt.Errorf("membership: view %d has one replica: no copies to record", number)
 		}
-		update(v.Current)
+		update(v)
 		val, err := encodeView(v)
 		if err != nil {
 			return err

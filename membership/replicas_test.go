@@ -104,15 +104,15 @@ func TestUpdateCurrent(t *testing.T) {
 	if v.Replicas != 2 || v.Current[0] != set(0) || v.Current[2] != set(2) {
 		t.Fatalf("agreed %v", v)
 	}
-	if err := ms[0].UpdateCurrent(t.Context(), v.Number, func(cur map[protocol.NodeID]protocol.NodeSet) {
-		s := cur[0]
+	if err := ms[0].UpdateCurrent(t.Context(), v.Number, func(v View) {
+		s := v.Current[0]
 		s.Add(1)
-		cur[0] = s
+		v.Current[0] = s
 	}); err != nil {
 		t.Fatal(err)
 	}
 	waitAll(t, 2*time.Second, "directory 0 on {0 1}", func(w View) bool { return w.Number == v.Number && w.Current[0] == set(0, 1) }, ms...)
-	err := ms[1].UpdateCurrent(t.Context(), v.Number-1, func(map[protocol.NodeID]protocol.NodeSet) {})
+	err := ms[1].UpdateCurrent(t.Context(), v.Number-1, func(View) {})
 	if !errors.Is(err, ErrViewChanged) {
 		t.Fatalf("update of view %d: %v, want ErrViewChanged", v.Number-1, err)
 	}

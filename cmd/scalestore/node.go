@@ -100,6 +100,7 @@ type nodeFlags struct {
 	durability             string
 	etcd                   string
 	lease                  time.Duration
+	replicas               int
 	faultSignals           bool
 	// A plug-in protocol's node: its cache lines, mutant and options.
 	cacheLines int
@@ -166,6 +167,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.durability, "durability", "process", "what an acknowledged write survives: process (every page a write changed is on its directory's store before the write returns: the death of any node's process loses no acknowledged write, and a killed node's store is recovered at its next start), sync (process, and the directory's device cache flushed before the acknowledgement, one flush for the writes that wait together: power loss) or none (the paper: pages live in the caches until evicted or the cluster stops cleanly; faster writes)")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd client URLs (comma-separated) that keep the cluster's membership: a node whose process dies is out of the view once its --lease expires and the others go on without it (its pages fail with an error naming it until it is back); empty: no membership, a dead node fails the operations that need it after --timeout. Needs --data and durability process or sync")
 	fs.DurationVar(&f.lease, "lease", 2*time.Second, "with --etcd: the membership lease; a dead node is out of the view within two of them (whole seconds)")
+	fs.IntVar(&f.replicas, "replicas", 0, "how many nodes keep each directory's pages: 2 keeps a primary and a backup, so every key stays served through any one node's death (docs/replication.md); 1 keeps them on their own node only. 0: 2 with --etcd, 1 without; 2 needs --etcd")
 	fs.BoolVar(&f.faultSignals, "fault-signals", false, "fault injection for tests (crashtest --cluster): SIGUSR1 cuts the node off its peers and etcd, as a network partition would; SIGUSR2 reconnects it")
 	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
@@ -297,7 +299,12 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.etcd != "" {
 		// scalestore cluster --kill: the others go on without a dead node.
 		nc.Membership = &membership.Config{Endpoints: strings.Split(f.etcd, ","), Cluster: strconv.FormatUint(f.clusterID, 10),
-			Node: self, Addr: f.listen, LeaseTTL: f.lease, Logger: log}
+			Node: self, Addr: f.listen, LeaseTTL: f.lease, Replicas: f.replicas, Logger: log}
+		if f.replicas == 0 {
+			nc.Membership.Replicas = 2
+		}
+	} else if f.replicas > 1 {
+		return fmt.Errorf("--replicas %d needs --etcd: a directory's primary and backup follow the membership view", f.replicas)
 	}
 	n, err := cluster.StartNode(nc)
 	if err != nil {
@@ -335,7 +342,7 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, RESPLoop: f.respLoop, RESPLoops: f.respLoops, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
+		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, RESPLoop: f.respLoop, RESPLoops: f.respLoops, Durability: f.durability, Logger: log, LeaseTTL: f.lease, Replicas: f.replicas,
 		RDMA: scalestore.RDMAOptions{Device: f.rdma.Device, Port: f.rdma.Port, UseGIDIndex: f.rdma.GIDIndex >= 0,
 			GIDIndex: max(f.rdma.GIDIndex, 0), MTU: f.rdma.MTU, Mailboxes: f.rdma.Mailboxes}}
 	if f.etcd != "" {
