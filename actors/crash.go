@@ -104,7 +104,7 @@ func (n *Node) PersistAll(w *bufmgr.Worker, fs []*bufmgr.Frame) bool {
 	}
 	waits := make([]*persistWait, len(fs))
 	for i, f := range fs {
-		p := &persistWait{w: w, f: f}
+		p := &persistWait{w: w, f: f, pid: f.PID}
 		n.persists = append(n.persists, p)
 		n.issuePersist(p)
 		waits[i] = p
