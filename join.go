@@ -988,6 +988,21 @@ func (c *Cluster) Abandon() {
 	c.replicas.close(false)
 }
 
+// kill stops the node as a kill -9 of its process would: no page handed
+// back, its membership lease left to expire, its stores left unclean
+// (tests of a node's death in one process).
+func (c *Cluster) kill() {
+	if c.closed.Swap(true) {
+		return
+	}
+	if c.resp != nil {
+		c.resp.Close()
+	}
+	c.node.Kill()
+	abandon(c.store)
+	c.replicas.close(false)
+}
+
 func (c *Cluster) Close() error {
 	if c.closed.Swap(true) {
 		return nil

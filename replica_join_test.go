@@ -8,7 +8,8 @@ import (
 )
 
 // TestReplicaJoinServesEveryKey: with replicas 2 (the default with
-// membership), a node that stops without handing anything back (Abandon)
+// membership), a node killed as its process would be (its lease left to
+// expire, nothing handed back)
 // takes no key out of reach: once the view drops it, every key reads as it
 // was last written through every survivor, and writes go on; the node comes
 // back on its store, catches up, and every node reads every write.
@@ -27,7 +28,7 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 				want[k] = v
 			}
 			time.Sleep(time.Second) // re-replication of the first views
-			cs[dead].Abandon()
+			cs[dead].kill()
 			killed := time.Now()
 			alive := cs[(dead+1)%3]
 			var served time.Duration

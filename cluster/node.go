@@ -224,6 +224,19 @@ func (n *Node) Stop() error {
 	return n.Tr.Close()
 }
 
+// Kill stops the node as the death of its process would (tests of
+// failures in one process): no page is handed back, its membership lease
+// is left to expire (the others change the view only then), its
+// connections close. Its store is left as it is: abandon it.
+func (n *Node) Kill() {
+	if n.views != nil {
+		n.views.kill()
+	}
+	n.RT.Stop()
+	n.Host.Stop()
+	n.Tr.Close()
+}
+
 // Shutdown ends the node cleanly, as one of a cluster stopped together:
 // it hands every page it holds back to its directory (Local.Leave), then
 // keeps serving as a directory until no peer holds a page of its own (the

@@ -240,6 +240,21 @@ func (f *viewFollower) leave() {
 	})
 }
 
+// kill stops following views without leaving: the lease is not revoked,
+// and the others see the node leave only when it expires, as after a
+// killed process.
+func (f *viewFollower) kill() {
+	f.left.Do(func() {
+		close(f.done)
+		f.mu.Lock()
+		m := f.member
+		f.mu.Unlock()
+		if m != nil {
+			m.Close()
+		}
+	})
+}
+
 // Partition cuts the node off its peers and etcd (on), or reconnects it:
 // fault injection (node --fault-signals). Cut off longer than its lease,
 // the node loses its membership and stops.
