@@ -294,11 +294,17 @@ func (n *Node) session(w *bufmgr.Worker) btree.Session {
 }
 
 // setTree uses t, its inner pages allocated on its home node: a dead node
-// then takes only its leaves out of reach (docs/durability.md).
+// then takes only its leaves out of reach (docs/durability.md); with
+// replicated directories, on this node's own.
 func (n *Node) setTree(t *btree.Tree) {
 	n.tree = t
 	home, rt := t.Catalog().Dir(), n.RT
 	n.allocInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
+	if n.views != nil && n.views.replicas > 1 {
+		// No home node: inner pages are allocated like leaves, on this
+		// node's directory, and replicated (docs/replication.md).
+		n.allocInner = rt.Allocate
+	}
 }
 
 // CreateTable creates the B-tree (its catalog page lives on this node) and

@@ -303,6 +303,25 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		if f.replicas == 0 {
 			nc.Membership.Replicas = 2
 		}
+		if nc.Membership.Replicas > 1 {
+			var closers []func()
+			defer func() {
+				for _, c := range closers {
+					c()
+				}
+			}()
+			nc.ReplicaStore = func(dir protocol.NodeID, mustExist bool) (storage.PageStore, uint64, error) {
+				// Beside the node's own store: its copies of directory
+				// dir's pages (docs/replication.md). A node under
+				// 'scalestore cluster' is never restarted on its stores.
+				st, closeStore, err := openStoreFile(f.data, fmt.Sprintf("node-%d.db.dir%d", f.id, dir), true)
+				if err != nil {
+					return nil, 0, fmt.Errorf("directory %d's pages: %w", dir, err)
+				}
+				closers = append(closers, closeStore)
+				return st, 0, nil
+			}
+		}
 	} else if f.replicas > 1 {
 		return fmt.Errorf("--replicas %d needs --etcd: a directory's primary and backup follow the membership view", f.replicas)
 	}
@@ -419,6 +438,11 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 // only copy of what the node held, and the start fails with
 // errUncleanNodeStore unless reformat says to discard them.
 func openNodeStore(dir string, id int, reformat bool) (storage.PageStore, func(), error) {
+	return openStoreFile(dir, fmt.Sprintf("node-%d.db", id), reformat)
+}
+
+// openStoreFile opens (or creates) the store name in dir.
+func openStoreFile(dir, name string, reformat bool) (storage.PageStore, func(), error) {
 	const slots = 1 << 20
 	if dir == "" {
 		return memfile.New(slots, nil), func() {}, nil
@@ -426,7 +450,7 @@ func openNodeStore(dir string, id int, reformat bool) (storage.PageStore, func()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("node-%d.db", id))
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil && !reformat {
 		if err := checkNodeStore(path); err != nil {
 			return nil, nil, err
