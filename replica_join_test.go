@@ -2,6 +2,7 @@ package scalestore
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,108 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 			}
 			closeAll(t, cs)
 		})
+	}
+}
+
+// TestReplicaOptionsRefused: replicas 2 without membership, and a count
+// other than 1 or 2, are refused by Join with an error that says why.
+func TestReplicaOptionsRefused(t *testing.T) {
+	o := clusterOpts(freePorts(t, 1), []string{t.TempDir()})[0]
+	for _, c := range []struct {
+		replicas int
+		etcd     bool
+		want     string
+	}{{2, false, "replicas 2 needs membership"}, {3, true, "3 replicas: want 1 or 2"}, {-1, false, "-1 replicas"}} {
+		o := o
+		o.Replicas = c.replicas
+		if c.etcd {
+			o.Etcd = []string{"http://127.0.0.1:1"}
+		}
+		got, err := Join(o)
+		if err == nil {
+			got.Close()
+			t.Fatalf("replicas %d (etcd %v): joined", c.replicas, c.etcd)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("replicas %d (etcd %v): %v, want an error saying %q", c.replicas, c.etcd, err, c.want)
+		}
+	}
+	if r, _, err := o.resolve(); err != nil || r.Replicas != 1 {
+		t.Fatalf("without etcd: %d replicas (%v), want 1", r.Replicas, err)
+	}
+	o.Etcd = []string{"http://127.0.0.1:1"}
+	if r, _, err := o.resolve(); err != nil || r.Replicas != 2 {
+		t.Fatalf("with etcd: %d replicas (%v), want 2", r.Replicas, err)
+	}
+}
+
+// TestReplicaStoreRefused: a node's store of another directory that the
+// view counts as current but is missing, one that is corrupt, and one
+// that is another directory's are refused with an error naming the file
+// and the directory.
+func TestReplicaStoreRefused(t *testing.T) {
+	o := clusterOpts(freePorts(t, 1), []string{t.TempDir()})[0]
+	o.Replicas, o.Etcd, o.Durability = 2, []string{"http://127.0.0.1:1"}, DurabilityProcess
+	rs := &replicaStores{o: o}
+	path := func(d int) string { return o.Data + "/" + ReplicaStoreFile(o.ID, d) }
+	if _, _, err := rs.open(1, true); err == nil || !strings.Contains(err.Error(), path(1)) || !strings.Contains(err.Error(), "directory 1") || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("a missing store the view counts as current: %v", err)
+	}
+	st, n, err := rs.open(1, false)
+	if err != nil || n != 0 {
+		t.Fatalf("creating directory 1's store: %v (%d slots written)", err, n)
+	}
+	page := make([]byte, 4096)
+	copy(page, "a copy of page 1:5")
+	if err := st.WritePage(5, page); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.close(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := rs.open(1, true); err != nil || n != 6 {
+		t.Fatalf("reopening directory 1's store: %v (%d slots written, want 6)", err, n)
+	}
+	rs.close(true)
+	// Directory 1's file where directory 2's should be: refused.
+	if err := os.Rename(path(1), path(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rs.open(2, true); err == nil || !strings.Contains(err.Error(), path(2)) || !strings.Contains(err.Error(), "directory 2") {
+		t.Fatalf("directory 1's store in directory 2's place: %v", err)
+	}
+	// Garbage: refused.
+	if err := os.WriteFile(path(3), []byte(strings.Repeat("garbage!", 1024)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rs.open(3, true); err == nil || !strings.Contains(err.Error(), path(3)) || !strings.Contains(err.Error(), "directory 3") {
+		t.Fatalf("a corrupt store: %v", err)
+	}
+}
+
+// TestReplicaCountMismatchRefused: a node started with another replica
+// count than the cluster's is refused with an error that says so, and the
+// cluster goes on with its own.
+func TestReplicaCountMismatchRefused(t *testing.T) {
+	etcd := startEtcd(t)
+	opts := membershipOpts(t, etcd, 3)
+	cs := joinAll(t, opts[:2])
+	defer func() { closeAll(t, cs) }()
+	odd := opts[2]
+	odd.Replicas, odd.JoinTimeout = 1, 10*time.Second
+	c, err := Join(odd)
+	if err == nil {
+		c.Close()
+		t.Fatal("a node with replicas 1 joined a cluster of replicas 2")
+	}
+	if !strings.Contains(err.Error(), "--replicas") {
+		t.Fatalf("%v: want an error naming --replicas", err)
+	}
+	t.Logf("refused: %v", err)
+	if err := cs[0].Put([]byte("after"), []byte("the refusal")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := cs[1].Get([]byte("after"), nil); err != nil || !ok || string(v) != "the refusal" {
+		t.Fatalf("after the refusal: %q %v %v", v, ok, err)
 	}
 }

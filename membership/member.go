@@ -603,12 +603,19 @@ func (m *Member) decide(st *watchState, retry *time.Timer) {
 		return
 	}
 	next := View{Number: st.highest + 1, Members: members}
-	if m.replicas > 1 {
+	// The cluster's replica count is the record's: a member started with
+	// another count proposes the cluster's, and refuses the view itself
+	// (cluster's viewFollower), so it cannot change it for the others.
+	replicas := m.replicas
+	if st.viewOK {
+		replicas = max(st.view.Replicas, 1)
+	}
+	if replicas > 1 {
 		var prev map[protocol.NodeID]protocol.NodeSet
-		if st.viewOK && st.view.Replicas > 1 {
+		if st.viewOK {
 			prev = st.view.Current
 		}
-		next.Replicas = m.replicas
+		next.Replicas = replicas
 		next.Current = NextCurrent(prev, next.Live())
 	}
 	val, err := encodeView(next)
