@@ -1,11 +1,14 @@
 package scalestore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scalestore-go/scalestore/actors"
 )
 
 // TestReplicaJoinServesEveryKey: with replicas 2 (the default with
@@ -192,5 +195,89 @@ func TestReplicaCountMismatchRefused(t *testing.T) {
 	}
 	if v, ok, err := cs[1].Get([]byte("after"), nil); err != nil || !ok || string(v) != "the refusal" {
 		t.Fatalf("after the refusal: %q %v %v", v, ok, err)
+	}
+}
+
+// TestReplicaTwoNodesDie: nodes 1 and 2 of three die at once with replicas
+// 2. The directory whose two copies were on them is lost: its pages fail
+// at once with an error naming both nodes; every other key is served by
+// node 0 (its own directory, and node 2's, whose backup it was). Once both
+// are back, every key is served with its last write.
+func TestReplicaTwoNodesDie(t *testing.T) {
+	etcd := startEtcd(t)
+	opts := membershipOpts(t, etcd, 3)
+	cs := joinAll(t, opts)
+	defer func() { closeAll(t, cs) }()
+	want := map[string]string{}
+	for i := range 1500 {
+		k, v := fmt.Sprintf("key-%04d", i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", 100))
+		if err := cs[i%3].Put([]byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	time.Sleep(time.Second) // re-replication of the first views
+	cs[1].kill()
+	cs[2].kill()
+	killed := time.Now()
+	var ok, lost int
+	for {
+		ok, lost = 0, 0
+		var other error
+		for k, v := range want {
+			got, found, err := cs[0].Get([]byte(k), nil)
+			switch {
+			case errors.Is(err, actors.ErrDirectoryDown):
+				// The leases expire one after the other: the view
+				// without the first dead node promoted the other as
+				// directory 1's primary, then the next lost it.
+				if msg := err.Error(); !strings.Contains(msg, "directory 1 lost both copies") ||
+					!(strings.Contains(msg, "nodes 1 and 2, its primary and backup, are down") || strings.Contains(msg, "nodes 2 and 1, its primary and backup, are down") ||
+						strings.Contains(msg, "node 2, its primary, is down and node 0, its backup, was still being copied")) {
+					t.Fatalf("%s: %v: want the error to name directory 1 and the nodes that held it", k, err)
+				}
+				if lost == 0 {
+					t.Logf("%s: %v", k, err)
+				}
+				lost++
+			case err != nil:
+				other = err
+			case !found || string(got) != v:
+				t.Fatalf("%s with nodes 1 and 2 down: %q (found %v), want %q", k, got, found, v)
+			default:
+				ok++
+			}
+		}
+		if other == nil && ok > 0 && lost > 0 {
+			break
+		}
+		if time.Since(killed) > 4*opts[0].LeaseTTL+10*time.Second {
+			t.Fatalf("%v after the deaths: %d keys read, %d lost, another error: %v", time.Since(killed), ok, lost, other)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("nodes 1 and 2 down: %d keys served by node 0, %d on directory 1 fail naming the nodes that held it (after %v)", ok, lost, time.Since(killed).Round(time.Millisecond))
+	for _, i := range []int{1, 2} {
+		back, err := Join(opts[i])
+		if err != nil {
+			t.Fatalf("node %d back: %v", i, err)
+		}
+		cs[i] = back
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, c := range cs {
+		for k, v := range want {
+			for {
+				got, found, err := c.Get([]byte(k), nil)
+				if err != nil && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				if err != nil || !found || string(got) != v {
+					t.Fatalf("%s through node %d once nodes 1 and 2 are back: %q found=%v err=%v, want %q", k, c.Node().ID, got, found, err, v)
+				}
+				break
+			}
+		}
 	}
 }

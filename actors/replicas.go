@@ -71,6 +71,8 @@ type replicas struct {
 	pushes                                 [protocol.MaxNodes]int
 	pushing, deferred                      protocol.NodeSet
 	pushSeq                                uint32
+	// placed: a view was placed (the routes name the view before).
+	placed bool
 	// Rereplications counts the directories this node finished copying
 	// to a new backup; CatchUps those it took back.
 	rereplications, catchUps int
@@ -135,8 +137,12 @@ func (l *Local) place(members protocol.NodeSet, current map[protocol.NodeID]prot
 			if d != self && n.hosted[d] != nil {
 				n.Host(d, nil)
 			}
+			err := n.lostDirs[d] // lost in an earlier view already
+			if err == nil {
+				err = lostError(d, cur, members, n.route[d], n.backups[d], n.hasBackup.Has(d) && r.placed)
+			}
 			n.SetRoute(d, d, 0, false)
-			n.SetLost(d, lostError(d, cur, members))
+			n.SetLost(d, err)
 			continue
 		}
 		n.SetLost(d, nil)
@@ -175,6 +181,7 @@ func (l *Local) place(members protocol.NodeSet, current map[protocol.NodeID]prot
 			}
 		}
 	}
+	r.placed = true
 	return lost, nil
 }
 
@@ -189,12 +196,25 @@ func (r *replicas) pendingCatchUp() bool {
 	return false
 }
 
-// lostError names the nodes that held directory d's current copies.
-func lostError(d protocol.NodeID, cur, members protocol.NodeSet) error {
+// lostError names the nodes that held directory d's copies: its primary
+// and backup in the view before (as the simulator's), and the nodes the
+// record counts as holding its current pages.
+func lostError(d protocol.NodeID, cur, members protocol.NodeSet, primary, backup protocol.NodeID, hadBackup bool) error {
+	var held string
 	if cur.Empty() {
-		return fmt.Errorf("%w: directory %d has no node with its pages in the view %v", ErrDirectoryDown, d, members)
+		held = "no node holds its pages"
+	} else {
+		held = fmt.Sprintf("its current pages are on nodes %v", cur)
 	}
-	return fmt.Errorf("%w: directory %d lost both copies: nodes %v, which hold its current pages, are out of the view", ErrDirectoryDown, d, cur)
+	switch {
+	case !members.Has(primary) && !hadBackup:
+		return fmt.Errorf("%w: directory %d lost both copies: node %d, its primary, is down and it had no backup (%s)", ErrDirectoryDown, d, primary, held)
+	case !members.Has(primary) && members.Has(backup):
+		return fmt.Errorf("%w: directory %d lost both copies: node %d, its primary, is down and node %d, its backup, was still being copied (%s)", ErrDirectoryDown, d, primary, backup, held)
+	case !members.Has(primary):
+		return fmt.Errorf("%w: directory %d lost both copies: nodes %d and %d, its primary and backup, are down (%s)", ErrDirectoryDown, d, primary, backup, held)
+	}
+	return fmt.Errorf("%w: directory %d lost both copies: %s, out of the view %v", ErrDirectoryDown, d, held, members)
 }
 
 // openReplica opens this node's store of directory d, once.
