@@ -16,12 +16,20 @@ import (
 // expire, nothing handed back)
 // takes no key out of reach: once the view drops it, every key reads as it
 // was last written through every survivor, and writes go on; the node comes
-// back on its store, catches up, and every node reads every write.
+// back on its store, catches up, and every node reads every write. With
+// durability sync the backups' stores are flushed with the node's own.
 func TestReplicaJoinServesEveryKey(t *testing.T) {
-	for _, dead := range []int{2, 0} {
-		t.Run(fmt.Sprintf("node%d", dead), func(t *testing.T) {
+	for _, c := range []struct {
+		dead       int
+		durability string
+	}{{2, DurabilityProcess}, {0, DurabilityProcess}, {0, DurabilitySync}} {
+		dead := c.dead
+		t.Run(fmt.Sprintf("node%d-%s", dead, c.durability), func(t *testing.T) {
 			etcd := startEtcd(t)
 			opts := membershipOpts(t, etcd, 3)
+			for i := range opts {
+				opts[i].Durability = c.durability
+			}
 			cs := joinAll(t, opts)
 			want := map[string]string{}
 			for i := range 1500 {

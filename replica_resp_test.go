@@ -143,55 +143,70 @@ func TestReplicaRESPNode0Dies(t *testing.T) {
 	// Every key through each survivor, until a pass without an error.
 	probe := [2]*redis.Client{}
 	for i := range probe {
-		probe[i] = redis.NewClient(&redis.Options{Addr: addr(i + 1), Protocol: 2, MaxRetries: -1, ReadTimeout: 30 * time.Second})
+		probe[i] = redis.NewClient(&redis.Options{Addr: addr(i + 1), Protocol: 2, MaxRetries: -1, ReadTimeout: 30 * time.Second, PoolSize: 2 * keys})
 		defer probe[i].Close()
 	}
 	// A probe per survivor writes and reads every register (its writes
 	// join the history) and reads filler spread over the tree, until a
 	// pass without an error: every key read and written again.
 	var served time.Duration
-	var probeSeq uint64
+	var probeSeq uint64 // (atomic)
 	for {
-		failed := 0
+		var failed atomic.Int64
+		var firstMu sync.Mutex
 		var first error
 		note := func(err error) {
-			failed++
+			failed.Add(1)
+			firstMu.Lock()
 			if first == nil {
 				first = err
 			}
+			firstMu.Unlock()
 		}
+		// Every key at once through each survivor: the pass takes about
+		// one write-through, so its end is when every key was served.
+		var pass sync.WaitGroup
 		for i, p := range probe {
 			for k := range keys {
-				probeSeq++
-				op := checker.Op{Client: 200 + i, Page: uint64(k), Kind: checker.KindWrite, Value: uint64(200+i)<<40 | probeSeq, Call: time.Now().UnixNano()}
-				err := p.Set(ctx, fmt.Sprintf("reg:%d", k), strconv.FormatUint(op.Value, 10), 0).Err()
-				op.Return = time.Now().UnixNano()
-				mu.Lock()
-				if err == nil {
-					ops = append(ops, op)
-				} else {
-					unknown = append(unknown, op)
-				}
-				mu.Unlock()
-				if err != nil {
-					note(err)
-				}
+				pass.Add(1)
+				go func() {
+					defer pass.Done()
+					v := uint64(200+i)<<40 | uint64(k)<<20 | atomic.AddUint64(&probeSeq, 1)
+					op := checker.Op{Client: 200 + i*keys + k, Page: uint64(k), Kind: checker.KindWrite, Value: v, Call: time.Now().UnixNano()}
+					err := p.Set(ctx, fmt.Sprintf("reg:%d", k), strconv.FormatUint(op.Value, 10), 0).Err()
+					op.Return = time.Now().UnixNano()
+					mu.Lock()
+					if err == nil {
+						ops = append(ops, op)
+					} else {
+						unknown = append(unknown, op)
+					}
+					mu.Unlock()
+					if err != nil {
+						note(err)
+					}
+				}()
 			}
 			for j := 0; j < 900; j += 37 {
-				if err := p.Get(ctx, fmt.Sprintf("fill-%04d", j)).Err(); err != nil {
-					note(err)
-				}
+				pass.Add(1)
+				go func() {
+					defer pass.Done()
+					if err := p.Get(ctx, fmt.Sprintf("fill-%04d", j)).Err(); err != nil {
+						note(err)
+					}
+				}()
 			}
 		}
-		if failed == 0 {
-			served = time.Since(killed)
-			servedAt.Store(time.Now().UnixNano())
-			break
-		}
-		if time.Since(killed) > 4*lease+10*time.Second {
+		pass.Wait()
+		if failed := int(failed.Load()); failed > 0 && time.Since(killed) > 4*lease+10*time.Second {
 			stop.Store(true)
 			wg.Wait()
 			t.Fatalf("%v after node 0's death, %d operations through the survivors still fail: %v", time.Since(killed).Round(time.Millisecond), failed, first)
+		}
+		if failed.Load() == 0 {
+			served = time.Since(killed)
+			servedAt.Store(time.Now().UnixNano())
+			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

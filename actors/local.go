@@ -778,6 +778,12 @@ func (l *Local) FlushWriteThroughs() {
 				continue
 			}
 			err := ds.DataSync()
+			if err == nil {
+				// The backups' copies too (docs/replication.md): a
+				// write-through acknowledged here may have been written to
+				// a store of another directory's pages.
+				err = l.syncReplicaStores()
+			}
 			l.mu.Lock()
 			if err != nil {
 				l.fail(fmt.Errorf("actors: node %d: flushing the store for %d write-throughs: %w", l.node.ID(), len(batch), err))

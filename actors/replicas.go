@@ -524,6 +524,7 @@ type storeIO struct {
 	allocated uint64 // slots written (under l.mu)
 	mu        sync.Mutex
 	q         []ioRequest
+	syncs     []chan error // flushes asked for (sync)
 	kick      chan struct{}
 	stop      bool
 	done      chan struct{}
@@ -553,30 +554,136 @@ func (s *storeIO) queue(r ioRequest) {
 
 func (s *storeIO) loop() {
 	defer close(s.done)
+	async, _ := s.st.(AsyncStore)
 	for {
 		s.mu.Lock()
-		batch := s.q
-		s.q = nil
+		batch, syncs := s.q, s.syncs
+		s.q, s.syncs = nil, nil
 		stop := s.stop
 		s.mu.Unlock()
-		if len(batch) == 0 {
+		inflight := 0
+		if async != nil {
+			inflight = async.InFlight()
+		}
+		if len(batch) == 0 && len(syncs) == 0 && inflight == 0 {
 			if stop {
 				return
 			}
 			<-s.kick
 			continue
 		}
-		for _, r := range batch {
-			var err error
-			if r.write {
-				err = s.st.WritePage(r.slot, r.buf)
-			} else {
-				err = s.st.ReadPage(r.slot, r.buf)
+		if async == nil {
+			for _, r := range batch {
+				var err error
+				if r.write {
+					err = s.st.WritePage(r.slot, r.buf)
+				} else {
+					err = s.st.ReadPage(r.slot, r.buf)
+				}
+				s.l.complete(r, err)
 			}
+		} else if err := s.submit(async, batch); err != nil {
+			s.l.mu.Lock()
+			s.l.fail(fmt.Errorf("actors: node %d: a replica store: %w", s.l.node.id, err))
+			s.l.mu.Unlock()
+		}
+		if len(batch) > 0 {
+			s.l.mu.post()
+		}
+		if len(syncs) > 0 {
+			// Every write whose completion asked for this flush ran
+			// already (its completion came after it).
+			var err error
+			if ds, ok := s.st.(interface{ DataSync() error }); ok {
+				err = ds.DataSync()
+			}
+			for _, ch := range syncs {
+				ch <- err
+			}
+		}
+	}
+}
+
+// submit hands batch to an asynchronous store (many writes in one log
+// write, as the node's own store's) and reaps what completed; with
+// nothing new queued it waits for a completion.
+func (s *storeIO) submit(async AsyncStore, batch []ioRequest) error {
+	for _, r := range batch {
+		cb := func(err error) { s.l.complete(r, err) }
+		var err error
+		if r.write {
+			err = async.WriteAsync(r.slot, r.buf, cb)
+		} else {
+			err = async.ReadAsync(r.slot, r.buf, cb)
+		}
+		if err != nil {
 			s.l.complete(r, err)
 		}
+	}
+	if len(batch) > 0 {
+		if err := async.Submit(); err != nil {
+			return err
+		}
+	}
+	n, err := async.Poll(0)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
 		s.l.mu.post()
 	}
+	s.mu.Lock()
+	idle := len(s.q) == 0 && len(s.syncs) == 0
+	s.mu.Unlock()
+	if idle && n == 0 && async.InFlight() > 0 {
+		if err := async.WaitCompletions(); err != nil {
+			return err
+		}
+		n, err := async.Poll(0)
+		if n > 0 {
+			s.l.mu.post()
+		}
+		return err
+	}
+	return nil
+}
+
+// sync flushes the store's device cache (durability sync), on the
+// store's goroutine: the store is not used by two at once.
+func (s *storeIO) sync() error {
+	ch := make(chan error, 1)
+	s.mu.Lock()
+	if s.stop {
+		s.mu.Unlock()
+		return errors.New("actors: the replica store is closed")
+	}
+	s.syncs = append(s.syncs, ch)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return <-ch
+}
+
+// syncReplicaStores flushes every replica store (called without l.mu).
+func (l *Local) syncReplicaStores() error {
+	var stores []*storeIO
+	l.mu.Lock()
+	if l.rep != nil {
+		for _, s := range l.rep.stores {
+			if s != nil {
+				stores = append(stores, s)
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range stores {
+		if err := s.sync(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // close stops the goroutine once its requests ran.
