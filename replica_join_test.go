@@ -289,3 +289,39 @@ func TestReplicaTwoNodesDie(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaWholeClusterRestarts: a cluster with replicas stopped
+// cleanly (every node at once, each leaving the view in turn) and started
+// again, in another order, reads every key it had.
+func TestReplicaWholeClusterRestarts(t *testing.T) {
+	etcd := startEtcd(t)
+	opts := membershipOpts(t, etcd, 3)
+	cs := joinAll(t, opts)
+	want := map[string]string{}
+	for i := range 1200 {
+		k, v := fmt.Sprintf("key-%04d", i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("y", 80))
+		if err := cs[i%3].Put([]byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	closeAll(t, cs)
+	cs = joinAll(t, []ClusterOptions{opts[0], opts[1], opts[2]})
+	defer func() { closeAll(t, cs) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, c := range cs {
+		for k, v := range want {
+			for {
+				got, found, err := c.Get([]byte(k), nil)
+				if err != nil && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				if err != nil || !found || string(got) != v {
+					t.Fatalf("%s through node %d after the restart: %q found=%v err=%v, want %q", k, c.Node().ID, got, found, err, v)
+				}
+				break
+			}
+		}
+	}
+}
