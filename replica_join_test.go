@@ -33,7 +33,7 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 			cs := joinAll(t, opts)
 			want := map[string]string{}
 			for i := range 1500 {
-				k, v := fmt.Sprintf("key-%04d", i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", 100))
+				k, v := fmt.Sprintf("key-%04d", i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", 600))
 				if err := cs[i%3].Put([]byte(k), []byte(v)); err != nil {
 					t.Fatal(err)
 				}

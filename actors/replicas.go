@@ -69,6 +69,7 @@ type replicas struct {
 	source                                 [protocol.MaxNodes]protocol.NodeID
 	caught                                 [protocol.MaxNodes]uint64
 	pushes                                 [protocol.MaxNodes]int
+	jobs                                   [protocol.MaxNodes][]pushJob
 	pushing, deferred                      protocol.NodeSet
 	pushSeq                                uint32
 	// placed: a view was placed (the routes name the view before).
@@ -120,6 +121,7 @@ func (l *Local) place(members protocol.NodeSet, current map[protocol.NodeID]prot
 	r.promoted, r.catchUp, r.recorded, r.recording = protocol.NodeSet{}, protocol.NodeSet{}, protocol.NodeSet{}, protocol.NodeSet{}
 	r.pushing, r.deferred = protocol.NodeSet{}, protocol.NodeSet{}
 	r.pushes = [protocol.MaxNodes]int{}
+	r.jobs = [protocol.MaxNodes][]pushJob{}
 	r.caught = [protocol.MaxNodes]uint64{}
 	for i := range protocol.MaxNodes {
 		d := protocol.NodeID(i)
@@ -310,15 +312,27 @@ func (l *Local) startPushes() {
 				if src, _, _, _ := protocol.Placement(d, avail, 2); src != self {
 					continue
 				}
-				l.pushDir(d, p)
+				r.jobs[p] = append(r.jobs[p], pushJob{d: d, slots: l.pushSlots(d)})
+				l.log.Info("catching up a returning primary", "node", self, "directory", d, "to", p, "pages", l.pushSlots(d), "view", l.vs.number)
 			}
-			l.maybePushed(p)
+			l.pushMore(p)
 		})
 	}()
 }
 
-// pushDir sends every page of directory d this node's store holds to p.
-func (l *Local) pushDir(d, p protocol.NodeID) {
+// pushJob is a directory being pushed to its returning primary: slots
+// from next on are still to be read.
+type pushJob struct {
+	d           protocol.NodeID
+	next, slots uint64
+}
+
+// pushWindow bounds the pages of a catch-up read or unacknowledged at
+// once (its memory).
+const pushWindow = 64
+
+// pushSlots is how many slots of directory d this node's stores hold.
+func (l *Local) pushSlots(d protocol.NodeID) uint64 {
 	r, n := l.rep, l.node
 	slots := uint64(0)
 	if d == n.id {
@@ -330,11 +344,23 @@ func (l *Local) pushDir(d, p protocol.NodeID) {
 	if hd := n.hosted[d]; hd != nil && d != n.id {
 		slots = max(slots, hd.Allocated())
 	}
-	l.log.Info("catching up a returning primary", "node", n.id, "directory", d, "to", p, "pages", slots, "view", l.vs.number)
-	for slot := range slots {
-		pid := protocol.MakePID(d, slot)
+	return slots
+}
+
+// pushMore reads and sends the next pages to p, up to pushWindow
+// outstanding; once none is left, p gets this node's holdings.
+func (l *Local) pushMore(p protocol.NodeID) {
+	r, n := l.rep, l.node
+	for r.pushes[p] < pushWindow && len(r.jobs[p]) > 0 {
+		j := &r.jobs[p][0]
+		if j.next == j.slots {
+			r.jobs[p] = r.jobs[p][1:]
+			continue
+		}
+		d, pid := j.d, protocol.MakePID(j.d, j.next)
+		j.next++
 		r.pushes[p]++
-		buf := make([]byte, protocol.PageSize)
+		buf := n.getBuf()
 		n.storageOp(false, pid, buf, 0, func(err error) {
 			if err != nil {
 				l.fail(fmt.Errorf("actors: node %d: catching node %d up on directory %d: %w", n.id, p, d, err))
@@ -342,8 +368,10 @@ func (l *Local) pushDir(d, p protocol.NodeID) {
 			}
 			r.pushSeq++
 			n.send(protocol.Message{Type: protocol.TPersist, To: p, PID: pid, Epoch: r.pushSeq, Flags: protocol.FlagCatchUp}, buf)
+			n.putBuf(buf)
 		})
 	}
+	l.maybePushed(p)
 }
 
 // onCatchUpAck counts an acknowledgement of a pushed page.
@@ -354,14 +382,14 @@ func (l *Local) onCatchUpAck(m *protocol.Message) {
 		return
 	}
 	r.pushes[m.From]--
-	l.maybePushed(m.From)
+	l.pushMore(m.From)
 }
 
 // maybePushed sends p this node's holdings once every page pushed to it
 // was acknowledged: p's rebuild, which waits for them, follows its copy.
 func (l *Local) maybePushed(p protocol.NodeID) {
 	r := l.rep
-	if r.pushes[p] > 0 || !r.deferred.Has(p) {
+	if r.pushes[p] > 0 || len(r.jobs[p]) > 0 || !r.deferred.Has(p) {
 		return
 	}
 	r.deferred.Remove(p)
