@@ -203,8 +203,10 @@ type Cluster struct {
 	def   *DB
 	resp  *resp.Server
 
-	// replicas are the node's stores of other directories (Replicas 2).
-	replicas *replicaStores
+	// replicas are the node's stores of other directories (Replicas 2);
+	// freshStore: its own store was made afresh by this Join.
+	replicas   *replicaStores
+	freshStore bool
 
 	mu     sync.Mutex
 	tables map[string]*DB
@@ -326,7 +328,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	self, boot := protocol.NodeID(o.ID), protocol.NodeID(o.Bootstrap)
-	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}, pins: newPinBudget(o.CachePages), replicas: &replicaStores{o: o}}
+	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}, pins: newPinBudget(o.CachePages), replicas: &replicaStores{o: o}, freshStore: fresh}
 	for id := range o.Peers {
 		c.peers = append(c.peers, protocol.NodeID(id))
 	}
@@ -507,7 +509,7 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc),
 		WriteThrough: o.writesThrough(), ViewTimeout: o.JoinTimeout}
 	if o.Replicas > 1 {
-		nc.ReplicaStore = c.replicas.open
+		nc.ReplicaStore, nc.FreshStore = c.replicas.open, c.freshStore
 	}
 	if len(o.Etcd) > 0 {
 		nc.Membership = &membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: protocol.NodeID(o.ID),

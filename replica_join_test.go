@@ -22,9 +22,14 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 	for _, c := range []struct {
 		dead       int
 		durability string
-	}{{2, DurabilityProcess}, {0, DurabilityProcess}, {0, DurabilitySync}} {
+		reformat   bool
+	}{{2, DurabilityProcess, false}, {0, DurabilityProcess, false}, {0, DurabilitySync, false}, {2, DurabilityProcess, true}} {
 		dead := c.dead
-		t.Run(fmt.Sprintf("node%d-%s", dead, c.durability), func(t *testing.T) {
+		name := fmt.Sprintf("node%d-%s", dead, c.durability)
+		if c.reformat {
+			name += "-reformat"
+		}
+		t.Run(name, func(t *testing.T) {
 			etcd := startEtcd(t)
 			opts := membershipOpts(t, etcd, 3)
 			for i := range opts {
@@ -77,6 +82,10 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 				}
 				want[k] = v
 			}
+			// With reformat the node comes back on an empty store: it
+			// no longer counts as holding anything, and takes its own
+			// directory's pages from the node that served them.
+			opts[dead].Reformat = c.reformat
 			back, err := Join(opts[dead])
 			if err != nil {
 				t.Fatalf("node %d back on its store: %v", dead, err)
@@ -265,6 +274,23 @@ func TestReplicaTwoNodesDie(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("nodes 1 and 2 down: %d keys served by node 0, %d on directory 1 fail naming the nodes that held it (after %v)", ok, lost, time.Since(killed).Round(time.Millisecond))
+	// Node 2 holds directory 1's current pages: without its store of
+	// them it is refused, naming the file; with it back, it rejoins.
+	dir1 := opts[2].Data + "/" + ReplicaStoreFile(2, 1)
+	if err := os.Rename(dir1, dir1+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Join(opts[2]); err == nil {
+		c.Close()
+		t.Fatalf("node 2 joined without %s", dir1)
+	} else if !strings.Contains(err.Error(), dir1) || !strings.Contains(err.Error(), "directory 1") || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("node 2 without %s: %v, want an error naming the file and directory 1", dir1, err)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	if err := os.Rename(dir1+".away", dir1); err != nil {
+		t.Fatal(err)
+	}
 	for _, i := range []int{1, 2} {
 		back, err := Join(opts[i])
 		if err != nil {

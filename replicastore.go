@@ -53,7 +53,7 @@ func (r *replicaStores) open(dir protocol.NodeID, mustExist bool) (storage.PageS
 	_, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && mustExist:
-		return nil, 0, fmt.Errorf("scalestore: node %d: %s, its store of directory %d's pages, is missing, and the membership view counts this node as holding their current copies: restore the file, or remove this node's data and start it afresh", r.o.ID, path, dir)
+		return nil, 0, fmt.Errorf("scalestore: node %d: %s, its store of directory %d's pages, is missing, and the membership view counts this node as holding their current copies: restore the file (a node started afresh, --reformat, no longer counts as holding them, and a directory no other node holds is then lost)", r.o.ID, path, dir)
 	case errors.Is(err, os.ErrNotExist):
 		opts.Create = true
 	case err != nil:

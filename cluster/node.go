@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -61,6 +62,12 @@ type NodeConfig struct {
 	// (actors.ReplicaConfig.Store), for Membership.Replicas 2
 	// (docs/replication.md).
 	ReplicaStore func(dir protocol.NodeID, mustExist bool) (storage.PageStore, uint64, error)
+	// FreshStore: the node's store was made afresh (new, or reformatted).
+	// With replicas it first takes itself out of the record of current
+	// copies (membership.ForgetCopies), so that it serves none of what it
+	// held before: it catches up on its own directory like a node that
+	// returns on an older store.
+	FreshStore bool
 }
 
 // Node is one node of a running cluster.
@@ -191,6 +198,20 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.Tr, n.Host = t, host
 	if cfg.Membership != nil {
+		if cfg.FreshStore && cfg.Membership.Replicas > 1 {
+			ctx, cancel := context.WithTimeout(context.Background(), max(cfg.ViewTimeout, 10*time.Second))
+			forgot, err := membership.ForgetCopies(ctx, *cfg.Membership)
+			cancel()
+			if err != nil {
+				host.Stop()
+				t.Close()
+				rt.Stop()
+				return nil, fmt.Errorf("%w: node %d: %w", ErrNoView, cfg.ID, err)
+			}
+			if forgot > 0 {
+				cfg.Logger.Warn("a fresh store: this node no longer counts as holding the copies the membership record had on it", "node", cfg.ID, "directories", forgot)
+			}
+		}
 		if err := n.views.join(*cfg.Membership, cfg.ViewTimeout); err != nil {
 			host.Stop()
 			t.Close()

@@ -674,6 +674,57 @@ func cloneView(v View) View {
 	return View{Number: v.Number, Members: slices.Clone(v.Members), Replicas: v.Replicas, Current: maps.Clone(v.Current)}
 }
 
+// ForgetCopies removes node cfg.Node from every directory's current
+// copies in the cluster's view record, before it joins (it registers
+// nothing): its stores were made afresh (a new disk, --reformat), so
+// whatever the record counted it as holding it no longer holds. A
+// directory it was the last holder of is then lost, as its pages are. No
+// record, or one with one replica: nothing to do.
+func ForgetCopies(ctx context.Context, cfg Config) (forgot int, err error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: max(cfg.DialTimeout, time.Second), Logger: zap.NewNop()})
+	if err != nil {
+		return 0, fmt.Errorf("membership: etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	defer cli.Close()
+	key := "/scalestore/" + cfg.Cluster + "/view"
+	for {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("membership: reading the view to forget node %d's copies: %w", cfg.Node, err)
+		}
+		if len(resp.Kvs) != 1 {
+			return 0, nil
+		}
+		kv := resp.Kvs[0]
+		v, err := decodeView(kv.Value)
+		if err != nil || v.Replicas <= 1 {
+			return 0, nil // not a view (the next proposal replaces it), or nothing recorded
+		}
+		forgot = 0
+		for d, cur := range v.Current {
+			if cur.Has(cfg.Node) {
+				cur.Remove(cfg.Node)
+				v.Current[d] = cur
+				forgot++
+			}
+		}
+		if forgot == 0 {
+			return 0, nil
+		}
+		val, err := encodeView(v)
+		if err != nil {
+			return 0, err
+		}
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(clientv3.OpPut(key, val)).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("membership: forgetting node %d's copies: %w", cfg.Node, err)
+		}
+		if tr.Succeeded {
+			return forgot, nil
+		}
+	}
+}
+
 // ErrViewChanged: UpdateCurrent found a newer view than the one its copy
 // was made in; the copy does not count.
 var ErrViewChanged = errors.New("membership: the view changed")

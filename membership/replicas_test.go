@@ -128,3 +128,45 @@ func TestUpdateCurrent(t *testing.T) {
 	}
 	t.Logf("views: %v then %v", v, w)
 }
+
+// TestForgetCopies: a node whose stores were made afresh is taken out of
+// every directory's current copies before it joins; a directory it was the
+// last holder of is left with none (lost), and without a record there is
+// nothing to do.
+func TestForgetCopies(t *testing.T) {
+	e := startEtcd(t)
+	cfg := testConfig(e, 2)
+	cfg.Replicas = 2
+	if n, err := ForgetCopies(t.Context(), cfg); err != nil || n != 0 {
+		t.Fatalf("no record yet: forgot %d, %v", n, err)
+	}
+	// Members with replicas, then a record naming node 2 as a holder (a
+	// node that died holding them).
+	var m1 *Member
+	for _, id := range []protocol.NodeID{0, 1} {
+		c := testConfig(e, id)
+		c.Replicas = 2
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		m, err := Join(ctx, c)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		m1 = m
+	}
+	waitAll(t, 2*time.Second, "{0 1}", members(0, 1), m1)
+	v := m1.View()
+	if err := m1.UpdateCurrent(t.Context(), v.Number, func(w View) {
+		w.Current[1] = set(1, 2)
+		w.Current[2] = set(2)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ForgetCopies(t.Context(), cfg)
+	if err != nil || n != 2 {
+		t.Fatalf("forgot %d, %v; want 2 directories", n, err)
+	}
+	waitAll(t, 2*time.Second, "node 2 forgotten", func(w View) bool { return w.Current[1] == set(1) && w.Current[2] == set() }, m1)
+	t.Logf("after: %v", m1.View())
+}
