@@ -1,6 +1,7 @@
 package scalestore
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -346,6 +347,22 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		}
 		want.incarnation = stored.id.incarnation
 	}
+	create := self == boot
+	if fresh && create && o.Replicas > 1 {
+		// A bootstrap node on a fresh store (a new disk, --reformat) of a
+		// replicated cluster that exists joins it: its catalog is kept by
+		// the other nodes, and it takes it back like any page of its
+		// directory (docs/replication.md).
+		ctx, cancel := context.WithTimeout(context.Background(), min(o.JoinTimeout, membership.DefaultDialTimeout))
+		exists, err := membership.Recorded(ctx, membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: boot, DialTimeout: membership.DefaultDialTimeout})
+		cancel()
+		if err != nil {
+			// etcd does not answer: joining the membership will fail
+			// and say so; nothing is created before that.
+			o.Logger.Warn("cannot tell whether the cluster exists", "node", o.ID, "err", err)
+		}
+		create = !exists
+	}
 	prepare := func(rt *actors.Local) error {
 		if !fresh {
 			var err error
@@ -355,7 +372,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			}
 			return nil
 		}
-		if self != boot {
+		if !create {
 			return nil
 		}
 		// A new cluster: the catalog and the default table, on this node,
@@ -393,12 +410,12 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	deadline := time.Now().Add(o.JoinTimeout)
 	for attempt := 1; ; attempt++ {
-		err = c.start(tc, prepare, want, self == boot)
+		err = c.start(tc, prepare, want, create)
 		if err == nil {
 			break
 		}
 		retry := errors.Is(err, transport.ErrPeerDown) || errors.Is(err, actors.ErrNoAnswer) || errors.Is(err, actors.ErrDirectoryDown)
-		if self == boot || !retry || time.Now().After(deadline) {
+		if create || !retry || time.Now().After(deadline) {
 			if errors.Is(err, cluster.ErrNoView) {
 				// It served nothing to its peers: its store is as it was.
 				// A new one goes (the next start creates it afresh).
@@ -406,7 +423,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 				if fresh {
 					os.Remove(o.storePath())
 				}
-			} else if fresh && self != boot {
+			} else if fresh && !create {
 				store.Close() // nothing was allocated on it
 			} else {
 				// Peers may have taken pages of its directory meanwhile:

@@ -23,7 +23,7 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 		dead       int
 		durability string
 		reformat   bool
-	}{{2, DurabilityProcess, false}, {0, DurabilityProcess, false}, {0, DurabilitySync, false}, {2, DurabilityProcess, true}} {
+	}{{2, DurabilityProcess, false}, {0, DurabilityProcess, false}, {0, DurabilitySync, false}, {2, DurabilityProcess, true}, {0, DurabilityProcess, true}} {
 		dead := c.dead
 		name := fmt.Sprintf("node%d-%s", dead, c.durability)
 		if c.reformat {

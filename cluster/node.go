@@ -199,7 +199,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	n.Tr, n.Host = t, host
 	if cfg.Membership != nil {
 		if cfg.FreshStore && cfg.Membership.Replicas > 1 {
-			ctx, cancel := context.WithTimeout(context.Background(), max(cfg.ViewTimeout, 10*time.Second))
+			timeout := cfg.ViewTimeout
+			if timeout <= 0 {
+				timeout = 30 * time.Second
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), min(timeout, max(cfg.Membership.DialTimeout, time.Second)))
 			forgot, err := membership.ForgetCopies(ctx, *cfg.Membership)
 			cancel()
 			if err != nil {

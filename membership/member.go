@@ -690,7 +690,7 @@ func ForgetCopies(ctx context.Context, cfg Config) (forgot int, err error) {
 	for {
 		resp, err := cli.Get(ctx, key)
 		if err != nil {
-			return 0, fmt.Errorf("membership: reading the view to forget node %d's copies: %w", cfg.Node, err)
+			return 0, fmt.Errorf("membership: etcd at %v %w: reading the view to forget node %d's copies: %w", cfg.Endpoints, unreachable(ctx), cfg.Node, err)
 		}
 		if len(resp.Kvs) != 1 {
 			return 0, nil
@@ -723,6 +723,42 @@ func ForgetCopies(ctx context.Context, cfg Config) (forgot int, err error) {
 			return forgot, nil
 		}
 	}
+}
+
+// unreachable is ErrUnreachable when ctx's deadline passed (etcd did not
+// answer in time), else an error that says only that the read failed.
+func unreachable(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return ErrUnreachable
+	}
+	return errReadFailed
+}
+
+var errReadFailed = errors.New("failed")
+
+// Recorded reports whether cluster cfg.Cluster's view record on etcd
+// has replicated directories and a record of directory cfg.Node's
+// copies: the node was a member before, so a node whose store was made
+// afresh joins the cluster rather than creating it.
+func Recorded(ctx context.Context, cfg Config) (bool, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: max(cfg.DialTimeout, time.Second), Logger: zap.NewNop()})
+	if err != nil {
+		return false, fmt.Errorf("membership: etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/scalestore/"+cfg.Cluster+"/view")
+	if err != nil {
+		return false, fmt.Errorf("membership: etcd at %v %w: reading cluster %s's view: %w", cfg.Endpoints, unreachable(ctx), cfg.Cluster, err)
+	}
+	if len(resp.Kvs) != 1 {
+		return false, nil
+	}
+	v, err := decodeView(resp.Kvs[0].Value)
+	if err != nil || v.Replicas <= 1 {
+		return false, nil
+	}
+	_, ok := v.Current[cfg.Node]
+	return ok, nil
 }
 
 // ErrViewChanged: UpdateCurrent found a newer view than the one its copy
