@@ -289,8 +289,13 @@ func (l *Local) startPushes() {
 	go func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		for l.inFlite > 0 && l.vs.number == view && !l.closed {
-			l.idle.Wait()
+		// The source of a catch-up is never the directory's own node
+		// (that one is its primary when live): only the stores of other
+		// directories must be quiet.
+		for l.replicaIO() > 0 && l.vs.number == view && !l.closed {
+			l.mu.Unlock()
+			time.Sleep(time.Millisecond)
+			l.mu.Lock()
 		}
 		if l.vs.number != view || l.closed || l.failed.Load() {
 			return
@@ -318,6 +323,17 @@ func (l *Local) startPushes() {
 			l.pushMore(p)
 		})
 	}()
+}
+
+// replicaIO counts the requests in flight on the replica stores.
+func (l *Local) replicaIO() int {
+	n := 0
+	for _, s := range l.rep.stores {
+		if s != nil {
+			n += s.inflight
+		}
+	}
+	return n
 }
 
 // pushJob is a directory being pushed to its returning primary: slots
@@ -550,6 +566,7 @@ type storeIO struct {
 	l         *Local
 	st        storage.PageStore
 	allocated uint64 // slots written (under l.mu)
+	inflight  int    // requests queued or running (under l.mu)
 	mu        sync.Mutex
 	q         []ioRequest
 	syncs     []chan error // flushes asked for (sync)
@@ -571,6 +588,12 @@ func (s *storeIO) WritePage(slot uint64, buf []byte, done func(error)) {
 
 func (s *storeIO) queue(r ioRequest) {
 	s.l.inFlite++
+	s.inflight++
+	done := r.done
+	r.done = func(err error) {
+		s.inflight--
+		done(err)
+	}
 	s.mu.Lock()
 	s.q = append(s.q, r)
 	s.mu.Unlock()
