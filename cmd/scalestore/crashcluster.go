@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,13 +42,16 @@ round, in DIR/round-N, from its seed:
   2. after 0.5 to 1.5 s, one event on a random node (node 0, the
      bootstrap node that created the catalog, included; with --replicas 1
      it holds the tree's inner pages, so every operation fails until it is
-     back): kill -9 (one round in two); SIGSTOP for 1.5 to 3 leases, then SIGCONT (one in four: the node
-     finds its lease lost and exits, it was declared dead); or a partition
+     back): kill -9 (one round in two); SIGSTOP for 1.5 to 3 leases,
+     then SIGCONT (one in four: the node finds its lease lost and exits,
+     it was declared dead); or a partition
      (one in four: node --fault-signals, SIGUSR1 cuts it off its peers and
      etcd while its clients still reach it; it must stop serving once its
      lease may have lapsed, and exits);
   3. the others go on without it: the round measures the time from the
-     event to the view without the node (agreed on etcd), the survivors'
+     event to the view without the node (agreed on etcd), with replicas
+     the time until a probe wrote every key through the survivors, the
+     survivors'
      successful operations a second from the view to the restart, against
      before the event, and the operations served and failed during the
      outage (from the event to the restart); with --replicas 2 (the
@@ -81,8 +85,12 @@ type clusterRound struct {
 	Unknown   int     `json:"unknown_writes"`
 	Reads     int     `json:"reads"`
 	ToViewMS  float64 `json:"event_to_view_ms"`
-	BeforeOps float64 `json:"ops_per_s_before"`
-	DuringOps float64 `json:"ops_per_s_during"`
+	// ToServedMS: from the event to a pass that wrote every key through
+	// the survivors without an error (-1: none before the restart, as
+	// with one replica, whose dead node's keys fail until it is back).
+	ToServedMS float64 `json:"event_to_every_key_served_ms"`
+	BeforeOps  float64 `json:"ops_per_s_before"`
+	DuringOps  float64 `json:"ops_per_s_during"`
 	// OutageOps and OutageFailed count the operations that returned, and
 	// those that failed, from the event to the restart.
 	OutageOps    int     `json:"outage_ops"`
@@ -156,7 +164,7 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		os.RemoveAll(filepath.Join(*dir, "etcd"))
 	}()
 	counts := map[string]int{}
-	var toView, ratio, restart []float64
+	var toView, toServed, ratio, restart []float64
 	var outageOps, outageFailed, node0 int
 	enc := json.NewEncoder(stdout)
 	bad := 0
@@ -171,6 +179,9 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		counts[r.Outcome]++
 		if r.Outcome == "whole" {
 			toView, restart = append(toView, r.ToViewMS), append(restart, r.RestartMS)
+			if r.ToServedMS >= 0 {
+				toServed = append(toServed, r.ToServedMS)
+			}
 			outageOps, outageFailed = outageOps+r.OutageOps, outageFailed+r.OutageFailed
 			if r.Node == 0 {
 				node0++
@@ -185,8 +196,8 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			enc.Encode(r)
 		} else {
-			fmt.Fprintf(stdout, "round %d (%s): %s node %d; %d writes acknowledged, %d cut, %d reads; to the view %.0f ms; survivors %.0f ops/s (before %.0f); outage %d operations served, %d failed; restart to serving %.0f ms, to the view %.0f ms: %s\n",
-				i, r.Transport, r.Event, r.Node, r.Acked, r.Unknown, r.Reads, r.ToViewMS, r.DuringOps, r.BeforeOps, r.OutageOps, r.OutageFailed, r.RestartMS, r.RejoinMS, r.Outcome)
+			fmt.Fprintf(stdout, "round %d (%s): %s node %d; %d writes acknowledged, %d cut, %d reads; to the view %.0f ms, to every key served %.0f ms; survivors %.0f ops/s (before %.0f); outage %d operations served, %d failed; restart to serving %.0f ms, to the view %.0f ms: %s\n",
+				i, r.Transport, r.Event, r.Node, r.Acked, r.Unknown, r.Reads, r.ToViewMS, r.ToServedMS, r.DuringOps, r.BeforeOps, r.OutageOps, r.OutageFailed, r.RestartMS, r.RejoinMS, r.Outcome)
 		}
 		if r.Outcome != "whole" {
 			bad++
@@ -200,14 +211,14 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "replicas": *replicas, "whole": counts["whole"], "lost": counts["lost"], "failed": counts["failed"],
 			"node0_rounds": node0, "outage_ops": outageOps, "outage_failed": outageFailed,
-			"median_event_to_view_ms": median(toView), "median_survivor_ratio": median(ratio), "median_restart_to_serving_ms": median(restart)})
+			"median_event_to_view_ms": median(toView), "median_event_to_every_key_served_ms": median(toServed), "max_event_to_every_key_served_ms": maxOf(toServed), "median_survivor_ratio": median(ratio), "median_restart_to_serving_ms": median(restart)})
 	} else {
 		which := "every outage, node 0's included"
 		if *replicas < 2 {
 			which = "outages of nodes other than 0, which holds the tree's inner pages"
 		}
-		fmt.Fprintf(stdout, "crashtest --cluster: %d rounds (seed %d, replicas %d): whole %d (node 0: %d), lost %d, failed %d; during the outages %d operations served, %d failed; medians: event to view %.0f ms (lease %v), survivors %.2fx of before (%s), restart to serving %.0f ms\n",
-			*rounds, *seed, *replicas, counts["whole"], node0, counts["lost"], counts["failed"], outageOps, outageFailed, median(toView), *lease, median(ratio), which, median(restart))
+		fmt.Fprintf(stdout, "crashtest --cluster: %d rounds (seed %d, replicas %d): whole %d (node 0: %d), lost %d, failed %d; during the outages %d operations served, %d failed; event to every key served: %d rounds, median %.0f ms, at most %.0f ms; medians: event to view %.0f ms (lease %v), survivors %.2fx of before (%s), restart to serving %.0f ms\n",
+			*rounds, *seed, *replicas, counts["whole"], node0, counts["lost"], counts["failed"], outageOps, outageFailed, len(toServed), median(toServed), maxOf(toServed), median(toView), *lease, median(ratio), which, median(restart))
 	}
 	if bad > 0 {
 		return 1
@@ -498,6 +509,62 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 		r.Event = "partition of"
 		c.signal(r.Node, syscall.SIGUSR1)
 	}
+	// With replicas, a probe writes every key at once through the
+	// survivors, pass after pass, until a pass without an error: every key
+	// served again (its writes join the history).
+	served := make(chan time.Duration, 1)
+	probeStop := make(chan struct{})
+	defer close(probeStop)
+	go func() {
+		if rc.replicas == 1 {
+			return // the dead node's keys fail until it is back
+		}
+		var survivors []int
+		for i := range nodes {
+			if i != r.Node {
+				survivors = append(survivors, i)
+			}
+		}
+		cls := make([]*redis.Client, keys)
+		for k := range cls {
+			cls[k] = dial(survivors[k%len(survivors)])
+			defer cls[k].Close()
+		}
+		var seq atomic.Uint64
+		for {
+			select {
+			case <-probeStop:
+				return
+			default:
+			}
+			var failed atomic.Int64
+			var pass sync.WaitGroup
+			for k := range keys {
+				pass.Add(1)
+				go func() {
+					defer pass.Done()
+					op := checker.Op{Client: clients + keys + k, Page: uint64(k), Kind: checker.KindWrite,
+						Value: uint64(clients+keys+k+1)<<40 | seq.Add(1), Call: time.Now().UnixNano()}
+					err := cls[k].Set(ctx, "key:"+strconv.Itoa(k), strconv.FormatUint(op.Value, 10), 0).Err()
+					op.Return = time.Now().UnixNano()
+					mu.Lock()
+					if err == nil {
+						ops = append(ops, op)
+					} else {
+						unknown = append(unknown, op)
+						failed.Add(1)
+					}
+					mu.Unlock()
+				}()
+			}
+			pass.Wait()
+			if failed.Load() == 0 {
+				served <- time.Since(eventAt)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	// The view without the node, agreed on etcd.
 	viewAt, err := waitView(obs, func(v membership.View) bool { return v.Number > 0 && !v.Has(protocol.NodeID(r.Node)) }, 5*rc.lease+5*time.Second)
 	if err != nil {
@@ -522,6 +589,23 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 		}
 	}
 	time.Sleep(time.Until(viewAt.Add(time.Duration(1000+rng.IntN(1000)) * time.Millisecond)))
+	r.ToServedMS = -1
+	select {
+	case d := <-served:
+		r.ToServedMS = ms(d)
+	default:
+		if rc.replicas != 1 {
+			// With two replicas every key is served again once the view
+			// changed: wait a little more, then the round failed.
+			select {
+			case d := <-served:
+				r.ToServedMS = ms(d)
+			case <-time.After(5 * time.Second):
+				fail("failed", "with replicas, not every key was served through the survivors before node %d's restart\n%s", r.Node, c.tail())
+				return
+			}
+		}
+	}
 	restartAt := time.Now()
 	// Throughput of the survivors: operations that returned a second
 	// before the event, against those from the view to the restart.
@@ -630,6 +714,15 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// maxOf is the largest of xs (0 for none).
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
 
 // median of xs (0 for none); xs is reordered.
 func median(xs []float64) float64 {
