@@ -44,16 +44,15 @@ round, in DIR/round-N, from its seed:
      it holds the tree's inner pages, so every operation fails until it is
      back): kill -9 (one round in two); SIGSTOP for 1.5 to 3 leases,
      then SIGCONT (one in four: the node finds its lease lost and exits,
-     it was declared dead); or a partition
-     (one in four: node --fault-signals, SIGUSR1 cuts it off its peers and
-     etcd while its clients still reach it; it must stop serving once its
-     lease may have lapsed, and exits);
+     it was declared dead); or a partition (one in four: node
+     --fault-signals, SIGUSR1 cuts it off its peers and etcd while its
+     clients still reach it; it must stop serving once its lease may have
+     lapsed, and exits);
   3. the others go on without it: the round measures the time from the
      event to the view without the node (agreed on etcd), with replicas
      the time until a probe wrote every key through the survivors, the
-     survivors'
-     successful operations a second from the view to the restart, against
-     before the event, and the operations served and failed during the
+     survivors' successful operations a second from the view to the
+     restart, against before the event, and the operations served and failed during the
      outage (from the event to the restart); with --replicas 2 (the
      default) every key stays served, and only the operations the event
      cut may fail;
