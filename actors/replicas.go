@@ -481,11 +481,13 @@ func (l *Local) record(view uint32, d, holder protocol.NodeID, primary bool, don
 	}
 }
 
-// growHosted sizes a directory this node serves afresh (promoted, or
-// caught up) to every page its store, its catch-up or the holdings name.
+// growHosted sizes a directory this node serves to every page its store,
+// its catch-up or the holdings name: another node's directory always (a
+// promoted one starts empty, and a view may end before it was ever
+// rebuilt, so the next view must size it), its own after a catch-up.
 func (l *Local) growHosted(d protocol.NodeID, dir *protocol.Directory) error {
 	r := l.rep
-	if r == nil || (!r.promoted.Has(d) && !r.catchUp.Has(d)) {
+	if r == nil || (d == l.node.id && !r.catchUp.Has(d)) {
 		return nil
 	}
 	want := r.caught[d]
