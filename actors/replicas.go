@@ -68,10 +68,13 @@ type replicas struct {
 	promoted, catchUp, recorded, recording protocol.NodeSet
 	source                                 [protocol.MaxNodes]protocol.NodeID
 	caught                                 [protocol.MaxNodes]uint64
-	pushes                                 [protocol.MaxNodes]int
-	jobs                                   [protocol.MaxNodes][]pushJob
-	pushing, deferred                      protocol.NodeSet
-	pushSeq                                uint32
+	// caughtEver: the most slots a catch-up of each directory brought, in
+	// any view (one may end before its rebuild sized the directory).
+	caughtEver        [protocol.MaxNodes]uint64
+	pushes            [protocol.MaxNodes]int
+	jobs              [protocol.MaxNodes][]pushJob
+	pushing, deferred protocol.NodeSet
+	pushSeq           uint32
 	// placed: a view was placed (the routes name the view before).
 	placed bool
 	// Rereplications counts the directories this node finished copying
@@ -423,6 +426,7 @@ func (l *Local) onCatchUp(m *protocol.Message, payload []byte) {
 		return
 	}
 	r.caught[d] = max(r.caught[d], m.PID.Slot()+1)
+	r.caughtEver[d] = max(r.caughtEver[d], r.caught[d])
 	buf := n.getBuf()
 	copy(buf, payload)
 	to, pid, seq := m.From, m.PID, m.Epoch
@@ -482,15 +486,19 @@ func (l *Local) record(view uint32, d, holder protocol.NodeID, primary bool, don
 }
 
 // growHosted sizes a directory this node serves to every page its store,
-// its catch-up or the holdings name: another node's directory always (a
+// its catch-ups or the holdings name: another node's directory always (a
 // promoted one starts empty, and a view may end before it was ever
-// rebuilt, so the next view must size it), its own after a catch-up.
+// rebuilt, so the next view must size it), its own to its catch-ups (and
+// the holdings, in the view of one).
 func (l *Local) growHosted(d protocol.NodeID, dir *protocol.Directory) error {
 	r := l.rep
-	if r == nil || (d == l.node.id && !r.catchUp.Has(d)) {
+	if r == nil {
 		return nil
 	}
-	want := r.caught[d]
+	want := r.caughtEver[d]
+	if d == l.node.id && !r.catchUp.Has(d) {
+		return dir.Grow(want) // pages a catch-up of an earlier view brought
+	}
 	if s := r.stores[d]; s != nil && d != l.node.id {
 		want = max(want, s.allocated)
 	}
