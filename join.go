@@ -1,6 +1,7 @@
 package scalestore
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -129,6 +130,13 @@ type ClusterOptions struct {
 	// durability process or sync.
 	Etcd     []string
 	LeaseTTL time.Duration
+	// Replicas is how many nodes keep each directory's pages
+	// (docs/replication.md): 2, the default with Etcd, keeps every page on
+	// a primary and a backup, so that every key stays served through any
+	// one node's death; 1, the default without, keeps each page on its
+	// directory's node only. 2 needs Etcd: placement follows the
+	// membership view.
+	Replicas int
 	Logger   *slog.Logger
 
 	// rdmaDevice, if set, gives the ibverbs transport its device: the
@@ -195,6 +203,11 @@ type Cluster struct {
 	cat   *btree.Tree
 	def   *DB
 	resp  *resp.Server
+
+	// replicas are the node's stores of other directories (Replicas 2);
+	// freshStore: its own store was made afresh by this Join.
+	replicas   *replicaStores
+	freshStore bool
 
 	mu     sync.Mutex
 	tables map[string]*DB
@@ -316,7 +329,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	self, boot := protocol.NodeID(o.ID), protocol.NodeID(o.Bootstrap)
-	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}, pins: newPinBudget(o.CachePages)}
+	c := &Cluster{opts: o, store: store, tables: map[string]*DB{}, pins: newPinBudget(o.CachePages), replicas: &replicaStores{o: o}, freshStore: fresh}
 	for id := range o.Peers {
 		c.peers = append(c.peers, protocol.NodeID(id))
 	}
@@ -334,6 +347,22 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		}
 		want.incarnation = stored.id.incarnation
 	}
+	create := self == boot
+	if fresh && create && o.Replicas > 1 {
+		// A bootstrap node on a fresh store (a new disk, --reformat) of a
+		// replicated cluster that exists joins it: its catalog is kept by
+		// the other nodes, and it takes it back like any page of its
+		// directory (docs/replication.md).
+		ctx, cancel := context.WithTimeout(context.Background(), min(o.JoinTimeout, membership.DefaultDialTimeout))
+		exists, err := membership.Recorded(ctx, membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: boot, DialTimeout: membership.DefaultDialTimeout})
+		cancel()
+		if err != nil {
+			// etcd does not answer: joining the membership will fail
+			// and say so; nothing is created before that.
+			o.Logger.Warn("cannot tell whether the cluster exists", "node", o.ID, "err", err)
+		}
+		create = !exists
+	}
 	prepare := func(rt *actors.Local) error {
 		if !fresh {
 			var err error
@@ -343,7 +372,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			}
 			return nil
 		}
-		if self != boot {
+		if !create {
 			return nil
 		}
 		// A new cluster: the catalog and the default table, on this node,
@@ -381,12 +410,12 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	}
 	deadline := time.Now().Add(o.JoinTimeout)
 	for attempt := 1; ; attempt++ {
-		err = c.start(tc, prepare, want, self == boot)
+		err = c.start(tc, prepare, want, create)
 		if err == nil {
 			break
 		}
 		retry := errors.Is(err, transport.ErrPeerDown) || errors.Is(err, actors.ErrNoAnswer) || errors.Is(err, actors.ErrDirectoryDown)
-		if self == boot || !retry || time.Now().After(deadline) {
+		if create || !retry || time.Now().After(deadline) {
 			if errors.Is(err, cluster.ErrNoView) {
 				// It served nothing to its peers: its store is as it was.
 				// A new one goes (the next start creates it afresh).
@@ -394,13 +423,14 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 				if fresh {
 					os.Remove(o.storePath())
 				}
-			} else if fresh && self != boot {
+			} else if fresh && !create {
 				store.Close() // nothing was allocated on it
 			} else {
 				// Peers may have taken pages of its directory meanwhile:
 				// the next start must not trust the store.
 				abandon(store)
 			}
+			c.replicas.close(false)
 			return nil, err
 		}
 		// The bootstrap node is not up yet: start over (nothing was
@@ -474,10 +504,12 @@ func (c *Cluster) closeAfter(cause error) {
 	c.closed.Store(true)
 	if _, err := c.node.Shutdown(c.peers, time.Second); err != nil {
 		abandon(c.store)
+		c.replicas.close(false)
 		c.opts.Logger.Error("a node that failed to join left its store unclean", "node", c.opts.ID, "cause", cause, "err", err)
 		return
 	}
 	c.store.Close()
+	c.replicas.close(true)
 }
 
 // start starts the node and opens the catalog; a failure leaves nothing
@@ -496,9 +528,12 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 	nc := cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
 		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc),
 		WriteThrough: o.writesThrough(), ViewTimeout: o.JoinTimeout}
+	if o.Replicas > 1 {
+		nc.ReplicaStore, nc.FreshStore = c.replicas.open, c.freshStore
+	}
 	if len(o.Etcd) > 0 {
 		nc.Membership = &membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: protocol.NodeID(o.ID),
-			Addr: o.Peers[o.ID], LeaseTTL: o.LeaseTTL, DialTimeout: min(o.JoinTimeout, membership.DefaultDialTimeout), Logger: o.Logger}
+			Addr: o.Peers[o.ID], LeaseTTL: o.LeaseTTL, Replicas: o.Replicas, DialTimeout: min(o.JoinTimeout, membership.DefaultDialTimeout), Logger: o.Logger}
 	}
 	n, err := cluster.StartNode(nc)
 	if err != nil {
@@ -666,12 +701,23 @@ func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, e
 		if o.LeaseTTL == 0 {
 			o.LeaseTTL = membership.DefaultLeaseTTL
 		}
+		if o.Replicas == 0 {
+			o.Replicas = 2
+		}
 		if o.Timeout < 4*o.LeaseTTL {
 			// An operation that waits on a dead node is released by the
 			// view change, up to two lease periods later: the watchdog
 			// must not fail the node first.
 			o.Timeout = 4 * o.LeaseTTL
 		}
+	}
+	switch {
+	case o.Replicas == 0:
+		o.Replicas = 1
+	case o.Replicas < 1 || o.Replicas > 2:
+		return o, tc, fmt.Errorf("scalestore: %d replicas: want 1 or 2", o.Replicas)
+	case o.Replicas == 2 && len(o.Etcd) == 0:
+		return o, tc, errors.New("scalestore: replicas 2 needs membership (Etcd, --etcd): a directory's primary and backup follow the membership view")
 	}
 	tc = cluster.TransportConfig{Kind: o.Transport, Self: protocol.NodeID(o.ID), Listen: o.Listen, Peers: peers,
 		ClusterID: o.ClusterID, TLS: o.TLS, SocketDir: o.SocketDir, Logger: o.Logger, RDMA: o.RDMA.config()}
@@ -692,8 +738,11 @@ func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, e
 }
 
 // openClusterStore opens this node's store; fresh reports a new one.
+// clusterStoreSlots is the capacity of a node's stores in pages.
+const clusterStoreSlots = 1 << 20
+
 func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
-	const slots = 1 << 20
+	const slots = clusterStoreSlots
 	if o.Data == "" {
 		return &memoryStore{Store: memfile.New(slots, nil)}, true, nil
 	}
@@ -758,6 +807,12 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 	rt, boot := c.node.RT, protocol.NodeID(c.opts.Bootstrap)
 	s := btree.Session{Cache: rt.Node().Cache(), Worker: w, Allocate: rt.Allocate,
 		AllocateInner: func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, boot) }}
+	if c.opts.Replicas > 1 {
+		// No home node: inner pages are allocated like leaves, on this
+		// node's directory, and replicated like them (docs/replication.md,
+		// decision 6).
+		s.AllocateInner = rt.Allocate
+	}
 	if c.opts.writesThrough() {
 		s.Persist, s.PersistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
@@ -771,6 +826,9 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 		pins: c.pins}
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
+	if c.opts.Replicas > 1 {
+		db.allocateInner = rt.Allocate // no home node (session)
+	}
 	switch {
 	case c.defersDurable():
 		// Release before durable (actors/durable.go): the latch goes at
@@ -961,6 +1019,22 @@ func (c *Cluster) Abandon() {
 	}
 	c.node.Stop()
 	abandon(c.store)
+	c.replicas.close(false)
+}
+
+// kill stops the node as a kill -9 of its process would: no page handed
+// back, its membership lease left to expire, its stores left unclean
+// (tests of a node's death in one process).
+func (c *Cluster) kill() {
+	if c.closed.Swap(true) {
+		return
+	}
+	if c.resp != nil {
+		c.resp.Close()
+	}
+	c.node.Kill()
+	abandon(c.store)
+	c.replicas.close(false)
 }
 
 func (c *Cluster) Close() error {
@@ -973,6 +1047,7 @@ func (c *Cluster) Close() error {
 	held, err := c.node.Shutdown(c.peers, c.opts.ShutdownTimeout)
 	if err != nil {
 		abandon(c.store)
+		c.replicas.close(false)
 		if held > 0 {
 			return fmt.Errorf("scalestore: node %d: %w; its store %s is left unclean", c.opts.ID, err, c.opts.storePath())
 		}
@@ -985,7 +1060,8 @@ func (c *Cluster) Close() error {
 		err = cerr
 	}
 	if err != nil {
+		c.replicas.close(false)
 		return fmt.Errorf("scalestore: node %d: closing its store: %w", c.opts.ID, err)
 	}
-	return nil
+	return c.replicas.close(true)
 }

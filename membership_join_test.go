@@ -49,6 +49,9 @@ func membershipOpts(t *testing.T, etcd *membership.Embedded, n int) []ClusterOpt
 func TestJoinGoesOnWithoutANode(t *testing.T) {
 	etcd := startEtcd(t)
 	opts := membershipOpts(t, etcd, 3)
+	for i := range opts {
+		opts[i].Replicas = 1 // each page on its own node: a dead node's pages fail
+	}
 	cs := joinAll(t, opts)
 	want := map[string]string{}
 	// Through node 2 first: its splits put pages of the tree on node 2.

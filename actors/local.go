@@ -98,6 +98,8 @@ type Local struct {
 	retryArmed bool
 	// partitioned: every frame in or out is refused (Partition).
 	partitioned atomic.Bool
+	// rep: replicated directories (EnableReplicas), nil without.
+	rep *replicas
 }
 
 type ioRequest struct {
@@ -776,6 +778,12 @@ func (l *Local) FlushWriteThroughs() {
 				continue
 			}
 			err := ds.DataSync()
+			if err == nil {
+				// The backups' copies too (docs/replication.md): a
+				// write-through acknowledged here may have been written to
+				// a store of another directory's pages.
+				err = l.syncReplicaStores()
+			}
 			l.mu.Lock()
 			if err != nil {
 				l.fail(fmt.Errorf("actors: node %d: flushing the store for %d write-throughs: %w", l.node.ID(), len(batch), err))
@@ -1021,6 +1029,7 @@ func (l *Local) halt(deliver bool) {
 	l.kickIO()
 	l.mu.Unlock()
 	<-l.done
+	l.stopReplicaStores()
 	if l.out != nil {
 		if n := l.out.close(deliver); n > 0 {
 			l.log.Warn("stopped with messages not sent", "node", l.node.ID(), "dropped", n)

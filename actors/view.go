@@ -118,6 +118,15 @@ func (l *Local) View() (number uint32, active bool) {
 // their pages are given up. A view not newer than the installed one is
 // ignored. A view without this node fails it (ErrNotInView).
 func (l *Local) ChangeView(number uint64, members, down protocol.NodeSet) error {
+	return l.ChangeViewCurrent(number, members, down, nil)
+}
+
+// ChangeViewCurrent is ChangeView for a node with replicated directories
+// (EnableReplicas): current is the view's record of which nodes hold each
+// directory's current copies (membership.View.Current). down is then
+// unused: only the copies of the pages of a directory that lost every
+// current copy are given up (docs/replication.md).
+func (l *Local) ChangeViewCurrent(number uint64, members, down protocol.NodeSet, current map[protocol.NodeID]protocol.NodeSet) error {
 	if number > protocol.MaxView {
 		return fmt.Errorf("actors: node %d: view %d is over the frames' %d", l.node.ID(), number, protocol.MaxView)
 	}
@@ -144,9 +153,20 @@ func (l *Local) ChangeView(number uint64, members, down protocol.NodeSet) error 
 	l.dropLogged.Store(false)
 	n.gated, n.view = true, v
 	n.outside = protocol.NodeSet{}
-	for id := range protocol.MaxNodes {
-		if !members.Has(protocol.NodeID(id)) {
-			n.outside.Add(protocol.NodeID(id))
+	if l.rep != nil {
+		// A directory is out of reach only when it lost every current
+		// copy (SetLost, place); the others are served by their primary.
+		lost, err := l.place(members, current)
+		if err != nil {
+			l.fail(err)
+			return err
+		}
+		down = lost
+	} else {
+		for id := range protocol.MaxNodes {
+			if !members.Has(protocol.NodeID(id)) {
+				n.outside.Add(protocol.NodeID(id))
+			}
 		}
 	}
 	n.Fence(down, nil)
@@ -155,12 +175,17 @@ func (l *Local) ChangeView(number uint64, members, down protocol.NodeSet) error 
 	n.TxViewChange(down)
 	// Report to every other directory what this node holds of its pages;
 	// this node's own holdings are read when its directory rebuilds (a
-	// page it allocates meanwhile is one).
+	// page it allocates meanwhile is one). With replicas, to every other
+	// member, what it holds of the directories that member serves; to a
+	// node this node catches up, only once the pages reached it.
 	members.Each(func(d protocol.NodeID) {
-		if d != self {
-			l.sendEntries(protocol.THoldings, d, l.holdingsOf(d))
+		if d != self && (l.rep == nil || !l.rep.deferred.Has(d)) {
+			l.sendEntries(protocol.THoldings, d, l.holdingsFor(d))
 		}
 	})
+	if l.rep != nil {
+		l.startPushes()
+	}
 	l.replayHeld()
 	l.maybeRebuild()
 	return nil
@@ -208,6 +233,10 @@ func (l *Local) admit(m *protocol.Message, payload []byte) {
 	switch {
 	case m.View < l.vs.number:
 		l.StaleFrames.Add(1)
+	case m.View == l.vs.number && m.Flags&protocol.FlagCatchUp != 0 && m.Type == protocol.TPersist:
+		l.onCatchUp(m, payload)
+	case m.View == l.vs.number && m.Flags&protocol.FlagCatchUp != 0 && m.Type == protocol.TPersistAck:
+		l.onCatchUpAck(m)
 	case m.View > l.vs.number || (!l.vs.active && m.Type != protocol.THoldings && m.Type != protocol.TRebuilt && m.Type != protocol.TTxRoll):
 		if len(l.vs.held) >= maxHeld {
 			l.fail(fmt.Errorf("actors: node %d: %d frames wait for view %d to be installed (it was installed %v ago)",
@@ -260,7 +289,7 @@ func (l *Local) onHoldings(m *protocol.Message, payload []byte) {
 		l.badViewFrame(m, fmt.Errorf("holdings from node %d, which is not a member of view %d %v or reported already", m.From, l.vs.number, l.vs.members))
 		return
 	}
-	entries, err := protocol.DecodeViewEntries(l.vs.scratch[:0], payload, int(m.Count), l.node.ID(), true)
+	entries, err := protocol.DecodeViewEntriesOf(l.vs.scratch[:0], payload, int(m.Count), l.servedBy(l.node.ID()), true)
 	l.vs.scratch = entries
 	if err != nil {
 		l.badViewFrame(m, err)
@@ -274,6 +303,7 @@ func (l *Local) onHoldings(m *protocol.Message, payload []byte) {
 	}
 	if m.Flags&protocol.FlagLast != 0 {
 		l.vs.reported.Add(m.From)
+		l.maybeRecord(m.From)
 		l.maybeRebuild()
 	}
 }
@@ -305,26 +335,39 @@ func (l *Local) maybeRebuild() {
 	if l.vs.rebuilt.Has(self) {
 		return
 	}
-	for _, e := range l.holdingsOf(self) {
+	if l.rep != nil && l.rep.pendingCatchUp() {
+		return // a catch-up is not recorded yet: serve nothing of it
+	}
+	for _, e := range l.holdingsFor(self) {
 		if err := l.hold(e.PID, e.Mode, self); err != nil {
 			l.fail(err)
 			return
 		}
 	}
-	dir := l.node.Directory()
 	answers := map[protocol.NodeID][]protocol.ViewEntry{}
-	for slot := range dir.Allocated() {
-		pid := protocol.MakePID(self, slot)
-		h := l.vs.holds[pid]
-		delete(l.vs.holds, pid)
-		epoch, err := dir.Rebuild(pid, h.mode, h.holders)
-		if err != nil {
-			l.fail(fmt.Errorf("actors: node %d: view %d: %w", self, l.vs.number, err))
+	served := l.servedBy(self)
+	for i := range protocol.MaxNodes {
+		if !served.Has(protocol.NodeID(i)) {
+			continue
+		}
+		dir := l.node.dirOf(protocol.MakePID(protocol.NodeID(i), 0))
+		if err := l.growHosted(protocol.NodeID(i), dir); err != nil {
+			l.fail(fmt.Errorf("actors: node %d: view %d: directory %d: %w", self, l.vs.number, i, err))
 			return
 		}
-		h.holders.Each(func(n protocol.NodeID) {
-			answers[n] = append(answers[n], protocol.ViewEntry{PID: pid, Epoch: epoch})
-		})
+		for slot := range dir.Allocated() {
+			pid := protocol.MakePID(protocol.NodeID(i), slot)
+			h := l.vs.holds[pid]
+			delete(l.vs.holds, pid)
+			epoch, err := dir.Rebuild(pid, h.mode, h.holders)
+			if err != nil {
+				l.fail(fmt.Errorf("actors: node %d: view %d: %w", self, l.vs.number, err))
+				return
+			}
+			h.holders.Each(func(n protocol.NodeID) {
+				answers[n] = append(answers[n], protocol.ViewEntry{PID: pid, Epoch: epoch})
+			})
+		}
 	}
 	for pid, h := range l.vs.holds {
 		l.fail(fmt.Errorf("actors: node %d: view %d: nodes %v reported %v copies of page %v, which this directory never allocated: %w",
@@ -339,6 +382,9 @@ func (l *Local) maybeRebuild() {
 	for _, e := range answers[self] {
 		l.node.Rebuilt(e.PID, e.Epoch)
 	}
+	if l.rep != nil {
+		l.node.HoldOrphans()
+	}
 	l.vs.rebuilt.Add(self)
 	l.maybeActivate()
 }
@@ -348,7 +394,7 @@ func (l *Local) onRebuilt(m *protocol.Message, payload []byte) {
 		l.badViewFrame(m, fmt.Errorf("rebuild answer from node %d, which is not a member of view %d %v or answered already", m.From, l.vs.number, l.vs.members))
 		return
 	}
-	entries, err := protocol.DecodeViewEntries(l.vs.scratch[:0], payload, int(m.Count), m.From, false)
+	entries, err := protocol.DecodeViewEntriesOf(l.vs.scratch[:0], payload, int(m.Count), l.servedBy(m.From), false)
 	l.vs.scratch = entries
 	if err != nil {
 		l.badViewFrame(m, err)
@@ -377,6 +423,7 @@ func (l *Local) maybeActivate() {
 	l.node.drain()
 	l.replayHeld()
 	l.node.NeedFrames() // evictions waited for the view change
+	l.startRereplication()
 }
 
 // leaseValid reports an error when the node's membership lease may have

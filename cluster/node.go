@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -57,6 +58,16 @@ type NodeConfig struct {
 	// ViewTimeout bounds how long StartNode waits for the node to be
 	// active in its first view (default 30 s).
 	ViewTimeout time.Duration
+	// ReplicaStore opens this node's store of another node's directory
+	// (actors.ReplicaConfig.Store), for Membership.Replicas 2
+	// (docs/replication.md).
+	ReplicaStore func(dir protocol.NodeID, mustExist bool) (storage.PageStore, uint64, error)
+	// FreshStore: the node's store was made afresh (new, or reformatted).
+	// With replicas it first takes itself out of the record of current
+	// copies (membership.ForgetCopies), so that it serves none of what it
+	// held before: it catches up on its own directory like a node that
+	// returns on an older store.
+	FreshStore bool
 }
 
 // Node is one node of a running cluster.
@@ -129,6 +140,14 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		}
 		n.views = newViewFollower(n)
 		rt.EnableViews(n.views.validUntil, n.views.active)
+		if cfg.Membership.Replicas > 1 {
+			if cfg.ReplicaStore == nil {
+				rt.Stop()
+				return nil, fmt.Errorf("cluster: node %d: replicas %d need a store for other directories' pages (NodeConfig.ReplicaStore)", cfg.ID, cfg.Membership.Replicas)
+			}
+			n.views.replicas = cfg.Membership.Replicas
+			rt.EnableReplicas(actors.ReplicaConfig{Store: cfg.ReplicaStore, Record: n.views.record})
+		}
 	}
 	if cfg.Trace {
 		rt.EnableTrace()
@@ -179,6 +198,24 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.Tr, n.Host = t, host
 	if cfg.Membership != nil {
+		if cfg.FreshStore && cfg.Membership.Replicas > 1 {
+			timeout := cfg.ViewTimeout
+			if timeout <= 0 {
+				timeout = 30 * time.Second
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), min(timeout, max(cfg.Membership.DialTimeout, time.Second)))
+			forgot, err := membership.ForgetCopies(ctx, *cfg.Membership)
+			cancel()
+			if err != nil {
+				host.Stop()
+				t.Close()
+				rt.Stop()
+				return nil, fmt.Errorf("%w: node %d: %w", ErrNoView, cfg.ID, err)
+			}
+			if forgot > 0 {
+				cfg.Logger.Warn("a fresh store: this node no longer counts as holding the copies the membership record had on it", "node", cfg.ID, "directories", forgot)
+			}
+		}
 		if err := n.views.join(*cfg.Membership, cfg.ViewTimeout); err != nil {
 			host.Stop()
 			t.Close()
@@ -210,6 +247,19 @@ func (n *Node) Stop() error {
 	n.RT.Stop()
 	n.Host.Stop()
 	return n.Tr.Close()
+}
+
+// Kill stops the node as the death of its process would (tests of
+// failures in one process): no page is handed back, its membership lease
+// is left to expire (the others change the view only then), its
+// connections close. Its store is left as it is: abandon it.
+func (n *Node) Kill() {
+	if n.views != nil {
+		n.views.kill()
+	}
+	n.RT.Stop()
+	n.Host.Stop()
+	n.Tr.Close()
 }
 
 // Shutdown ends the node cleanly, as one of a cluster stopped together:
@@ -269,11 +319,17 @@ func (n *Node) session(w *bufmgr.Worker) btree.Session {
 }
 
 // setTree uses t, its inner pages allocated on its home node: a dead node
-// then takes only its leaves out of reach (docs/durability.md).
+// then takes only its leaves out of reach (docs/durability.md); with
+// replicated directories, on this node's own.
 func (n *Node) setTree(t *btree.Tree) {
 	n.tree = t
 	home, rt := t.Catalog().Dir(), n.RT
 	n.allocInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
+	if n.views != nil && n.views.replicas > 1 {
+		// No home node: inner pages are allocated like leaves, on this
+		// node's directory, and replicated (docs/replication.md).
+		n.allocInner = rt.Allocate
+	}
 }
 
 // CreateTable creates the B-tree (its catalog page lives on this node) and

@@ -28,6 +28,9 @@ type viewFollower struct {
 	activeIn chan uint32
 	done     chan struct{}
 	left     sync.Once
+	// replicas: 2 with replicated directories (the views carry their
+	// record of current copies).
+	replicas int
 }
 
 func newViewFollower(n *Node) *viewFollower {
@@ -115,7 +118,15 @@ func (f *viewFollower) join(cfg membership.Config, timeout time.Duration) error 
 // every other node.
 func (f *viewFollower) install(v membership.View) error {
 	if v.Number <= f.prev.Number {
-		return nil // installed already (the first view comes on Views too)
+		// Installed already (the first view comes on Views too), or the
+		// same view with a copy recorded (UpdateCurrent): the runtime
+		// needs only each view's record as it began.
+		return nil
+	}
+	if want := max(f.replicas, 1); max(v.Replicas, 1) != want {
+		err := fmt.Errorf("cluster: node %d: %v keeps %d replicas of each directory, this node was started with %d: every node needs the same --replicas", f.n.ID, v, max(v.Replicas, 1), want)
+		f.n.RT.Expel(err)
+		return err
 	}
 	var members, down protocol.NodeSet
 	for _, id := range v.Members {
@@ -138,7 +149,47 @@ func (f *viewFollower) install(v membership.View) error {
 	}
 	f.n.log.Info("view installed", "node", f.n.ID, "view", v.Number, "members", fmt.Sprint(v.Members), "down", down.String())
 	f.prev = v
+	if f.replicas > 1 {
+		return f.n.RT.ChangeViewCurrent(v.Number, members, down, v.Current)
+	}
 	return f.n.RT.ChangeView(v.Number, members, down)
+}
+
+// record adds holder to directory dir's current copies in view number
+// (actors.ReplicaConfig.Record): a backup that re-replication completed,
+// or (primary) a primary that caught up, kept with its backup if that was
+// current.
+func (f *viewFollower) record(view uint64, dir, holder protocol.NodeID, primary bool) error {
+	f.mu.Lock()
+	m := f.member
+	f.mu.Unlock()
+	if m == nil {
+		return fmt.Errorf("cluster: node %d: no membership to record a copy in", f.n.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := m.UpdateCurrent(ctx, view, func(v membership.View) {
+		cur := v.Current[dir]
+		if primary {
+			_, b, hb, _ := protocol.Placement(dir, v.Live(), 2)
+			var keep protocol.NodeSet
+			keep.Add(holder)
+			if hb && cur.Has(b) {
+				keep.Add(b)
+			}
+			cur = keep
+		} else {
+			cur.Add(holder)
+		}
+		v.Current[dir] = cur
+	})
+	if errors.Is(err, membership.ErrViewChanged) {
+		return fmt.Errorf("%w: %w", actors.ErrViewChanged, err)
+	}
+	if err == nil {
+		f.n.log.Info("copy recorded", "node", f.n.ID, "view", view, "directory", dir, "holder", holder, "primary", primary)
+	}
+	return err
 }
 
 // follow installs every view the members agree on, and stops the node
@@ -185,6 +236,21 @@ func (f *viewFollower) leave() {
 			if err := m.Leave(ctx); err != nil {
 				f.n.log.Warn("leaving the membership", "node", f.n.ID, "err", err)
 			}
+		}
+	})
+}
+
+// kill stops following views without leaving: the lease is not revoked,
+// and the others see the node leave only when it expires, as after a
+// killed process.
+func (f *viewFollower) kill() {
+	f.left.Do(func() {
+		close(f.done)
+		f.mu.Lock()
+		m := f.member
+		f.mu.Unlock()
+		if m != nil {
+			m.Close()
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -56,7 +57,12 @@ type Config struct {
 	Addr        string          // what this node advertises (host:port), named to a second process that tries the same id
 	LeaseTTL    time.Duration   // default 2s; etcd TTLs are whole seconds: rounded up, minimum 1s (the server may grant more; the granted TTL is used)
 	DialTimeout time.Duration   // default 5s: how long Join tries to reach etcd before failing
-	Logger      *slog.Logger    // nil: discard
+	// Replicas is how many nodes keep each directory's pages (1 or 2;
+	// 0 is 1): with 2, the views this member proposes carry the record of
+	// current copies (View.Current). Every member of a cluster must have
+	// the same.
+	Replicas int
+	Logger   *slog.Logger // nil: discard
 }
 
 // nodeInfo is the value of a node key: who holds the id, for the error
@@ -81,6 +87,8 @@ type Member struct {
 	nodeKey string
 	viewKey string
 	regRev  int64 // revision at which this process created its node key
+	// replicas: Config.Replicas (1 or 2).
+	replicas int
 
 	ctx    context.Context // canceled by Leave and Close: stops both goroutines
 	cancel context.CancelFunc
@@ -121,6 +129,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Replicas < 0 || cfg.Replicas > 2 {
+		return nil, fmt.Errorf("membership: %d replicas: want 1 or 2", cfg.Replicas)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -167,15 +178,16 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 func register(ctx context.Context, cfg Config, log *slog.Logger, cli *clientv3.Client) (*Member, error) {
 	prefix := "/scalestore/" + cfg.Cluster + "/"
 	m := &Member{
-		node:    cfg.Node,
-		log:     log,
-		cli:     cli,
-		prefix:  prefix,
-		nodeKey: prefix + "nodes/" + strconv.Itoa(int(cfg.Node)),
-		viewKey: prefix + "view",
-		views:   make(chan View, viewsBuffer),
-		joined:  make(chan struct{}),
-		lost:    make(chan struct{}),
+		node:     cfg.Node,
+		log:      log,
+		cli:      cli,
+		prefix:   prefix,
+		nodeKey:  prefix + "nodes/" + strconv.Itoa(int(cfg.Node)),
+		viewKey:  prefix + "view",
+		views:    make(chan View, viewsBuffer),
+		joined:   make(chan struct{}),
+		lost:     make(chan struct{}),
+		replicas: max(cfg.Replicas, 1),
 	}
 
 	// clientv3.New does not dial eagerly: a linearizable read is the first
@@ -434,6 +446,7 @@ type watchState struct {
 	viewOK     bool                      // the view key holds a valid view newer than any seen
 	view       View                      // the latest valid view
 	viewAt     int64                     // its mod revision
+	agreedAt   int64                     // the revision at which its number was agreed (a Current update keeps it)
 	highest    uint64                    // highest view number seen, valid or not
 	proposedAt int64                     // viewRev of the last proposal sent, -1 none
 	proposal   string                    // its encoded view
@@ -534,6 +547,13 @@ func (m *Member) apply(st *watchState, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 			st.viewOK = true // read again after the watch was restarted
 			return
 		}
+		if st.viewOK && v.Number == st.view.Number && slices.Equal(v.Members, st.view.Members) && v.Replicas > 1 {
+			// A node recorded a copy it finished (UpdateCurrent): the
+			// same view, with more current copies.
+			st.view, st.viewAt = v, kv.ModRevision
+			m.publish(v, st.agreedAt)
+			return
+		}
 		if v.Number <= st.highest {
 			// Numbers only increase: a lower one was written by hand
 			// (or the key was deleted and recreated); replace it.
@@ -541,7 +561,7 @@ func (m *Member) apply(st *watchState, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 			return
 		}
 		st.highest = v.Number
-		st.view, st.viewAt, st.viewOK = v, kv.ModRevision, true
+		st.view, st.viewAt, st.agreedAt, st.viewOK = v, kv.ModRevision, kv.ModRevision, true
 		m.publish(v, kv.ModRevision)
 		return
 	}
@@ -574,7 +594,7 @@ func (m *Member) decide(st *watchState, retry *time.Timer) {
 	stale := !st.viewOK
 	for id, created := range st.live {
 		members = append(members, id)
-		if created > st.viewRev {
+		if created > st.agreedAt {
 			stale = true // registered after the view was agreed
 		}
 	}
@@ -583,6 +603,21 @@ func (m *Member) decide(st *watchState, retry *time.Timer) {
 		return
 	}
 	next := View{Number: st.highest + 1, Members: members}
+	// The cluster's replica count is the record's: a member started with
+	// another count proposes the cluster's, and refuses the view itself
+	// (cluster's viewFollower), so it cannot change it for the others.
+	replicas := m.replicas
+	if st.viewOK {
+		replicas = max(st.view.Replicas, 1)
+	}
+	if replicas > 1 {
+		var prev map[protocol.NodeID]protocol.NodeSet
+		if st.viewOK {
+			prev = st.view.Current
+		}
+		next.Replicas = replicas
+		next.Current = NextCurrent(prev, next.Live())
+	}
 	val, err := encodeView(next)
 	if err != nil {
 		m.log.Error("cannot propose", "err", err)
@@ -636,7 +671,140 @@ func (m *Member) publish(v View, rev int64) {
 }
 
 func cloneView(v View) View {
-	return View{Number: v.Number, Members: slices.Clone(v.Members)}
+	return View{Number: v.Number, Members: slices.Clone(v.Members), Replicas: v.Replicas, Current: maps.Clone(v.Current)}
+}
+
+// ForgetCopies removes node cfg.Node from every directory's current
+// copies in the cluster's view record, before it joins (it registers
+// nothing): its stores were made afresh (a new disk, --reformat), so
+// whatever the record counted it as holding it no longer holds. A
+// directory it was the last holder of is then lost, as its pages are. No
+// record, or one with one replica: nothing to do.
+func ForgetCopies(ctx context.Context, cfg Config) (forgot int, err error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: max(cfg.DialTimeout, time.Second), Logger: zap.NewNop()})
+	if err != nil {
+		return 0, fmt.Errorf("membership: etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	defer cli.Close()
+	key := "/scalestore/" + cfg.Cluster + "/view"
+	for {
+		resp, err := cli.Get(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("membership: etcd at %v %w: reading the view to forget node %d's copies: %w", cfg.Endpoints, unreachable(ctx), cfg.Node, err)
+		}
+		if len(resp.Kvs) != 1 {
+			return 0, nil
+		}
+		kv := resp.Kvs[0]
+		v, err := decodeView(kv.Value)
+		if err != nil || v.Replicas <= 1 {
+			return 0, nil // not a view (the next proposal replaces it), or nothing recorded
+		}
+		forgot = 0
+		for d, cur := range v.Current {
+			if cur.Has(cfg.Node) {
+				cur.Remove(cfg.Node)
+				v.Current[d] = cur
+				forgot++
+			}
+		}
+		if forgot == 0 {
+			return 0, nil
+		}
+		val, err := encodeView(v)
+		if err != nil {
+			return 0, err
+		}
+		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).Then(clientv3.OpPut(key, val)).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("membership: forgetting node %d's copies: %w", cfg.Node, err)
+		}
+		if tr.Succeeded {
+			return forgot, nil
+		}
+	}
+}
+
+// unreachable is ErrUnreachable when ctx's deadline passed (etcd did not
+// answer in time), else an error that says only that the read failed.
+func unreachable(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return ErrUnreachable
+	}
+	return errReadFailed
+}
+
+var errReadFailed = errors.New("failed")
+
+// Recorded reports whether cluster cfg.Cluster's view record on etcd
+// has replicated directories and a record of directory cfg.Node's
+// copies: the node was a member before, so a node whose store was made
+// afresh joins the cluster rather than creating it.
+func Recorded(ctx context.Context, cfg Config) (bool, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: max(cfg.DialTimeout, time.Second), Logger: zap.NewNop()})
+	if err != nil {
+		return false, fmt.Errorf("membership: etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/scalestore/"+cfg.Cluster+"/view")
+	if err != nil {
+		return false, fmt.Errorf("membership: etcd at %v %w: reading cluster %s's view: %w", cfg.Endpoints, unreachable(ctx), cfg.Cluster, err)
+	}
+	if len(resp.Kvs) != 1 {
+		return false, nil
+	}
+	v, err := decodeView(resp.Kvs[0].Value)
+	if err != nil || v.Replicas <= 1 {
+		return false, nil
+	}
+	_, ok := v.Current[cfg.Node]
+	return ok, nil
+}
+
+// ErrViewChanged: UpdateCurrent found a newer view than the one its copy
+// was made in; the copy does not count.
+var ErrViewChanged = errors.New("membership: the view changed")
+
+// UpdateCurrent records in view number, if it is still the agreed view,
+// what update does to its current copies (v.Current; the rest of v must
+// stay as it is) (a node adds itself to a
+// directory it finished copying: docs/replication.md). It fails with
+// ErrViewChanged when the view changed first: what was copied in an older
+// view does not count. Concurrent updates of one view are retried.
+func (m *Member) UpdateCurrent(ctx context.Context, number uint64, update func(v View)) error {
+	for {
+		resp, err := m.cli.Get(ctx, m.viewKey)
+		if err != nil {
+			return fmt.Errorf("membership: reading the view to record a copy: %w", err)
+		}
+		if len(resp.Kvs) != 1 {
+			return fmt.Errorf("%w: the view key is gone", ErrViewChanged)
+		}
+		kv := resp.Kvs[0]
+		v, err := decodeView(kv.Value)
+		if err != nil {
+			return err
+		}
+		if v.Number != number {
+			return fmt.Errorf("%w: view %d, not %d", ErrViewChanged, v.Number, number)
+		}
+		if v.Replicas <= 1 {
+			return fmt.Errorf("membership: view %d has one replica: no copies to record", number)
+		}
+		update(v)
+		val, err := encodeView(v)
+		if err != nil {
+			return err
+		}
+		tr, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(m.viewKey), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(m.viewKey, val)).Commit()
+		if err != nil {
+			return fmt.Errorf("membership: recording a copy in view %d: %w", number, err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
+	}
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

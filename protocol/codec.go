@@ -113,8 +113,8 @@ var typeRules = [typeCount]typeRule{
 	TEvictData:      {},
 	TAlloc:          {},
 	TLineInvalidate: {mode: true, fields: fieldK | fieldPred},
-	TPersist:        {},
-	TPersistAck:     {},
+	TPersist:        {flags: FlagCatchUp},
+	TPersistAck:     {flags: FlagCatchUp},
 	TTxRecord:       {flags: FlagLast},
 	TTxDrop:         {},
 	TTxRoll:         {},
@@ -221,6 +221,9 @@ func (m *Message) explain() error {
 	if m.Flags&FlagLast != 0 && m.Type != THoldings && m.Type != TRebuilt && m.Type != TTxRecord {
 		return bad("last flag outside a view change's batch or a transaction's record")
 	}
+	if m.Flags&FlagCatchUp != 0 && m.Type != TPersist && m.Type != TPersistAck {
+		return bad("catch-up flag outside a write-through")
+	}
 	if m.Flags&FlagNoData != 0 && m.Type != TGrant {
 		return bad("nodata flag outside a grant")
 	}
@@ -314,6 +317,14 @@ func EncodeViewEntries(b []byte, entries []ViewEntry) {
 // the pages' directory, rebuild answers come from it) and holdings name a
 // mode.
 func DecodeViewEntries(dst []ViewEntry, b []byte, count int, dir NodeID, holdings bool) ([]ViewEntry, error) {
+	var dirs NodeSet
+	dirs.Add(dir)
+	return DecodeViewEntriesOf(dst, b, count, dirs, holdings)
+}
+
+// DecodeViewEntriesOf is DecodeViewEntries for the pages of any directory
+// of dirs (a node that serves more than its own: docs/replication.md).
+func DecodeViewEntriesOf(dst []ViewEntry, b []byte, count int, dirs NodeSet, holdings bool) ([]ViewEntry, error) {
 	dst = dst[:0]
 	if len(b) != count*ViewEntrySize {
 		return dst, fmt.Errorf("%w: view payload of %d bytes for %d entries", ErrMalformed, len(b), count)
@@ -324,8 +335,8 @@ func DecodeViewEntries(dst []ViewEntry, b []byte, count int, dir NodeID, holding
 		if o[13] != 0 || o[14] != 0 || o[15] != 0 {
 			return dst, fmt.Errorf("%w: view entry %d: reserved bytes set", ErrMalformed, i)
 		}
-		if e.PID.Dir() != dir {
-			return dst, fmt.Errorf("%w: view entry %d: page %v is not of node %d", ErrMalformed, i, e.PID, dir)
+		if !dirs.Has(e.PID.Dir()) {
+			return dst, fmt.Errorf("%w: view entry %d: page %v is not of directories %v", ErrMalformed, i, e.PID, dirs)
 		}
 		if holdings && (e.Mode == ModeNone || e.Mode > ModeExclusive || e.Epoch != 0) {
 			return dst, fmt.Errorf("%w: holdings entry %d: mode %d epoch %d", ErrMalformed, i, o[12], e.Epoch)

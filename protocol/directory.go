@@ -593,12 +593,19 @@ func (d *Directory) Restore(allocated uint64) error {
 	if len(d.pages) != 0 {
 		return fmt.Errorf("restore into a directory that already has %d pages: %w", len(d.pages), ErrUnexpected)
 	}
+	return d.Grow(allocated)
+}
+
+// Grow makes the directory's first allocated slots allocated pages, each
+// at home on the SSD with no copy anywhere, as Restore does, keeping the
+// pages it has: a returning node whose catch-up brought pages its own
+// store did not count (docs/replication.md).
+func (d *Directory) Grow(allocated uint64) error {
 	if allocated > d.capacity {
-		return fmt.Errorf("restore of %d pages into a directory of %d: %w", allocated, d.capacity, ErrUnexpected)
+		return fmt.Errorf("%d pages in a directory of %d: %w", allocated, d.capacity, ErrUnexpected)
 	}
-	d.pages = make([]Meta, allocated)
-	for i := range d.pages {
-		d.pages[i].allocated = true
+	for uint64(len(d.pages)) < allocated {
+		d.pages = append(d.pages, Meta{allocated: true})
 	}
 	return nil
 }

@@ -167,7 +167,12 @@ const (
 	// FlagLast: the last message of a node's holdings or of a directory's
 	// rebuild answer in a view change.
 	FlagLast
-	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy | FlagLast
+	// FlagCatchUp: a TPersist (or its TPersistAck) of a view change's
+	// catch-up (docs/replication.md, decision 5): the node that holds a
+	// directory's current copies sends each page to the directory's new
+	// primary, which takes it even before it is active in the view.
+	FlagCatchUp
+	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy | FlagLast | FlagCatchUp
 )
 
 // MaxEvictBatch bounds an eviction batch (paper §4.3: up to 100 pages).

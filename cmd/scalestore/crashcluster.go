@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
-const crashClusterUsage = `Usage: scalestore crashtest --cluster --data DIR [--rounds N] [--nodes 3] [--transport both] [--seed S] [--json]
+const crashClusterUsage = `Usage: scalestore crashtest --cluster --data DIR [--rounds N] [--nodes 3] [--replicas 2] [--transport both] [--seed S] [--json]
 
 Kills and pauses node processes of a running cluster while clients write,
 after Jepsen. The nodes keep their membership in an etcd server this
@@ -38,18 +39,23 @@ round, in DIR/round-N, from its seed:
      the round's directory, and --clients Redis clients that SET unique
      values and GET --keys keys, each through a random node (a client whose
      node fails moves to another);
-  2. after 0.5 to 1.5 s, one event on a random node (sometimes the
-     bootstrap node, which holds the catalog and the tree's inner pages,
-     so that every operation fails until it is back): kill -9 (one round in
-     two); SIGSTOP for 1.5 to 3 leases, then SIGCONT (one in four: the node
-     finds its lease lost and exits, it was declared dead); or a partition
-     (one in four: node --fault-signals, SIGUSR1 cuts it off its peers and
-     etcd while its clients still reach it; it must stop serving once its
-     lease may have lapsed, and exits);
+  2. after 0.5 to 1.5 s, one event on a random node (node 0, the
+     bootstrap node that created the catalog, included; with --replicas 1
+     it holds the tree's inner pages, so every operation fails until it is
+     back): kill -9 (one round in two); SIGSTOP for 1.5 to 3 leases,
+     then SIGCONT (one in four: the node finds its lease lost and exits,
+     it was declared dead); or a partition (one in four: node
+     --fault-signals, SIGUSR1 cuts it off its peers and etcd while its
+     clients still reach it; it must stop serving once its lease may have
+     lapsed, and exits);
   3. the others go on without it: the round measures the time from the
-     event to the view without the node (agreed on etcd), and the
+     event to the view without the node (agreed on etcd), with replicas
+     the time until a probe wrote every key through the survivors, the
      survivors' successful operations a second from the view to the
-     restart, against before the event;
+     restart, against before the event, and the operations served and failed during the
+     outage (from the event to the restart); with --replicas 2 (the
+     default) every key stays served, and only the operations the event
+     cut may fail;
   4. restarts the node on its store after 1 to 2 s and measures the time
      until it serves (its 'node serving' line) and is in the view again;
   5. reads every key through a random node and checks the whole client
@@ -78,12 +84,20 @@ type clusterRound struct {
 	Unknown   int     `json:"unknown_writes"`
 	Reads     int     `json:"reads"`
 	ToViewMS  float64 `json:"event_to_view_ms"`
-	BeforeOps float64 `json:"ops_per_s_before"`
-	DuringOps float64 `json:"ops_per_s_during"`
-	RestartMS float64 `json:"restart_to_serving_ms"`
-	RejoinMS  float64 `json:"restart_to_view_ms"`
-	Outcome   string  `json:"outcome"`
-	Detail    string  `json:"detail,omitempty"`
+	// ToServedMS: from the event to a pass that wrote every key through
+	// the survivors without an error (-1: none before the restart, as
+	// with one replica, whose dead node's keys fail until it is back).
+	ToServedMS float64 `json:"event_to_every_key_served_ms"`
+	BeforeOps  float64 `json:"ops_per_s_before"`
+	DuringOps  float64 `json:"ops_per_s_during"`
+	// OutageOps and OutageFailed count the operations that returned, and
+	// those that failed, from the event to the restart.
+	OutageOps    int     `json:"outage_ops"`
+	OutageFailed int     `json:"outage_failed"`
+	RestartMS    float64 `json:"restart_to_serving_ms"`
+	RejoinMS     float64 `json:"restart_to_view_ms"`
+	Outcome      string  `json:"outcome"`
+	Detail       string  `json:"detail,omitempty"`
 }
 
 func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
@@ -100,6 +114,7 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON line per round and a summary line")
 	bin := fs.String("bin", "", "the scalestore binary the nodes run (default: this one)")
 	lease := fs.Duration("lease", time.Second, "the nodes' membership lease (whole seconds)")
+	replicas := fs.Int("replicas", 2, "the nodes' --replicas: 2 keeps every directory on a primary and a backup (docs/replication.md), 1 on its own node only")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -110,8 +125,8 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 	case *dir == "" || *rounds < 1 || fs.NArg() > 0:
 		fmt.Fprintln(stderr, "crashtest --cluster: --data DIR is required, --rounds must be at least 1, and there are no arguments")
 		return 2
-	case *nodes < 2 || *nodes > 16 || *clients < 1 || *keys < 1:
-		fmt.Fprintln(stderr, "crashtest --cluster: --nodes 2..16, --clients and --keys at least 1")
+	case *nodes < 2 || *nodes > 16 || *clients < 1 || *keys < 1 || *replicas < 1 || *replicas > 2:
+		fmt.Fprintln(stderr, "crashtest --cluster: --nodes 2..16, --replicas 1 or 2, --clients and --keys at least 1")
 		return 2
 	}
 	if *kind != "both" {
@@ -148,7 +163,8 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		os.RemoveAll(filepath.Join(*dir, "etcd"))
 	}()
 	counts := map[string]int{}
-	var toView, ratio, restart []float64
+	var toView, toServed, ratio, restart []float64
+	var outageOps, outageFailed, node0 int
 	enc := json.NewEncoder(stdout)
 	bad := 0
 	for i := range *rounds {
@@ -158,36 +174,50 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		}
 		rdir := filepath.Join(*dir, fmt.Sprintf("round-%d", i))
 		os.RemoveAll(rdir)
-		runClusterRound(&r, roundConfig{bin: *bin, dir: rdir, nodes: *nodes, clients: *clients, keys: *keys, etcd: etcd.Endpoints(), lease: *lease})
+		runClusterRound(&r, roundConfig{bin: *bin, dir: rdir, nodes: *nodes, clients: *clients, keys: *keys, etcd: etcd.Endpoints(), lease: *lease, replicas: *replicas})
 		counts[r.Outcome]++
 		if r.Outcome == "whole" {
 			toView, restart = append(toView, r.ToViewMS), append(restart, r.RestartMS)
-			if r.BeforeOps > 0 && r.Node != 0 {
-				// Node 0, the bootstrap node, holds the tree's root: while
-				// it is down every operation fails (the README says so).
+			if r.ToServedMS >= 0 {
+				toServed = append(toServed, r.ToServedMS)
+			}
+			outageOps, outageFailed = outageOps+r.OutageOps, outageFailed+r.OutageFailed
+			if r.Node == 0 {
+				node0++
+			}
+			if r.BeforeOps > 0 && (r.Node != 0 || *replicas > 1) {
+				// With one replica node 0, the bootstrap node, holds the
+				// tree's inner pages: while it is down every operation
+				// fails.
 				ratio = append(ratio, r.DuringOps/r.BeforeOps)
 			}
 		}
 		if *asJSON {
 			enc.Encode(r)
 		} else {
-			fmt.Fprintf(stdout, "round %d (%s): %s node %d; %d writes acknowledged, %d cut, %d reads; to the view %.0f ms; survivors %.0f ops/s (before %.0f); restart to serving %.0f ms, to the view %.0f ms: %s\n",
-				i, r.Transport, r.Event, r.Node, r.Acked, r.Unknown, r.Reads, r.ToViewMS, r.DuringOps, r.BeforeOps, r.RestartMS, r.RejoinMS, r.Outcome)
+			fmt.Fprintf(stdout, "round %d (%s): %s node %d; %d writes acknowledged, %d cut, %d reads; to the view %.0f ms, to every key served %.0f ms; survivors %.0f ops/s (before %.0f); outage %d operations served, %d failed; restart to serving %.0f ms, to the view %.0f ms: %s\n",
+				i, r.Transport, r.Event, r.Node, r.Acked, r.Unknown, r.Reads, r.ToViewMS, r.ToServedMS, r.DuringOps, r.BeforeOps, r.OutageOps, r.OutageFailed, r.RestartMS, r.RejoinMS, r.Outcome)
 		}
 		if r.Outcome != "whole" {
 			bad++
 			fmt.Fprintf(stderr, "crashtest --cluster: round %d %s: %s\n  replay: %s crashtest --cluster --data %s --rounds 1 --seed %d --transport %s --nodes %d --clients %d --keys %d --lease %v\n  kept: %s\n",
 				i, r.Outcome, r.Detail, os.Args[0], *dir, r.Seed, r.Transport, *nodes, *clients, *keys, *lease, rdir)
+			fmt.Fprintf(stderr, "  (with --replicas %d)\n", *replicas)
 		} else {
 			os.RemoveAll(rdir)
 		}
 	}
 	if *asJSON {
-		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "whole": counts["whole"], "lost": counts["lost"], "failed": counts["failed"],
-			"median_event_to_view_ms": median(toView), "median_survivor_ratio": median(ratio), "median_restart_to_serving_ms": median(restart)})
+		enc.Encode(map[string]any{"rounds": *rounds, "seed": *seed, "replicas": *replicas, "whole": counts["whole"], "lost": counts["lost"], "failed": counts["failed"],
+			"node0_rounds": node0, "outage_ops": outageOps, "outage_failed": outageFailed,
+			"median_event_to_view_ms": median(toView), "median_event_to_every_key_served_ms": median(toServed), "max_event_to_every_key_served_ms": maxOf(toServed), "median_survivor_ratio": median(ratio), "median_restart_to_serving_ms": median(restart)})
 	} else {
-		fmt.Fprintf(stdout, "crashtest --cluster: %d rounds (seed %d): whole %d, lost %d, failed %d; medians: event to view %.0f ms (lease %v), survivors %.2fx of before (outages of nodes other than 0, which holds the root), restart to serving %.0f ms\n",
-			*rounds, *seed, counts["whole"], counts["lost"], counts["failed"], median(toView), *lease, median(ratio), median(restart))
+		which := "every outage, node 0's included"
+		if *replicas < 2 {
+			which = "outages of nodes other than 0, which holds the tree's inner pages"
+		}
+		fmt.Fprintf(stdout, "crashtest --cluster: %d rounds (seed %d, replicas %d): whole %d (node 0: %d), lost %d, failed %d; during the outages %d operations served, %d failed; event to every key served: %d rounds, median %.0f ms, at most %.0f ms; medians: event to view %.0f ms (lease %v), survivors %.2fx of before (%s), restart to serving %.0f ms\n",
+			*rounds, *seed, *replicas, counts["whole"], node0, counts["lost"], counts["failed"], outageOps, outageFailed, len(toServed), median(toServed), maxOf(toServed), median(toView), *lease, median(ratio), which, median(restart))
 	}
 	if bad > 0 {
 		return 1
@@ -325,6 +355,7 @@ type roundConfig struct {
 	nodes, clients, keys int
 	etcd                 []string
 	lease                time.Duration
+	replicas             int // 0: the nodes' default
 }
 
 // waitExit waits up to limit for node i's process to exit by itself; it
@@ -376,6 +407,9 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 			"--resp", c.resp[i], "--transport", r.Transport, "--socket-dir", dir, "--data", filepath.Join(dir, fmt.Sprintf("node-%d", i)),
 			"--cache", "16MiB", "--timeout", "10s", "--shutdown-timeout", "10s", "--cluster-id", clusterID,
 			"--etcd", strings.Join(rc.etcd, ","), "--lease", rc.lease.String(), "--fault-signals"})
+		if rc.replicas > 0 {
+			c.args[i] = append(c.args[i], "--replicas", strconv.Itoa(rc.replicas))
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail("failed", "%v", err)
@@ -398,6 +432,7 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 	}
 	var mu sync.Mutex
 	var ops, unknown []checker.Op
+	var failedAt []int64 // when each failed operation returned
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for cl := range clients {
@@ -441,6 +476,9 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 				case op.Kind == checker.KindWrite:
 					unknown = append(unknown, op) // it may or may not have happened
 				}
+				if err != nil {
+					failedAt = append(failedAt, op.Return)
+				}
 				mu.Unlock()
 				if err != nil {
 					// A page of a node that is down fails at once: back off
@@ -470,6 +508,62 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 		r.Event = "partition of"
 		c.signal(r.Node, syscall.SIGUSR1)
 	}
+	// With replicas, a probe writes every key at once through the
+	// survivors, pass after pass, until a pass without an error: every key
+	// served again (its writes join the history).
+	served := make(chan time.Duration, 1)
+	probeStop := make(chan struct{})
+	defer close(probeStop)
+	go func() {
+		if rc.replicas == 1 {
+			return // the dead node's keys fail until it is back
+		}
+		var survivors []int
+		for i := range nodes {
+			if i != r.Node {
+				survivors = append(survivors, i)
+			}
+		}
+		cls := make([]*redis.Client, keys)
+		for k := range cls {
+			cls[k] = dial(survivors[k%len(survivors)])
+			defer cls[k].Close()
+		}
+		var seq atomic.Uint64
+		for {
+			select {
+			case <-probeStop:
+				return
+			default:
+			}
+			var failed atomic.Int64
+			var pass sync.WaitGroup
+			for k := range keys {
+				pass.Add(1)
+				go func() {
+					defer pass.Done()
+					op := checker.Op{Client: clients + keys + k, Page: uint64(k), Kind: checker.KindWrite,
+						Value: uint64(clients+keys+k+1)<<40 | seq.Add(1), Call: time.Now().UnixNano()}
+					err := cls[k].Set(ctx, "key:"+strconv.Itoa(k), strconv.FormatUint(op.Value, 10), 0).Err()
+					op.Return = time.Now().UnixNano()
+					mu.Lock()
+					if err == nil {
+						ops = append(ops, op)
+					} else {
+						unknown = append(unknown, op)
+						failed.Add(1)
+					}
+					mu.Unlock()
+				}()
+			}
+			pass.Wait()
+			if failed.Load() == 0 {
+				served <- time.Since(eventAt)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	// The view without the node, agreed on etcd.
 	viewAt, err := waitView(obs, func(v membership.View) bool { return v.Number > 0 && !v.Has(protocol.NodeID(r.Node)) }, 5*rc.lease+5*time.Second)
 	if err != nil {
@@ -494,6 +588,23 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 		}
 	}
 	time.Sleep(time.Until(viewAt.Add(time.Duration(1000+rng.IntN(1000)) * time.Millisecond)))
+	r.ToServedMS = -1
+	select {
+	case d := <-served:
+		r.ToServedMS = ms(d)
+	default:
+		if rc.replicas != 1 {
+			// With two replicas every key is served again once the view
+			// changed: wait a little more, then the round failed.
+			select {
+			case d := <-served:
+				r.ToServedMS = ms(d)
+			case <-time.After(5 * time.Second):
+				fail("failed", "with replicas, not every key was served through the survivors before node %d's restart\n%s", r.Node, c.tail())
+				return
+			}
+		}
+	}
 	restartAt := time.Now()
 	// Throughput of the survivors: operations that returned a second
 	// before the event, against those from the view to the restart.
@@ -510,6 +621,16 @@ func runClusterRound(r *clusterRound, rc roundConfig) {
 	mu.Unlock()
 	r.BeforeOps = float64(before)
 	r.DuringOps = float64(during) / restartAt.Sub(viewAt).Seconds()
+	for _, op := range ops {
+		if t := time.Unix(0, op.Return); !t.Before(eventAt) && t.Before(restartAt) {
+			r.OutageOps++
+		}
+	}
+	for _, at := range failedAt {
+		if t := time.Unix(0, at); !t.Before(eventAt) && t.Before(restartAt) {
+			r.OutageFailed++
+		}
+	}
 	if err := c.startNodes([]int{r.Node}, 60*time.Second); err != nil {
 		fail("failed", "restarting node %d on its store: %v", r.Node, err)
 		return
@@ -592,6 +713,15 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// maxOf is the largest of xs (0 for none).
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
 
 // median of xs (0 for none); xs is reordered.
 func median(xs []float64) float64 {

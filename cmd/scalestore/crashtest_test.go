@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,14 +172,25 @@ func TestCrashtestCluster(t *testing.T) {
 	}
 	var out, errb strings.Builder
 	// Seed 4: kill -9 over tcp, a partition over shm, kill -9 over tcp, a
-	// pause over shm (of node 0, which holds the tree's inner pages).
+	// pause over shm of node 0, the bootstrap node (replicas 2, the
+	// default: the survivors serve every key meanwhile).
 	code := runCrashtest([]string{"--cluster", "--data", t.TempDir(), "--rounds", "4", "--seed", "4", "--lease", "2s", "--bin", scalestoreBinary(t)}, &out, &errb)
-	if code != 0 || !strings.Contains(out.String(), "whole 4, lost 0, failed 0") {
+	if code != 0 || !strings.Contains(out.String(), "whole 4 (node 0: 1), lost 0, failed 0") {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{"(tcp): kill -9 of node 2", "(shm): partition of node 2", "(tcp): kill -9 of node 1", "(shm): pause of node 0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("no round %q:\n%s", want, out.String())
+		}
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "round ") {
+			continue
+		}
+		var served, failed int
+		_, rest, _ := strings.Cut(line, "; outage ")
+		if _, err := fmt.Sscanf(rest, "%d operations served, %d failed", &served, &failed); err != nil || served == 0 {
+			t.Fatalf("no operation served during the outage (%v): %s", err, line)
 		}
 	}
 	t.Log(out.String())

@@ -95,6 +95,7 @@ type nodeFlags struct {
 	durability             string
 	etcd                   string
 	lease                  time.Duration
+	replicas               int
 	faultSignals           bool
 	// A plug-in protocol's node: its cache lines, mutant and options.
 	cacheLines int
@@ -162,6 +163,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.durability, "durability", "process", "what an acknowledged write survives: process (every page a write changed is on its directory's store before the write returns: the death of any node's process loses no acknowledged write, and a killed node's store is recovered at its next start), sync (process, and the directory's device cache flushed before the acknowledgement, one flush for the writes that wait together: power loss) or none (the paper: pages live in the caches until evicted or the cluster stops cleanly; faster writes)")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd client URLs (comma-separated) that keep the cluster's membership: a node whose process dies is out of the view once its --lease expires and the others go on without it (its pages fail with an error naming it until it is back); empty: no membership, a dead node fails the operations that need it after --timeout. Needs --data and durability process or sync")
 	fs.DurationVar(&f.lease, "lease", 2*time.Second, "with --etcd: the membership lease; a dead node is out of the view within two of them (whole seconds)")
+	fs.IntVar(&f.replicas, "replicas", 0, "how many nodes keep each directory's pages: 2 keeps a primary and a backup, so every key stays served through any one node's death (docs/replication.md); 1 keeps them on their own node only. 0: 2 with --etcd, 1 without; 2 needs --etcd")
 	fs.BoolVar(&f.faultSignals, "fault-signals", false, "fault injection for tests (crashtest --cluster): SIGUSR1 cuts the node off its peers and etcd, as a network partition would; SIGUSR2 reconnects it")
 	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
 	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
@@ -293,7 +295,31 @@ func serveNode(f nodeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.etcd != "" {
 		// scalestore cluster --kill: the others go on without a dead node.
 		nc.Membership = &membership.Config{Endpoints: strings.Split(f.etcd, ","), Cluster: strconv.FormatUint(f.clusterID, 10),
-			Node: self, Addr: f.listen, LeaseTTL: f.lease, Logger: log}
+			Node: self, Addr: f.listen, LeaseTTL: f.lease, Replicas: f.replicas, Logger: log}
+		if f.replicas == 0 {
+			nc.Membership.Replicas = 2
+		}
+		if nc.Membership.Replicas > 1 {
+			var closers []func()
+			defer func() {
+				for _, c := range closers {
+					c()
+				}
+			}()
+			nc.ReplicaStore = func(dir protocol.NodeID, mustExist bool) (storage.PageStore, uint64, error) {
+				// Beside the node's own store: its copies of directory
+				// dir's pages (docs/replication.md). A node under
+				// 'scalestore cluster' is never restarted on its stores.
+				st, closeStore, err := openStoreFile(f.data, fmt.Sprintf("node-%d.db.dir%d", f.id, dir), true)
+				if err != nil {
+					return nil, 0, fmt.Errorf("directory %d's pages: %w", dir, err)
+				}
+				closers = append(closers, closeStore)
+				return st, 0, nil
+			}
+		}
+	} else if f.replicas > 1 {
+		return fmt.Errorf("--replicas %d needs --etcd: a directory's primary and backup follow the membership view", f.replicas)
 	}
 	n, err := cluster.StartNode(nc)
 	if err != nil {
@@ -331,7 +357,7 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 	opts := scalestore.ClusterOptions{ID: f.id, Peers: peers, Listen: f.listen, ClusterID: f.clusterID, Bootstrap: f.bootstrap,
 		Transport: f.kind, SocketDir: f.socketDir, TLS: tc.TLS, Data: f.data, Reformat: f.reformat,
 		CachePages: int(cacheBytes / protocol.PageSize), Timeout: f.timeout, JoinTimeout: f.joinTimeout, ShutdownTimeout: f.stopLimit,
-		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, RESPLoop: f.respLoop, RESPLoops: f.respLoops, Durability: f.durability, Logger: log, LeaseTTL: f.lease,
+		RESP: f.resp, RESPPassword: f.respPassword, RESPUnprotected: !f.respProtected, RESPLoop: f.respLoop, RESPLoops: f.respLoops, Durability: f.durability, Logger: log, LeaseTTL: f.lease, Replicas: f.replicas,
 		RDMA: scalestore.RDMAOptions{Device: f.rdma.Device, Port: f.rdma.Port, UseGIDIndex: f.rdma.GIDIndex >= 0,
 			GIDIndex: max(f.rdma.GIDIndex, 0), MTU: f.rdma.MTU, Mailboxes: f.rdma.Mailboxes}}
 	if f.etcd != "" {
@@ -408,6 +434,11 @@ func joinCluster(f nodeFlags, tc cluster.TransportConfig, cacheBytes int64, log 
 // only copy of what the node held, and the start fails with
 // errUncleanNodeStore unless reformat says to discard them.
 func openNodeStore(dir string, id int, reformat bool) (storage.PageStore, func(), error) {
+	return openStoreFile(dir, fmt.Sprintf("node-%d.db", id), reformat)
+}
+
+// openStoreFile opens (or creates) the store name in dir.
+func openStoreFile(dir, name string, reformat bool) (storage.PageStore, func(), error) {
 	const slots = 1 << 20
 	if dir == "" {
 		return memfile.New(slots, nil), func() {}, nil
@@ -415,7 +446,7 @@ func openNodeStore(dir string, id int, reformat bool) (storage.PageStore, func()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("node-%d.db", id))
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err == nil && !reformat {
 		if err := checkNodeStore(path); err != nil {
 			return nil, nil, err

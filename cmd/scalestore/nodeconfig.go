@@ -55,6 +55,7 @@ type deployment struct {
 	Durability        string           `toml:"durability"`
 	Etcd              string           `toml:"etcd"`
 	Lease             string           `toml:"lease"`
+	Replicas          *int             `toml:"replicas"`
 	RDMA              deploymentRDMA   `toml:"rdma"`
 	Nodes             []deploymentNode `toml:"node"`
 }
@@ -159,6 +160,7 @@ func applyConfig(path string, f *nodeFlags, set map[string]bool) error {
 	if !set["cluster-id"] && d.ClusterID != 0 {
 		f.clusterID = d.ClusterID
 	}
+	num("replicas", &f.replicas, d.Replicas)
 	if !set["bootstrap"] && d.Bootstrap != nil {
 		f.bootstrap = *d.Bootstrap
 	}

@@ -27,6 +27,7 @@ timeout    = "3s"
 resp_password = "s3cret"
 etcd       = "http://10.0.0.9:2379,http://10.0.0.10:2379"
 lease      = "3s"
+replicas   = 2
 
 [[node]]
 id      = 0
@@ -53,7 +54,7 @@ func TestNodeConfigFile(t *testing.T) {
 	}
 	if f.peers != "0=10.0.0.1:7000,1=10.0.0.2:7000,2=10.0.0.3:7000" || f.listen != "0.0.0.0:7000" || f.resp != "10.0.0.2:6379" ||
 		f.clusterID != 7 || f.bootstrap != 2 || f.data != "/var/lib/scalestore" || f.respPassword != "s3cret" || f.timeout != 3*time.Second ||
-		f.etcd != "http://10.0.0.9:2379,http://10.0.0.10:2379" || f.lease != 3*time.Second {
+		f.etcd != "http://10.0.0.9:2379,http://10.0.0.10:2379" || f.lease != 3*time.Second || f.replicas != 2 {
 		t.Fatalf("applied %+v", f)
 	}
 	if f.cache != "256MiB" {
