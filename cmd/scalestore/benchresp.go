@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/scalestore-go/scalestore/membership"
 )
 
 const benchRESPUsage = `Usage: scalestore bench resp [--pipelines 1,16|none] [--requests N] [--clients 50]
@@ -67,6 +69,11 @@ that promises the same:
                      allocates every page: the keys' home), then the GETs
                      through node 1, which fetches the pages from node 0;
                      against the one-node scalestore row
+  scalestore-3tcp-r1, scalestore-3tcp-r2
+                     three nodes over tcp with --data (durability process)
+                     and membership on an etcd this command runs, --replicas
+                     1 and 2: the cost of the second copy of every write
+                     (docs/replication.md); r2 against r1
   load-redis-aof-everysec, load-scalestore-data
                      loading fresh keys: -t set -P 16 -r 100000000 and
                      --load-requests requests (1,000,000 by default), whatever
@@ -134,6 +141,8 @@ var benchRESPTargets = []respTarget{
 	{name: "scalestore-2shm", promise: "nothing (memory)", base: "redis"},
 	{name: "scalestore-3tcp", promise: "nothing (memory)", base: "redis"},
 	{name: "scalestore-remote", promise: "nothing (memory)", base: "scalestore"},
+	{name: "scalestore-3tcp-r1", promise: "kill -9 (process); the dead node's pages wait", base: "scalestore-3tcp-r1"},
+	{name: "scalestore-3tcp-r2", promise: "kill -9 of any one node, every page served", base: "scalestore-3tcp-r1"},
 	{name: "load-redis-aof-everysec", promise: "kill -9; OS crash loses <= 1 s", load: true},
 	{name: "load-scalestore-data", promise: "kill -9 (durability process)", base: "load-redis-aof-everysec", load: true},
 }
@@ -187,6 +196,18 @@ type benchRESP struct {
 	clients, keyspace, size  int
 	startTimeout, runTimeout time.Duration
 	stderr                   io.Writer
+	// etcd are the etcd servers of the running target's membership.
+	etcd []*membership.Embedded
+}
+
+// closeEtcd stops the running target's etcd servers (after its nodes).
+func (b *benchRESP) closeEtcd() {
+	for _, e := range b.etcd {
+		if err := e.Close(); err != nil {
+			fmt.Fprintf(b.stderr, "bench resp: stopping etcd: %v\n", err)
+		}
+	}
+	b.etcd = nil
 }
 
 func runBenchRESP(args []string, stdout, stderr io.Writer) int {
@@ -253,7 +274,7 @@ func runBenchRESP(args []string, stdout, stderr io.Writer) int {
 	case *clients < 2 && slices.Contains(names, "scalestore-2shm"):
 		fmt.Fprintln(stderr, "bench resp: scalestore-2shm needs --clients 2 or more (one per node at least)")
 		return 2
-	case *clients < 3 && slices.Contains(names, "scalestore-3tcp"):
+	case *clients < 3 && (slices.Contains(names, "scalestore-3tcp") || slices.Contains(names, "scalestore-3tcp-r1") || slices.Contains(names, "scalestore-3tcp-r2")):
 		fmt.Fprintln(stderr, "bench resp: scalestore-3tcp needs --clients 3 or more (one per node at least)")
 		return 2
 	case *runTimeout <= 0:
@@ -416,8 +437,19 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 	switch target {
 	case "scalestore-2shm", "scalestore-remote", "scalestore-2tcp":
 		nodes = 2
-	case "scalestore-3tcp":
+	case "scalestore-3tcp", "scalestore-3tcp-r1", "scalestore-3tcp-r2":
 		nodes = 3
+	}
+	// The replicas targets keep their membership on an etcd in this
+	// process, closed with the target.
+	etcdURL := ""
+	if replicas, ok := strings.CutPrefix(target, "scalestore-3tcp-r"); ok && replicas != "" {
+		e, err := membership.StartEmbedded(filepath.Join(dir, "etcd"))
+		if err != nil {
+			return nil, dir, fmt.Errorf("%s: starting its etcd: %w", target, err)
+		}
+		b.etcd = append(b.etcd, e)
+		etcdURL = strings.Join(e.Endpoints(), ",")
 	}
 	nAddrs := 1
 	if !isRedisTarget(target) {
@@ -459,7 +491,7 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 			return nil, dir, err
 		}
 		resp = addrs[1:2]
-	case "scalestore-2shm", "scalestore-3tcp", "scalestore-remote", "scalestore-2tcp":
+	case "scalestore-2shm", "scalestore-3tcp", "scalestore-remote", "scalestore-2tcp", "scalestore-3tcp-r1", "scalestore-3tcp-r2":
 		var peers []string
 		for i := range nodes {
 			peers = append(peers, fmt.Sprintf("%d=%s", i, addrs[i]))
@@ -467,7 +499,12 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 		for i := range nodes {
 			args := []string{"node", "--id", strconv.Itoa(i), "--peers", strings.Join(peers, ","),
 				"--resp", addrs[nodes+i], "--shutdown-timeout", "10s"}
-			if target != "scalestore-3tcp" && target != "scalestore-2tcp" {
+			switch target {
+			case "scalestore-3tcp", "scalestore-2tcp":
+			case "scalestore-3tcp-r1", "scalestore-3tcp-r2":
+				args = append(args, "--data", filepath.Join(dir, fmt.Sprintf("node%d", i)), "--durability", "process",
+					"--etcd", etcdURL, "--replicas", strings.TrimPrefix(target, "scalestore-3tcp-r"))
+			default:
 				args = append(args, "--transport", "shm", "--socket-dir", dir)
 			}
 			if goroutine {
@@ -497,7 +534,7 @@ func (b *benchRESP) run(ctx context.Context, t respTarget, pipeline, requests in
 	target := strings.TrimPrefix(t.name, "load-")
 	var servers []*respProc
 	var dir string
-	defer func() { stopRESPProcs(servers); removeDir(dir) }()
+	defer func() { stopRESPProcs(servers); b.closeEtcd(); removeDir(dir) }()
 	resp, dir, err := b.start(ctx, target, &servers)
 	if err != nil {
 		return 0, 0, err
