@@ -236,8 +236,9 @@ func (e slowBatchEngine) GetBatch(keys, vals [][]byte, found []bool) error {
 
 // TestLatencyInTime: latencies are measured in clock ticks and reported in
 // microseconds. Lookups that each take at least 200 µs (a busy wait) must
-// read at least that at every percentile reported, and not orders of
-// magnitude more (a wrong tick rate would be off by the CPU's GHz); a
+// read at least that at every percentile reported, and the median not
+// orders of magnitude more (a wrong tick rate would be off by the CPU's
+// GHz); a
 // batch of 4 of them, recorded with the batch's latency, at least 800 µs.
 func TestLatencyInTime(t *testing.T) {
 	for _, batch := range []int{1, 4} {
@@ -256,9 +257,14 @@ func TestLatencyInTime(t *testing.T) {
 		}
 		t.Logf("batch %d: %d ops, p50 %.1f µs, p99 %.1f, p99.9 %.1f", batch, res.Ops, res.P50us, res.P99us, res.P999us)
 		for _, p := range []float64{res.P50us, res.P99us, res.P999us} {
-			if p < 199*float64(batch) || p > 50_000 {
+			if p < 199*float64(batch) {
 				t.Errorf("batch %d: a percentile of %.1f µs for lookups of 200 µs", batch, p)
 			}
+		}
+		// The tail may be a descheduled thread on a loaded host (61 ms
+		// seen); the median is not.
+		if res.P50us > 50_000 {
+			t.Errorf("batch %d: a median of %.1f µs for lookups of 200 µs", batch, res.P50us)
 		}
 	}
 }
