@@ -65,6 +65,10 @@ type txState struct {
 	done     bool
 	reads    map[string]txRead  // by txKey
 	writes   map[string]txWrite // by txKey
+	// matched names (by txKey) the keys whose PutUnless's check matched
+	// the old value at an earlier attempt's commit: PutUnless of them
+	// declines, so that its caller reads them.
+	matched map[string]bool
 }
 
 type txRead struct {
@@ -82,6 +86,10 @@ type txWrite struct {
 	key []byte
 	val []byte
 	del bool
+	// unless is PutUnless's check of the value the key holds at commit
+	// (nil: none); it stays with the key when a later Put or Delete of
+	// the transaction replaces the write.
+	unless func(old []byte) bool
 }
 
 // txKey names key of table db in a transaction's maps.
@@ -127,6 +135,14 @@ const (
 	// record (what a record costs: BenchmarkTransferAcrossNodes).
 	mutantNoRecord
 )
+
+// unlessMatched is a commit that found the old values of keys (by txKey),
+// written by PutUnless, matching their checks: nothing was applied.
+type unlessMatched struct{ keys []string }
+
+func (e *unlessMatched) Error() string {
+	return fmt.Sprintf("%d keys written blind held values their writes must read first", len(e.keys))
+}
 
 // conflictError is a commit's failed validation: key changed.
 type conflictError struct{ key string }
@@ -207,8 +223,50 @@ func (tx *Tx) Put(key, val []byte) error {
 	if v == nil {
 		v = []byte{}
 	}
-	tx.st.writes[k] = txWrite{db: tx.db, key: bytes.Clone(key), val: v}
+	tx.st.writes[k] = txWrite{db: tx.db, key: bytes.Clone(key), val: v, unless: tx.st.writes[k].unless}
 	return nil
+}
+
+// PutUnless is Put of a key the transaction has not read, without reading
+// it: the commit looks at the value key holds then, under its leaf's
+// latch, and if unless reports true of it, applies nothing and runs the
+// function again, when PutUnless of that key declines (done false,
+// nothing written) so that its caller reads the key (Get) and writes what
+// such an old value needs. It declines too for a key the transaction
+// already read or wrote. unless must be quick and must not keep old. It
+// is the blind write of a value over an old one that needs no care but
+// rarely (a large value's chunks to drop: resp's MSET), without the read
+// and its validation that Get and Put would cost.
+func (tx *Tx) PutUnless(key, val []byte, unless func(old []byte) bool) (done bool, err error) {
+	if tx.st.readOnly {
+		return false, ErrTxReadOnly
+	}
+	k := txKey(tx.db, key)
+	if err := tx.names(k); err != nil {
+		return false, err
+	}
+	st := tx.st
+	if st.matched[k] {
+		return false, nil
+	}
+	if _, ok := st.reads[k]; ok {
+		return false, nil
+	}
+	if _, ok := st.writes[k]; ok {
+		return false, nil
+	}
+	if len(key) == 0 || len(key) > btree.MaxKey {
+		return false, btree.ErrKeySize
+	}
+	if len(key)+len(val) > btree.MaxEntry {
+		return false, btree.ErrEntrySize
+	}
+	v := bytes.Clone(val)
+	if v == nil {
+		v = []byte{}
+	}
+	st.writes[k] = txWrite{db: tx.db, key: bytes.Clone(key), val: v, unless: unless}
+	return true, nil
 }
 
 // Delete removes key when the transaction commits; found reports whether
@@ -221,7 +279,8 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	tx.st.writes[txKey(tx.db, key)] = txWrite{db: tx.db, key: bytes.Clone(key), del: true}
+	k := txKey(tx.db, key)
+	tx.st.writes[k] = txWrite{db: tx.db, key: bytes.Clone(key), del: true, unless: tx.st.writes[k].unless}
 	return found, nil
 }
 
@@ -272,8 +331,9 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 		return db.readOnly
 	}
 	var last error
+	var matched map[string]bool
 	for attempt := 0; attempt < TxAttempts; attempt++ {
-		st := &txState{w: s.w, readOnly: readOnly, reads: map[string]txRead{}, writes: map[string]txWrite{}}
+		st := &txState{w: s.w, readOnly: readOnly, reads: map[string]txRead{}, writes: map[string]txWrite{}, matched: matched}
 		err := fn(&Tx{db: db, st: st})
 		st.done = true
 		if err != nil {
@@ -283,6 +343,18 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 			return nil // every leaf it read is as it read it, now: a snapshot
 		}
 		err = db.commit(s, st)
+		if um, ok := err.(*unlessMatched); ok {
+			// Not a conflict: the function runs again and reads those
+			// keys, which it wrote blind.
+			if matched == nil {
+				matched = map[string]bool{}
+			}
+			for _, k := range um.keys {
+				matched[k] = true
+			}
+			last = um
+			continue
+		}
 		var ce *conflictError
 		if !errors.As(err, &ce) {
 			return err
@@ -325,6 +397,7 @@ func (db *DB) commit(s Session, st *txState) error {
 	keys := make([]btree.TreeKey, len(names))
 	tables := map[*btree.Tree]*DB{}
 	var writes []btree.Write
+	var writeNames []string // of writes, by txKey
 	for i, k := range names {
 		if r, ok := st.reads[k]; ok {
 			keys[i] = btree.TreeKey{Tree: r.db.tree, Key: r.key}
@@ -333,7 +406,8 @@ func (db *DB) commit(s Session, st *txState) error {
 		if w, ok := st.writes[k]; ok {
 			keys[i] = btree.TreeKey{Tree: w.db.tree, Key: w.key}
 			tables[w.db.tree] = w.db
-			writes = append(writes, btree.Write{Tree: w.db.tree, Key: w.key, Val: w.val, Delete: w.del})
+			writes = append(writes, btree.Write{Tree: w.db.tree, Key: w.key, Val: w.val, Delete: w.del, Unless: w.unless})
+			writeNames = append(writeNames, k)
 		}
 	}
 	// At most a leaf per key is latched: take that many frames of the
@@ -344,6 +418,14 @@ func (db *DB) commit(s Session, st *txState) error {
 	defer db.pins.give(len(keys))
 	for range btree.LockAttempts {
 		err := db.commitOnce(s, keys, st.reads, writes)
+		var um *btree.UnlessError
+		if errors.As(err, &um) {
+			e := &unlessMatched{}
+			for _, i := range um.Writes {
+				e.keys = append(e.keys, writeNames[i])
+			}
+			return e
+		}
 		var full *btree.LeafFullError
 		if !errors.As(err, &full) {
 			return err
@@ -392,7 +474,8 @@ func pieceSeps(keys [][]byte, sizes []int) [][]byte {
 }
 
 // commitOnce is one try of a commit: nil, a *conflictError, a
-// *btree.LeafFullError (nothing applied) or another error.
+// *btree.LeafFullError or a *btree.UnlessError (nothing applied), or
+// another error.
 func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRead, writes []btree.Write) error {
 	var stripes []*sync.Mutex
 	if db.log != nil && len(writes) > 0 {
@@ -469,7 +552,8 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 	if err != nil || lsn == 0 {
 		var ce *conflictError
 		var full *btree.LeafFullError
-		if err != nil && !errors.As(err, &ce) && !errors.As(err, &full) {
+		var um *btree.UnlessError
+		if err != nil && !errors.As(err, &ce) && !errors.As(err, &full) && !errors.As(err, &um) {
 			err = fmt.Errorf("scalestore: transaction commit: %w", err)
 		}
 		return err

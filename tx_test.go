@@ -274,6 +274,90 @@ func TestUpdateAbortsAndRetries(t *testing.T) {
 	}
 }
 
+// PutUnless writes blind over old values its check does not match; over
+// one that matches, the commit applies nothing and the function runs
+// again with PutUnless of that key declining, so that it reads the key.
+// The check stays with a key a later Put or Delete of the transaction
+// writes again; a key already read or written declines at once.
+func TestUpdatePutUnless(t *testing.T) {
+	db := memDB(t, 64)
+	marked := func(old []byte) bool { return bytes.HasPrefix(old, []byte("M")) }
+	for k, v := range map[string]string{"m": "M1", "p": "plain", "d": "M2"} {
+		if err := db.Put([]byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs int
+	var declined []string
+	err := db.Update(func(tx *Tx) error {
+		runs++
+		declined = declined[:0]
+		for _, k := range []string{"m", "p", "new"} {
+			done, err := tx.PutUnless([]byte(k), []byte("blind"), marked)
+			if err != nil {
+				return err
+			}
+			if !done {
+				declined = append(declined, k)
+				old, _, err := tx.Get([]byte(k), nil)
+				if err != nil {
+					return err
+				}
+				if err := tx.Put([]byte(k), append([]byte("read "), old...)); err != nil {
+					return err
+				}
+			}
+		}
+		// Written blind, then deleted: the check still applies.
+		if done, err := tx.PutUnless([]byte("d"), []byte("blind"), marked); err != nil {
+			return err
+		} else if !done {
+			declined = append(declined, "d")
+		}
+		_, err := tx.Delete([]byte("d"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 || fmt.Sprint(declined) != "[m d]" {
+		t.Fatalf("%d runs, the last declined %v; want 2 runs, [m d]", runs, declined)
+	}
+	for k, want := range map[string]string{"m": "read M1", "p": "blind", "new": "blind"} {
+		if v, ok, err := db.Get([]byte(k), nil); err != nil || !ok || string(v) != want {
+			t.Fatalf("%s = %q %v %v, want %q", k, v, ok, err, want)
+		}
+	}
+	if _, ok, _ := db.Get([]byte("d"), nil); ok {
+		t.Fatal("d was not deleted")
+	}
+	// Declines for a key the transaction read or wrote; refused in View.
+	err = db.Update(func(tx *Tx) error {
+		if _, _, err := tx.Get([]byte("p"), nil); err != nil {
+			return err
+		}
+		if err := tx.Put([]byte("q"), []byte("1")); err != nil {
+			return err
+		}
+		for _, k := range []string{"p", "q"} {
+			if done, err := tx.PutUnless([]byte(k), []byte("x"), marked); err != nil || done {
+				return fmt.Errorf("PutUnless of %s after its read or write: %v %v", k, done, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		_, err := tx.PutUnless([]byte("p"), []byte("x"), marked)
+		return err
+	})
+	if !errors.Is(err, ErrTxReadOnly) {
+		t.Fatalf("PutUnless in View: %v", err)
+	}
+}
+
 // A transaction is one log record: after a crash, each transaction is
 // there whole (all its keys at the values it wrote).
 func TestUpdateSurvivesCrashWhole(t *testing.T) {

@@ -308,10 +308,25 @@ type Write struct {
 	Key    []byte
 	Val    []byte
 	Delete bool
+	// Unless, when not nil, is asked about the value Key holds (if it
+	// holds one) before anything is written: true fails the Apply with an
+	// *UnlessError, and nothing changes. It must not keep old.
+	Unless func(old []byte) bool
 }
 
-// Apply makes every write, all or none: a leaf without room for the
-// writes meant for it gets a *LeafFullError, and nothing changes. Every
+// UnlessError is Apply's answer when the old values of some writes
+// matched their Unless: nothing was applied.
+type UnlessError struct {
+	Writes []int // the indexes of those writes, in order
+}
+
+func (e *UnlessError) Error() string {
+	return fmt.Sprintf("btree: the old values of %d writes matched their Unless", len(e.Writes))
+}
+
+// Apply makes every write, all or none: a write whose Unless matches the
+// key's old value gets an *UnlessError, a leaf without room for the
+// writes meant for it a *LeafFullError, and nothing changes. Every
 // key must be one of the locked keys. Room is counted before anything is
 // written (what each leaf frees by its deletes, against what its other
 // writes grow), so that no leaf need be copied to be put back.
@@ -341,6 +356,7 @@ func (l *Locked) Apply(writes []Write) error {
 	}
 	places := make([]place, len(writes))
 	count := make([]int, len(l.leaves))
+	var unless *UnlessError
 	for k, w := range writes {
 		li, n := l.leaf(w.Tree, w.Key)
 		if free[li] < 0 {
@@ -349,6 +365,12 @@ func (l *Locked) Apply(writes []Write) error {
 		i, found := n.lowerBound(w.Key)
 		places[k] = place{li, i, found}
 		count[li]++
+		if w.Unless != nil && found && w.Unless(n.value(i)) {
+			if unless == nil {
+				unless = &UnlessError{}
+			}
+			unless.Writes = append(unless.Writes, k)
+		}
 		var old int
 		if found {
 			_, okl, ovl := n.slot(i)
@@ -363,6 +385,9 @@ func (l *Locked) Apply(writes []Write) error {
 		default:
 			grow[li] += n.heapKey(len(w.Key)) + len(w.Val) + slotSize
 		}
+	}
+	if unless != nil {
+		return unless
 	}
 	for li := range l.leaves {
 		if free[li] >= 0 && grow[li] > free[li] {

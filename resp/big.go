@@ -286,9 +286,25 @@ func (t bigTxn) dropChunks(key []byte) (found bool, err error) {
 	return true, nil
 }
 
+// UnlessTxn is a Txn that can write a key without reading it: the commit
+// checks the key's old value with unless under its latch, and when that
+// matches, runs the transaction's function again, when PutUnless of that
+// key declines (done false, nothing written) and its caller reads it.
+// (scalestore's *Tx is one.) A value that fits an entry is written so
+// over an old value that is not a manifest, which is all but always: an
+// MSET then reads none of its keys.
+type UnlessTxn interface {
+	PutUnless(key, val []byte, unless func(old []byte) bool) (done bool, err error)
+}
+
 func (t bigTxn) Put(key, val []byte) error {
 	if isChunkKey(key) {
 		return ErrReservedKey
+	}
+	if u, ok := t.tx.(UnlessTxn); ok && t.b.fits(key, val) {
+		if done, err := u.PutUnless(key, val, isManifest); err != nil || done {
+			return err
+		}
 	}
 	if _, err := t.dropChunks(key); err != nil {
 		return err
