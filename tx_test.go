@@ -622,3 +622,35 @@ func TestUpdateAcrossTables(t *testing.T) {
 		t.Fatalf("a table of another store: %v", err)
 	}
 }
+
+// An MSET of 10 new or small keys as resp runs it: PutUnless of each in
+// one Update (go test -run '^$' -bench UpdateTenBlindPuts -benchmem .).
+func BenchmarkUpdateTenBlindPuts(b *testing.B) {
+	db, err := Open("", Options{InMemory: true, CachePages: 4096, Slots: 1 << 14})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	never := func([]byte) bool { return false }
+	keys := make([][]byte, 100000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key:%012d", i)
+	}
+	val := []byte("xxx")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		err := db.Update(func(tx *Tx) error {
+			for j := range 10 {
+				k := keys[(i*7919+j*104729)%len(keys)]
+				if _, err := tx.PutUnless(k, val, never); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
