@@ -54,8 +54,9 @@ var ErrTxDone = errors.New("scalestore: transaction used after its function retu
 // It is valid only inside the function given to Update or View, on that
 // function's goroutine.
 type Tx struct {
-	db *DB // the table this handle reads and writes
-	st *txState
+	db  *DB // the table this handle reads and writes
+	st  *txState
+	gen uint64 // st.gen of the run this handle belongs to
 }
 
 // txState is a transaction's state, shared by its handles on each table.
@@ -63,6 +64,9 @@ type txState struct {
 	w        *bufmgr.Worker
 	readOnly bool
 	done     bool
+	// gen counts the runs this state served (it is reused, txStates): a
+	// handle of an earlier run is done.
+	gen uint64
 	// keys are the keys the transaction read or wrote, each once, in the
 	// order it first named them; index finds them by txKey once they are
 	// more than txScan (below that, a scan of keys is quicker than
@@ -76,6 +80,39 @@ type txState struct {
 	// the old value at an earlier attempt's commit: PutUnless of them
 	// declines, so that its caller reads them.
 	matched map[string]bool
+
+	// The commit's work space, kept for the next transaction.
+	order   []int
+	tkeys   []btree.TreeKey
+	writes  []btree.Write
+	writeOf []int
+}
+
+// txStates keeps transactions' states for the next ones: a commit of a
+// few keys then allocates almost nothing.
+var txStates = sync.Pool{New: func() any { return new(txState) }}
+
+// reset makes st a new run's state, forgetting the last one's keys.
+func (st *txState) reset(w *bufmgr.Worker, readOnly bool, matched map[string]bool) {
+	clear(st.keys) // no references to old values kept alive
+	st.w, st.readOnly, st.done, st.matched = w, readOnly, false, matched
+	st.gen++
+	st.keys, st.index, st.arena = st.keys[:0], nil, st.arena[:0]
+}
+
+// release drops what st holds before it goes back to txStates, and work
+// space too large to keep.
+func (st *txState) release() {
+	st.reset(nil, false, nil)
+	st.done = true
+	if cap(st.keys) > 4*txScan {
+		st.keys, st.order, st.tkeys, st.writes, st.writeOf = nil, nil, nil, nil, nil
+	}
+	if cap(st.arena) > 64<<10 {
+		st.arena = nil
+	}
+	clear(st.tkeys[:cap(st.tkeys)])
+	clear(st.writes[:cap(st.writes)])
 }
 
 // txScan is how many keys a transaction finds by a scan before it keeps
@@ -173,7 +210,10 @@ func (tx *Tx) Table(kv KV) (*Tx, error) {
 	if !ok || db.rt != tx.db.rt || (db != tx.db && (db.log != nil || tx.db.log != nil)) {
 		return nil, ErrTxTable
 	}
-	return &Tx{db: db, st: tx.st}, nil
+	if tx.gen != tx.st.gen {
+		return nil, ErrTxDone
+	}
+	return &Tx{db: db, st: tx.st, gen: tx.gen}, nil
 }
 
 // commitMutant names a broken commit the bank test must catch.
@@ -214,7 +254,7 @@ func (e *conflictError) Error() string {
 // an error if the transaction is over or a new key is one too many.
 func (tx *Tx) entry(key []byte) (int, error) {
 	st := tx.st
-	if st.done {
+	if st.done || tx.gen != st.gen {
 		return -1, ErrTxDone
 	}
 	i := st.find(tx.db, key)
@@ -392,9 +432,14 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 	}
 	var last error
 	var matched map[string]bool
+	st := txStates.Get().(*txState)
+	defer func() {
+		st.release()
+		txStates.Put(st)
+	}()
 	for attempt := 0; attempt < TxAttempts; attempt++ {
-		st := &txState{w: s.w, readOnly: readOnly, matched: matched}
-		err := fn(&Tx{db: db, st: st})
+		st.reset(s.w, readOnly, matched)
+		err := fn(&Tx{db: db, st: st, gen: st.gen})
 		st.done = true
 		if err != nil {
 			return err
@@ -449,10 +494,11 @@ func (db *DB) commit(s Session, st *txState) error {
 	// In the order of their tables and keys (their leaves are latched in
 	// page-id order whatever this order is: it makes the writes' order,
 	// and so the log's, independent of the function's).
-	order := make([]int, len(st.keys))
-	for i := range order {
-		order[i] = i
+	order := st.order[:0]
+	for i := range st.keys {
+		order = append(order, i)
 	}
+	st.order = order
 	slices.SortFunc(order, func(a, b int) int {
 		ea, eb := &st.keys[a], &st.keys[b]
 		if ca, cb := ea.db.tree.Catalog(), eb.db.tree.Catalog(); ca != cb {
@@ -463,17 +509,18 @@ func (db *DB) commit(s Session, st *txState) error {
 		}
 		return bytes.Compare(ea.key, eb.key)
 	})
-	keys := make([]btree.TreeKey, len(order))
-	writes := make([]btree.Write, 0, len(order))
-	writeOf := make([]int, 0, len(order)) // the entry of each write
-	for i, j := range order {
+	keys := st.tkeys[:0]
+	writes := st.writes[:0]
+	writeOf := st.writeOf[:0] // the entry of each write
+	for _, j := range order {
 		e := &st.keys[j]
-		keys[i] = btree.TreeKey{Tree: e.db.tree, Key: e.key}
+		keys = append(keys, btree.TreeKey{Tree: e.db.tree, Key: e.key})
 		if e.write {
 			writes = append(writes, btree.Write{Tree: e.db.tree, Key: e.key, Val: e.val, Delete: e.del, Unless: e.unless})
 			writeOf = append(writeOf, j)
 		}
 	}
+	st.tkeys, st.writes, st.writeOf = keys, writes, writeOf
 	// At most a leaf per key is latched: take that many frames of the
 	// node's budget first.
 	if !db.pins.take(len(keys)) {
@@ -627,6 +674,9 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 		return err
 	})
 	unlock()
+	if err == nil && lsn == 0 {
+		return nil
+	}
 	if err != nil || lsn == 0 {
 		var ce *conflictError
 		var full *btree.LeafFullError

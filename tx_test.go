@@ -358,6 +358,47 @@ func TestUpdatePutUnless(t *testing.T) {
 	}
 }
 
+// A Tx kept after its function returned is done, also once later
+// transactions reuse its state (txStates): it neither reads nor writes
+// theirs.
+func TestTxUsedAfterItsFunction(t *testing.T) {
+	db := memDB(t, 64)
+	var kept *Tx
+	if err := db.Update(func(tx *Tx) error { kept = tx; return tx.Put([]byte("a"), []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if _, _, err := kept.Get([]byte("a"), nil); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Get: %v", when, err)
+		}
+		if err := kept.Put([]byte("b"), []byte("2")); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Put: %v", when, err)
+		}
+		if _, err := kept.PutUnless([]byte("b"), []byte("2"), func([]byte) bool { return false }); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: PutUnless: %v", when, err)
+		}
+		if _, err := kept.Delete([]byte("a")); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Delete: %v", when, err)
+		}
+		if _, err := kept.Table(db); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Table: %v", when, err)
+		}
+	}
+	check("after its Update")
+	err := db.Update(func(tx *Tx) error {
+		check("inside the next Update")
+		_, _, err := tx.Get([]byte("a"), nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := db.Get([]byte("b"), nil); ok {
+		t.Fatal("a done Tx wrote")
+	}
+}
+
 // A transaction is one log record: after a crash, each transaction is
 // there whole (all its keys at the values it wrote).
 func TestUpdateSurvivesCrashWhole(t *testing.T) {
