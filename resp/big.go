@@ -162,20 +162,45 @@ func (b bigEngine) Delete(key []byte) (bool, error) {
 // one is in chunks; else a transaction that reads the old value whole and
 // writes the new one.
 func (b bigEngine) Modify(key []byte, fn func(old []byte, found bool) ([]byte, bool, bool)) error {
+	return b.modifyWith(new(bigModify), key, fn)
+}
+
+// bigModify is Modify's wrapper of a fn for the engine's Modify, which
+// sees whether the old value is in chunks. A client keeps one
+// (engineStore.m), so that its INCRs allocate nothing: a closure handed
+// to the engine's Modify (an interface's method) would be allocated for
+// every call.
+type bigModify struct {
+	b        bigEngine
+	key      []byte
+	fn       func(old []byte, found bool) ([]byte, bool, bool)
+	inChunks bool
+	wrap     func(old []byte, found bool) ([]byte, bool, bool) // call, made once
+}
+
+func (m *bigModify) call(old []byte, found bool) ([]byte, bool, bool) {
+	if m.inChunks = found && isManifest(old); m.inChunks {
+		return nil, false, false
+	}
+	val, exists, write := m.fn(old, found)
+	if m.inChunks = write && exists && !m.b.fits(m.key, val); m.inChunks {
+		return nil, false, false
+	}
+	return val, exists, write
+}
+
+// modifyWith is Modify through m.
+func (b bigEngine) modifyWith(m *bigModify, key []byte, fn func(old []byte, found bool) ([]byte, bool, bool)) error {
 	if isChunkKey(key) {
 		return ErrReservedKey
 	}
-	inChunks := false
-	err := b.raw.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
-		if inChunks = found && isManifest(old); inChunks {
-			return nil, false, false
-		}
-		val, exists, write := fn(old, found)
-		if inChunks = write && exists && !b.fits(key, val); inChunks {
-			return nil, false, false
-		}
-		return val, exists, write
-	})
+	if m.wrap == nil {
+		m.wrap = m.call
+	}
+	m.b, m.key, m.fn, m.inChunks = b, key, fn, false
+	err := b.raw.Modify(key, m.wrap)
+	inChunks := m.inChunks
+	m.key, m.fn = nil, nil
 	if err != nil || !inChunks {
 		return err
 	}

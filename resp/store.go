@@ -12,12 +12,20 @@ type store interface {
 	inTx() bool
 }
 
-type engineStore struct{ e Engine }
+// engineStore is the engine; m, when set, is the client's wrapper of
+// Modify's fn for a bigEngine (bigModify).
+type engineStore struct {
+	e Engine
+	m *bigModify
+}
 
 func (s engineStore) get(key, dst []byte) ([]byte, bool, error) { return s.e.Get(key, dst) }
 func (s engineStore) put(key, val []byte) error                 { return s.e.Put(key, val) }
 func (s engineStore) del(key []byte) (bool, error)              { return s.e.Delete(key) }
 func (s engineStore) modify(key []byte, fn func([]byte, bool) ([]byte, bool, bool)) error {
+	if b, ok := s.e.(bigEngine); ok && s.m != nil {
+		return b.modifyWith(s.m, key, fn)
+	}
 	return s.e.Modify(key, fn)
 }
 func (engineStore) inTx() bool { return false }
