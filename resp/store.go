@@ -95,7 +95,7 @@ func (c *client) lookup(key []byte) (payload []byte, expireAt int64, ok bool, er
 		return nil, 0, false, nil
 	}
 	payload, expireAt = decodeValue(raw)
-	if expired(expireAt, c.s.nowMs()) {
+	if expireAt != 0 && expired(expireAt, c.s.nowMs()) { // no clock read for a value without expiry
 		if !c.kv.inTx() {
 			if err := c.s.dropExpired(key); err != nil {
 				return nil, 0, false, err
