@@ -121,16 +121,21 @@ func (b bigEngine) GetBatch(keys, vals [][]byte, found []bool) error {
 // Put sets key to val. Over an old value in chunks, or with val too long
 // for an entry, it is a transaction that writes the chunks and drops the
 // old ones; else one Modify that finds the old value is not in chunks.
-func (b bigEngine) Put(key, val []byte) error {
+func (b bigEngine) Put(key, val []byte) error { return b.putWith(new(bigModify), key, val) }
+
+// putWith is Put through m (as modifyWith).
+func (b bigEngine) putWith(m *bigModify, key, val []byte) error {
 	if isChunkKey(key) {
 		return ErrReservedKey
 	}
 	if b.fits(key, val) {
-		inChunks := false
-		err := b.raw.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
-			inChunks = found && isManifest(old)
-			return val, true, !inChunks
-		})
+		if m.putWrap == nil {
+			m.putWrap = m.put
+		}
+		m.val, m.inChunks = val, false
+		err := b.raw.Modify(key, m.putWrap)
+		inChunks := m.inChunks
+		m.val = nil
 		if err != nil || !inChunks {
 			return err
 		}
@@ -165,8 +170,8 @@ func (b bigEngine) Modify(key []byte, fn func(old []byte, found bool) ([]byte, b
 	return b.modifyWith(new(bigModify), key, fn)
 }
 
-// bigModify is Modify's wrapper of a fn for the engine's Modify, which
-// sees whether the old value is in chunks. A client keeps one
+// bigModify is Modify's wrapper of a fn for the engine's Modify (and
+// Put's fn), which sees whether the old value is in chunks. A client keeps one
 // (engineStore.m), so that its INCRs allocate nothing: a closure handed
 // to the engine's Modify (an interface's method) would be allocated for
 // every call.
@@ -176,6 +181,14 @@ type bigModify struct {
 	fn       func(old []byte, found bool) ([]byte, bool, bool)
 	inChunks bool
 	wrap     func(old []byte, found bool) ([]byte, bool, bool) // call, made once
+	val      []byte                                            // Put's value
+	putWrap  func(old []byte, found bool) ([]byte, bool, bool) // put, made once
+}
+
+// put is Put's fn: val, unless the old value is in chunks.
+func (m *bigModify) put(old []byte, found bool) ([]byte, bool, bool) {
+	m.inChunks = found && isManifest(old)
+	return m.val, true, !m.inChunks
 }
 
 func (m *bigModify) call(old []byte, found bool) ([]byte, bool, bool) {

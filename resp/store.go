@@ -20,8 +20,13 @@ type engineStore struct {
 }
 
 func (s engineStore) get(key, dst []byte) ([]byte, bool, error) { return s.e.Get(key, dst) }
-func (s engineStore) put(key, val []byte) error                 { return s.e.Put(key, val) }
-func (s engineStore) del(key []byte) (bool, error)              { return s.e.Delete(key) }
+func (s engineStore) put(key, val []byte) error {
+	if b, ok := s.e.(bigEngine); ok && s.m != nil {
+		return b.putWith(s.m, key, val)
+	}
+	return s.e.Put(key, val)
+}
+func (s engineStore) del(key []byte) (bool, error) { return s.e.Delete(key) }
 func (s engineStore) modify(key []byte, fn func([]byte, bool) ([]byte, bool, bool)) error {
 	if b, ok := s.e.(bigEngine); ok && s.m != nil {
 		return b.modifyWith(s.m, key, fn)
