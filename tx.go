@@ -54,8 +54,9 @@ var ErrTxDone = errors.New("scalestore: transaction used after its function retu
 // It is valid only inside the function given to Update or View, on that
 // function's goroutine.
 type Tx struct {
-	db *DB // the table this handle reads and writes
-	st *txState
+	db  *DB // the table this handle reads and writes
+	st  *txState
+	gen uint64 // st.gen of the run this handle belongs to
 }
 
 // txState is a transaction's state, shared by its handles on each table.
@@ -63,25 +64,81 @@ type txState struct {
 	w        *bufmgr.Worker
 	readOnly bool
 	done     bool
-	reads    map[string]txRead  // by txKey
-	writes   map[string]txWrite // by txKey
+	// gen counts the runs this state served (it is reused, txStates): a
+	// handle of an earlier run is done.
+	gen uint64
+	// keys are the keys the transaction read or wrote, each once, in the
+	// order it first named them; index finds them by txKey once they are
+	// more than txScan (below that, a scan of keys is quicker than
+	// building the name and hashing it).
+	keys  []txEntry
+	index map[string]int
+	// arena holds the keys and values the transaction keeps: one
+	// allocation for many small ones.
+	arena []byte
+	// matched names (by txKey) the keys whose PutUnless's check matched
+	// the old value at an earlier attempt's commit: PutUnless of them
+	// declines, so that its caller reads them.
+	matched map[string]bool
+
+	// The commit's work space, kept for the next transaction.
+	order   []int
+	tkeys   []btree.TreeKey
+	writes  []btree.Write
+	writeOf []int
 }
 
-type txRead struct {
-	db    *DB
-	key   []byte
-	val   []byte
+// txStates keeps transactions' states for the next ones: a commit of a
+// few keys then allocates almost nothing.
+var txStates = sync.Pool{New: func() any { return new(txState) }}
+
+// reset makes st a new run's state, forgetting the last one's keys.
+func (st *txState) reset(w *bufmgr.Worker, readOnly bool, matched map[string]bool) {
+	clear(st.keys) // no references to old values kept alive
+	st.w, st.readOnly, st.done, st.matched = w, readOnly, false, matched
+	st.gen++
+	st.keys, st.index, st.arena = st.keys[:0], nil, st.arena[:0]
+}
+
+// release drops what st holds before it goes back to txStates, and work
+// space too large to keep.
+func (st *txState) release() {
+	st.reset(nil, false, nil)
+	st.done = true
+	if cap(st.keys) > 4*txScan {
+		st.keys, st.order, st.tkeys, st.writes, st.writeOf = nil, nil, nil, nil, nil
+	}
+	if cap(st.arena) > 64<<10 {
+		st.arena = nil
+	}
+	clear(st.tkeys[:cap(st.tkeys)])
+	clear(st.writes[:cap(st.writes)])
+}
+
+// txScan is how many keys a transaction finds by a scan before it keeps
+// an index of them.
+const txScan = 16
+
+// txEntry is what a transaction did with one key: read it, write it, or
+// both (a read, then a write).
+type txEntry struct {
+	db  *DB
+	key []byte
+
+	read  bool
+	rval  []byte // the value read (found)
 	found bool
 	// leaf is the leaf the value was read in, as it was then: a View
 	// whose leaves are all unchanged at its end commits without latches.
 	leaf bufmgr.OptimisticGuard
-}
 
-type txWrite struct {
-	db  *DB
-	key []byte
-	val []byte
-	del bool
+	write bool
+	val   []byte
+	del   bool
+	// unless is PutUnless's check of the value the key holds at commit
+	// (nil: none); it stays with the key when a later Put or Delete of
+	// the transaction replaces the write.
+	unless func(old []byte) bool
 }
 
 // txKey names key of table db in a transaction's maps.
@@ -89,6 +146,53 @@ func txKey(db *DB, key []byte) string {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(db.tree.Catalog()))
 	return string(b[:]) + string(key)
+}
+
+// keep copies b into the transaction's arena (never nil).
+func (st *txState) keep(b []byte) []byte {
+	if len(b) > cap(st.arena)-len(st.arena) {
+		st.arena = make([]byte, 0, max(512, 2*cap(st.arena), len(b)))
+	}
+	n := len(st.arena)
+	st.arena = append(st.arena, b...)
+	return st.arena[n:len(st.arena):len(st.arena)]
+}
+
+// find is the index of key of table db in st.keys, or -1.
+func (st *txState) find(db *DB, key []byte) int {
+	if st.index != nil {
+		// Looked up as string(b) of a buffer on the stack: no
+		// allocation for keys up to 64 bytes.
+		var buf [8 + 64]byte
+		b := binary.LittleEndian.AppendUint64(buf[:0], uint64(db.tree.Catalog()))
+		if i, ok := st.index[string(append(b, key...))]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range st.keys {
+		if e := &st.keys[i]; e.db == db && bytes.Equal(e.key, key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// add names a new key of table db (checked: not named yet, and room for
+// it) and returns its index.
+func (st *txState) add(db *DB, key []byte) int {
+	i := len(st.keys)
+	st.keys = append(st.keys, txEntry{db: db, key: st.keep(key)})
+	switch {
+	case st.index != nil:
+		st.index[txKey(db, key)] = i
+	case len(st.keys) > txScan:
+		st.index = make(map[string]int, 2*len(st.keys))
+		for j := range st.keys {
+			st.index[txKey(st.keys[j].db, st.keys[j].key)] = j
+		}
+	}
+	return i
 }
 
 // ErrTxTable is returned by Tx.Table for a KV that is not a table of the
@@ -106,7 +210,10 @@ func (tx *Tx) Table(kv KV) (*Tx, error) {
 	if !ok || db.rt != tx.db.rt || (db != tx.db && (db.log != nil || tx.db.log != nil)) {
 		return nil, ErrTxTable
 	}
-	return &Tx{db: db, st: tx.st}, nil
+	if tx.gen != tx.st.gen {
+		return nil, ErrTxDone
+	}
+	return &Tx{db: db, st: tx.st, gen: tx.gen}, nil
 }
 
 // commitMutant names a broken commit the bank test must catch.
@@ -128,6 +235,14 @@ const (
 	mutantNoRecord
 )
 
+// unlessMatched is a commit that found the old values of keys (by txKey),
+// written by PutUnless, matching their checks: nothing was applied.
+type unlessMatched struct{ keys []string }
+
+func (e *unlessMatched) Error() string {
+	return fmt.Sprintf("%d keys written blind held values their writes must read first", len(e.keys))
+}
+
 // conflictError is a commit's failed validation: key changed.
 type conflictError struct{ key string }
 
@@ -135,48 +250,48 @@ func (e *conflictError) Error() string {
 	return fmt.Sprintf("key %q changed after the transaction read it", e.key)
 }
 
-func (tx *Tx) names(k string) error {
+// entry is the index of key in the transaction (-1: not named yet), or
+// an error if the transaction is over or a new key is one too many.
+func (tx *Tx) entry(key []byte) (int, error) {
 	st := tx.st
-	if st.done {
-		return ErrTxDone
+	if st.done || tx.gen != st.gen {
+		return -1, ErrTxDone
 	}
-	if _, ok := st.reads[k]; ok {
-		return nil
+	i := st.find(tx.db, key)
+	if i < 0 && len(st.keys) >= TxMaxKeys {
+		return -1, ErrTxTooLarge
 	}
-	if _, ok := st.writes[k]; ok {
-		return nil
-	}
-	if len(st.reads)+len(st.writes) >= TxMaxKeys {
-		return ErrTxTooLarge
-	}
-	return nil
+	return i, nil
 }
 
 // Get appends the value of key to dst, as the transaction sees it: its own
 // writes, or the value the commit will check is still there.
 func (tx *Tx) Get(key, dst []byte) ([]byte, bool, error) {
-	k := txKey(tx.db, key)
-	if err := tx.names(k); err != nil {
+	i, err := tx.entry(key)
+	if err != nil {
 		return dst, false, err
 	}
 	st := tx.st
-	if w, ok := st.writes[k]; ok {
-		if w.del {
-			return dst, false, nil
+	if i >= 0 {
+		e := &st.keys[i]
+		if e.write {
+			if e.del {
+				return dst, false, nil
+			}
+			return append(dst, e.val...), true, nil
 		}
-		return append(dst, w.val...), true, nil
-	}
-	if r, ok := st.reads[k]; ok {
-		if !r.found {
-			return dst, false, nil
+		if e.read {
+			if !e.found {
+				return dst, false, nil
+			}
+			return append(dst, e.rval...), true, nil
 		}
-		return append(dst, r.val...), true, nil
 	}
 	s := Session{db: tx.db, w: st.w}
 	var v []byte
 	var ok bool
 	var leaf bufmgr.OptimisticGuard
-	err := s.do(func(w *bufmgr.Worker) error {
+	err = s.do(func(w *bufmgr.Worker) error {
 		var err error
 		v, ok, leaf, err = tx.db.tree.GetGuarded(tx.db.session(w), key, nil)
 		return err
@@ -184,8 +299,23 @@ func (tx *Tx) Get(key, dst []byte) ([]byte, bool, error) {
 	if err != nil {
 		return dst, false, err
 	}
-	st.reads[k] = txRead{db: tx.db, key: bytes.Clone(key), val: v, found: ok, leaf: leaf}
+	if i < 0 {
+		i = st.add(tx.db, key)
+	}
+	e := &st.keys[i]
+	e.read, e.rval, e.found, e.leaf = true, v, ok, leaf
 	return append(dst, v...), ok, nil
+}
+
+// checkPut checks the sizes of a write of key and val.
+func checkPut(key, val []byte) error {
+	if len(key) == 0 || len(key) > btree.MaxKey {
+		return btree.ErrKeySize
+	}
+	if len(key)+len(val) > btree.MaxEntry {
+		return btree.ErrEntrySize
+	}
+	return nil
 }
 
 // Put sets key to val when the transaction commits (val is copied).
@@ -193,22 +323,50 @@ func (tx *Tx) Put(key, val []byte) error {
 	if tx.st.readOnly {
 		return ErrTxReadOnly
 	}
-	k := txKey(tx.db, key)
-	if err := tx.names(k); err != nil {
+	i, err := tx.entry(key)
+	if err != nil {
 		return err
 	}
-	if len(key) == 0 || len(key) > btree.MaxKey {
-		return btree.ErrKeySize
+	if err := checkPut(key, val); err != nil {
+		return err
 	}
-	if len(key)+len(val) > btree.MaxEntry {
-		return btree.ErrEntrySize
+	st := tx.st
+	if i < 0 {
+		i = st.add(tx.db, key)
 	}
-	v := bytes.Clone(val)
-	if v == nil {
-		v = []byte{}
-	}
-	tx.st.writes[k] = txWrite{db: tx.db, key: bytes.Clone(key), val: v}
+	e := &st.keys[i]
+	e.write, e.val, e.del = true, st.keep(val), false
 	return nil
+}
+
+// PutUnless is Put of a key the transaction has not read, without reading
+// it: the commit looks at the value key holds then, under its leaf's
+// latch, and if unless reports true of it, applies nothing and runs the
+// function again, when PutUnless of that key declines (done false,
+// nothing written) so that its caller reads the key (Get) and writes what
+// such an old value needs. It declines too for a key the transaction
+// already read or wrote. unless must be quick and must not keep old. It
+// is the blind write of a value over an old one that needs no care but
+// rarely (a large value's chunks to drop: resp's MSET), without the read
+// and its validation that Get and Put would cost.
+func (tx *Tx) PutUnless(key, val []byte, unless func(old []byte) bool) (done bool, err error) {
+	if tx.st.readOnly {
+		return false, ErrTxReadOnly
+	}
+	i, err := tx.entry(key)
+	if err != nil || i >= 0 {
+		return false, err
+	}
+	st := tx.st
+	if st.matched != nil && st.matched[txKey(tx.db, key)] {
+		return false, nil
+	}
+	if err := checkPut(key, val); err != nil {
+		return false, err
+	}
+	e := &st.keys[st.add(tx.db, key)]
+	e.write, e.val, e.unless = true, st.keep(val), unless
+	return true, nil
 }
 
 // Delete removes key when the transaction commits; found reports whether
@@ -221,7 +379,8 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	tx.st.writes[txKey(tx.db, key)] = txWrite{db: tx.db, key: bytes.Clone(key), del: true}
+	e := &tx.st.keys[tx.st.find(tx.db, key)]
+	e.write, e.val, e.del = true, nil, true
 	return found, nil
 }
 
@@ -272,9 +431,15 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 		return db.readOnly
 	}
 	var last error
+	var matched map[string]bool
+	st := txStates.Get().(*txState)
+	defer func() {
+		st.release()
+		txStates.Put(st)
+	}()
 	for attempt := 0; attempt < TxAttempts; attempt++ {
-		st := &txState{w: s.w, readOnly: readOnly, reads: map[string]txRead{}, writes: map[string]txWrite{}}
-		err := fn(&Tx{db: db, st: st})
+		st.reset(s.w, readOnly, matched)
+		err := fn(&Tx{db: db, st: st, gen: st.gen})
 		st.done = true
 		if err != nil {
 			return err
@@ -283,6 +448,21 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 			return nil // every leaf it read is as it read it, now: a snapshot
 		}
 		err = db.commit(s, st)
+		if err == nil {
+			return nil
+		}
+		if um, ok := err.(*unlessMatched); ok {
+			// Not a conflict: the function runs again and reads those
+			// keys, which it wrote blind.
+			if matched == nil {
+				matched = map[string]bool{}
+			}
+			for _, k := range um.keys {
+				matched[k] = true
+			}
+			last = um
+			continue
+		}
 		var ce *conflictError
 		if !errors.As(err, &ce) {
 			return err
@@ -297,9 +477,8 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 // this check, so at the check every value read was there, all together:
 // a read-only transaction whose leaves are unchanged needs no latch.
 func (st *txState) unchanged() bool {
-	for k := range st.reads {
-		r := st.reads[k]
-		if r.leaf.HasChanged() {
+	for i := range st.keys {
+		if e := &st.keys[i]; e.read && e.leaf.HasChanged() {
 			return false
 		}
 	}
@@ -309,33 +488,39 @@ func (st *txState) unchanged() bool {
 // commit checks the reads and applies the writes under the latches of
 // their leaves.
 func (db *DB) commit(s Session, st *txState) error {
-	if len(st.reads)+len(st.writes) == 0 {
+	if len(st.keys) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(st.reads)+len(st.writes))
-	for k := range st.reads {
-		names = append(names, k)
+	// In the order of their tables and keys (their leaves are latched in
+	// page-id order whatever this order is: it makes the writes' order,
+	// and so the log's, independent of the function's).
+	order := st.order[:0]
+	for i := range st.keys {
+		order = append(order, i)
 	}
-	for k := range st.writes {
-		if _, ok := st.reads[k]; !ok {
-			names = append(names, k)
+	st.order = order
+	slices.SortFunc(order, func(a, b int) int {
+		ea, eb := &st.keys[a], &st.keys[b]
+		if ca, cb := ea.db.tree.Catalog(), eb.db.tree.Catalog(); ca != cb {
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(ea.key, eb.key)
+	})
+	keys := st.tkeys[:0]
+	writes := st.writes[:0]
+	writeOf := st.writeOf[:0] // the entry of each write
+	for _, j := range order {
+		e := &st.keys[j]
+		keys = append(keys, btree.TreeKey{Tree: e.db.tree, Key: e.key})
+		if e.write {
+			writes = append(writes, btree.Write{Tree: e.db.tree, Key: e.key, Val: e.val, Delete: e.del, Unless: e.unless})
+			writeOf = append(writeOf, j)
 		}
 	}
-	slices.Sort(names)
-	keys := make([]btree.TreeKey, len(names))
-	tables := map[*btree.Tree]*DB{}
-	var writes []btree.Write
-	for i, k := range names {
-		if r, ok := st.reads[k]; ok {
-			keys[i] = btree.TreeKey{Tree: r.db.tree, Key: r.key}
-			tables[r.db.tree] = r.db
-		}
-		if w, ok := st.writes[k]; ok {
-			keys[i] = btree.TreeKey{Tree: w.db.tree, Key: w.key}
-			tables[w.db.tree] = w.db
-			writes = append(writes, btree.Write{Tree: w.db.tree, Key: w.key, Val: w.val, Delete: w.del})
-		}
-	}
+	st.tkeys, st.writes, st.writeOf = keys, writes, writeOf
 	// At most a leaf per key is latched: take that many frames of the
 	// node's budget first.
 	if !db.pins.take(len(keys)) {
@@ -343,7 +528,19 @@ func (db *DB) commit(s Session, st *txState) error {
 	}
 	defer db.pins.give(len(keys))
 	for range btree.LockAttempts {
-		err := db.commitOnce(s, keys, st.reads, writes)
+		err := db.commitOnce(s, keys, st, writes)
+		if err == nil {
+			return nil
+		}
+		var um *btree.UnlessError
+		if errors.As(err, &um) {
+			m := &unlessMatched{}
+			for _, i := range um.Writes {
+				e := &st.keys[writeOf[i]]
+				m.keys = append(m.keys, txKey(e.db, e.key))
+			}
+			return m
+		}
 		var full *btree.LeafFullError
 		if !errors.As(err, &full) {
 			return err
@@ -352,7 +549,13 @@ func (db *DB) commit(s Session, st *txState) error {
 		// commit tries again (its reads are checked again too). Many
 		// writes into one leaf (a large value's chunks) split it into
 		// pieces of about two entries' worth at once.
-		table := tables[full.Tree]
+		var table *DB
+		for i := range st.keys {
+			if st.keys[i].db.tree == full.Tree {
+				table = st.keys[i].db
+				break
+			}
+		}
 		if err := s.do(func(w *bufmgr.Worker) error {
 			seps := pieceSeps(full.Keys, full.Sizes)
 			if len(seps) == 0 {
@@ -392,8 +595,9 @@ func pieceSeps(keys [][]byte, sizes []int) [][]byte {
 }
 
 // commitOnce is one try of a commit: nil, a *conflictError, a
-// *btree.LeafFullError (nothing applied) or another error.
-func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRead, writes []btree.Write) error {
+// *btree.LeafFullError or a *btree.UnlessError (nothing applied), or
+// another error.
+func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []btree.Write) error {
 	var stripes []*sync.Mutex
 	if db.log != nil && len(writes) > 0 {
 		// The log's records of a key must be in the order the tree
@@ -430,13 +634,17 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 		}
 		defer l.Release()
 		var buf []byte
-		for _, r := range reads {
+		for i := range st.keys {
+			r := &st.keys[i]
+			if !r.read {
+				continue
+			}
 			if db.commitMutant == mutantSkipValidation {
 				break
 			}
 			var found bool
 			buf, found = l.GetIn(r.db.tree, r.key, buf[:0])
-			if found != r.found || !bytes.Equal(buf, r.val) {
+			if found != r.found || !bytes.Equal(buf, r.rval) {
 				return &conflictError{key: string(r.key)}
 			}
 		}
@@ -466,10 +674,14 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 		return err
 	})
 	unlock()
+	if err == nil && lsn == 0 {
+		return nil
+	}
 	if err != nil || lsn == 0 {
 		var ce *conflictError
 		var full *btree.LeafFullError
-		if err != nil && !errors.As(err, &ce) && !errors.As(err, &full) {
+		var um *btree.UnlessError
+		if err != nil && !errors.As(err, &ce) && !errors.As(err, &full) && !errors.As(err, &um) {
 			err = fmt.Errorf("scalestore: transaction commit: %w", err)
 		}
 		return err
@@ -490,8 +702,11 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, reads map[string]txRea
 // docs/transactions.md). The record is dropped before the latches are
 // released: no later write of these pages can be rolled over.
 func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
+	if !db.view || db.persist == nil || db.commitMutant == mutantNoRecord {
+		return l.Persist()
+	}
 	dirty := l.Dirty()
-	if !db.view || db.persist == nil || len(dirty) < 2 || db.commitMutant == mutantNoRecord {
+	if len(dirty) < 2 {
 		return l.Persist()
 	}
 	if db.commitMutant == mutantWriteBeforeRecord {

@@ -274,6 +274,131 @@ func TestUpdateAbortsAndRetries(t *testing.T) {
 	}
 }
 
+// PutUnless writes blind over old values its check does not match; over
+// one that matches, the commit applies nothing and the function runs
+// again with PutUnless of that key declining, so that it reads the key.
+// The check stays with a key a later Put or Delete of the transaction
+// writes again; a key already read or written declines at once.
+func TestUpdatePutUnless(t *testing.T) {
+	db := memDB(t, 64)
+	marked := func(old []byte) bool { return bytes.HasPrefix(old, []byte("M")) }
+	for k, v := range map[string]string{"m": "M1", "p": "plain", "d": "M2"} {
+		if err := db.Put([]byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs int
+	var declined []string
+	err := db.Update(func(tx *Tx) error {
+		runs++
+		declined = declined[:0]
+		for _, k := range []string{"m", "p", "new"} {
+			done, err := tx.PutUnless([]byte(k), []byte("blind"), marked)
+			if err != nil {
+				return err
+			}
+			if !done {
+				declined = append(declined, k)
+				old, _, err := tx.Get([]byte(k), nil)
+				if err != nil {
+					return err
+				}
+				if err := tx.Put([]byte(k), append([]byte("read "), old...)); err != nil {
+					return err
+				}
+			}
+		}
+		// Written blind, then deleted: the check still applies.
+		if done, err := tx.PutUnless([]byte("d"), []byte("blind"), marked); err != nil {
+			return err
+		} else if !done {
+			declined = append(declined, "d")
+		}
+		_, err := tx.Delete([]byte("d"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 || fmt.Sprint(declined) != "[m d]" {
+		t.Fatalf("%d runs, the last declined %v; want 2 runs, [m d]", runs, declined)
+	}
+	for k, want := range map[string]string{"m": "read M1", "p": "blind", "new": "blind"} {
+		if v, ok, err := db.Get([]byte(k), nil); err != nil || !ok || string(v) != want {
+			t.Fatalf("%s = %q %v %v, want %q", k, v, ok, err, want)
+		}
+	}
+	if _, ok, _ := db.Get([]byte("d"), nil); ok {
+		t.Fatal("d was not deleted")
+	}
+	// Declines for a key the transaction read or wrote; refused in View.
+	err = db.Update(func(tx *Tx) error {
+		if _, _, err := tx.Get([]byte("p"), nil); err != nil {
+			return err
+		}
+		if err := tx.Put([]byte("q"), []byte("1")); err != nil {
+			return err
+		}
+		for _, k := range []string{"p", "q"} {
+			if done, err := tx.PutUnless([]byte(k), []byte("x"), marked); err != nil || done {
+				return fmt.Errorf("PutUnless of %s after its read or write: %v %v", k, done, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		_, err := tx.PutUnless([]byte("p"), []byte("x"), marked)
+		return err
+	})
+	if !errors.Is(err, ErrTxReadOnly) {
+		t.Fatalf("PutUnless in View: %v", err)
+	}
+}
+
+// A Tx kept after its function returned is done, also once later
+// transactions reuse its state (txStates): it neither reads nor writes
+// theirs.
+func TestTxUsedAfterItsFunction(t *testing.T) {
+	db := memDB(t, 64)
+	var kept *Tx
+	if err := db.Update(func(tx *Tx) error { kept = tx; return tx.Put([]byte("a"), []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if _, _, err := kept.Get([]byte("a"), nil); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Get: %v", when, err)
+		}
+		if err := kept.Put([]byte("b"), []byte("2")); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Put: %v", when, err)
+		}
+		if _, err := kept.PutUnless([]byte("b"), []byte("2"), func([]byte) bool { return false }); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: PutUnless: %v", when, err)
+		}
+		if _, err := kept.Delete([]byte("a")); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Delete: %v", when, err)
+		}
+		if _, err := kept.Table(db); !errors.Is(err, ErrTxDone) {
+			t.Fatalf("%s: Table: %v", when, err)
+		}
+	}
+	check("after its Update")
+	err := db.Update(func(tx *Tx) error {
+		check("inside the next Update")
+		_, _, err := tx.Get([]byte("a"), nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := db.Get([]byte("b"), nil); ok {
+		t.Fatal("a done Tx wrote")
+	}
+}
+
 // A transaction is one log record: after a crash, each transaction is
 // there whole (all its keys at the values it wrote).
 func TestUpdateSurvivesCrashWhole(t *testing.T) {
@@ -536,5 +661,37 @@ func TestUpdateAcrossTables(t *testing.T) {
 	})
 	if !errors.Is(err, ErrTxTable) {
 		t.Fatalf("a table of another store: %v", err)
+	}
+}
+
+// An MSET of 10 new or small keys as resp runs it: PutUnless of each in
+// one Update (go test -run '^$' -bench UpdateTenBlindPuts -benchmem .).
+func BenchmarkUpdateTenBlindPuts(b *testing.B) {
+	db, err := Open("", Options{InMemory: true, CachePages: 4096, Slots: 1 << 14})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	never := func([]byte) bool { return false }
+	keys := make([][]byte, 100000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key:%012d", i)
+	}
+	val := []byte("xxx")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		err := db.Update(func(tx *Tx) error {
+			for j := range 10 {
+				k := keys[(i*7919+j*104729)%len(keys)]
+				if _, err := tx.PutUnless(k, val, never); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -146,10 +146,19 @@ type Locked struct {
 	s      Session
 	tree   *Tree                   // the tree of Get and of a Write without one
 	leaves []bufmgr.ExclusiveGuard // in page-id order
-	free   []int                   // Apply's room per leaf
-	of     map[string]int          // ofKey(tree, key) -> index in leaves
+	free   []int                   // Apply's room, growth and writes per leaf
+	// keys are the locked keys (the caller's), and leafOf[i] the index in
+	// leaves of keys[i]'s leaf; of finds a key's index in keys by
+	// ofKey(tree, key), made at the first look-up of more than lockScan
+	// keys (fewer are scanned).
+	keys   []TreeKey
+	leafOf []int
+	of     map[string]int
 	dirty  []bool
 }
+
+// lockScan is how many keys Locked finds by a scan before it makes a map.
+const lockScan = 16
 
 // TreeKey is a key of a tree: Locks can span the trees (tables) of one
 // node's cache.
@@ -210,7 +219,7 @@ func LockKeys(s Session, def *Tree, keys []TreeKey) (*Locked, error) {
 			}
 			return 0
 		})
-		l := &Locked{s: s, tree: def, of: make(map[string]int, len(keys))}
+		l := &Locked{s: s, tree: def, keys: keys, leafOf: make([]int, len(keys)), leaves: make([]bufmgr.ExclusiveGuard, 0, len(keys))}
 		restart := false
 		for i := 0; i < len(found) && !restart; {
 			pid := found[i].g.PID()
@@ -246,8 +255,7 @@ func LockKeys(s Session, def *Tree, keys []TreeKey) (*Locked, error) {
 			}
 			l.leaves = append(l.leaves, x)
 			for k := i; k < j; k++ {
-				k := keys[found[k].key]
-				l.of[ofKey(k.Tree, k.Key)] = len(l.leaves) - 1
+				l.leafOf[found[k].key] = len(l.leaves) - 1
 			}
 			i = j
 		}
@@ -276,14 +284,37 @@ func (l *Locked) leaf(t *Tree, key []byte) (int, node) {
 	if t == nil {
 		t = l.tree
 	}
-	// The name is built in a buffer on the stack and looked up as
-	// string(b), which does not allocate (ofKey's concatenation would).
-	var buf [8 + 64]byte
-	b := binary.LittleEndian.AppendUint64(buf[:0], uint64(t.catalog))
-	i, ok := l.of[string(append(b, key...))]
-	if !ok {
+	k := -1
+	if len(l.keys) <= lockScan {
+		for j := range l.keys {
+			if kt := l.keys[j].Tree; (kt == t || kt == nil && t == l.tree) && bytes.Equal(l.keys[j].Key, key) {
+				k = j
+				break
+			}
+		}
+	} else {
+		if l.of == nil {
+			l.of = make(map[string]int, len(l.keys))
+			for j, tk := range l.keys {
+				kt := tk.Tree
+				if kt == nil {
+					kt = l.tree
+				}
+				l.of[ofKey(kt, tk.Key)] = j
+			}
+		}
+		// The name is built in a buffer on the stack and looked up as
+		// string(b), which does not allocate (ofKey's concatenation would).
+		var buf [8 + 64]byte
+		b := binary.LittleEndian.AppendUint64(buf[:0], uint64(t.catalog))
+		if j, ok := l.of[string(append(b, key...))]; ok {
+			k = j
+		}
+	}
+	if k < 0 {
 		panic(fmt.Sprintf("btree: key %q was not locked", key))
 	}
+	i := l.leafOf[k]
 	return i, node(l.leaves[i].Data())
 }
 
@@ -308,10 +339,25 @@ type Write struct {
 	Key    []byte
 	Val    []byte
 	Delete bool
+	// Unless, when not nil, is asked about the value Key holds (if it
+	// holds one) before anything is written: true fails the Apply with an
+	// *UnlessError, and nothing changes. It must not keep old.
+	Unless func(old []byte) bool
 }
 
-// Apply makes every write, all or none: a leaf without room for the
-// writes meant for it gets a *LeafFullError, and nothing changes. Every
+// UnlessError is Apply's answer when the old values of some writes
+// matched their Unless: nothing was applied.
+type UnlessError struct {
+	Writes []int // the indexes of those writes, in order
+}
+
+func (e *UnlessError) Error() string {
+	return fmt.Sprintf("btree: the old values of %d writes matched their Unless", len(e.Writes))
+}
+
+// Apply makes every write, all or none: a write whose Unless matches the
+// key's old value gets an *UnlessError, a leaf without room for the
+// writes meant for it a *LeafFullError, and nothing changes. Every
 // key must be one of the locked keys. Room is counted before anything is
 // written (what each leaf frees by its deletes, against what its other
 // writes grow), so that no leaf need be copied to be put back.
@@ -323,14 +369,14 @@ func (l *Locked) Apply(writes []Write) error {
 			}
 		}
 	}
-	if len(l.free) < len(l.leaves) {
-		l.free = make([]int, len(l.leaves))
+	nl := len(l.leaves)
+	if len(l.free) < 3*nl {
+		l.free = make([]int, 3*nl)
 	}
-	free := l.free[:len(l.leaves)]
+	free, grow, count := l.free[:nl], l.free[nl:2*nl], l.free[2*nl:3*nl]
 	for i := range free {
-		free[i] = -1 // not counted yet
+		free[i], grow[i], count[i] = -1, 0, 0 // -1: not counted yet
 	}
-	grow := make([]int, len(l.leaves))
 	// Where each write goes, found by the room count: the write applies
 	// there too, unless another write of the same leaf moved its slots
 	// first (count > 1), when it searches again. A transaction's keys are
@@ -339,8 +385,13 @@ func (l *Locked) Apply(writes []Write) error {
 		li, i int
 		found bool
 	}
-	places := make([]place, len(writes))
-	count := make([]int, len(l.leaves))
+	var few [16]place
+	places := few[:0]
+	if len(writes) > len(few) {
+		places = make([]place, len(writes))
+	}
+	places = places[:len(writes)]
+	var unless *UnlessError
 	for k, w := range writes {
 		li, n := l.leaf(w.Tree, w.Key)
 		if free[li] < 0 {
@@ -349,6 +400,12 @@ func (l *Locked) Apply(writes []Write) error {
 		i, found := n.lowerBound(w.Key)
 		places[k] = place{li, i, found}
 		count[li]++
+		if w.Unless != nil && found && w.Unless(n.value(i)) {
+			if unless == nil {
+				unless = &UnlessError{}
+			}
+			unless.Writes = append(unless.Writes, k)
+		}
 		var old int
 		if found {
 			_, okl, ovl := n.slot(i)
@@ -363,6 +420,9 @@ func (l *Locked) Apply(writes []Write) error {
 		default:
 			grow[li] += n.heapKey(len(w.Key)) + len(w.Val) + slotSize
 		}
+	}
+	if unless != nil {
+		return unless
 	}
 	for li := range l.leaves {
 		if free[li] >= 0 && grow[li] > free[li] {

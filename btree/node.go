@@ -392,7 +392,12 @@ func (n node) live() int {
 // will after its next compaction, but the key is counted whole: room must
 // hold before any compaction.
 func (n node) room(kl, vl int) bool {
-	return usable-headerSize-n.live() >= n.heapKey(kl)+vl+slotSize
+	need := n.heapKey(kl) + vl + slotSize
+	// The free gap is never more than what a compaction would leave (the
+	// heap's dead bytes come back only then): when it is enough, the
+	// count of the live entries (a pass over every slot, on each node of
+	// every insert's descent) is not needed.
+	return n.free() >= need || usable-headerSize-n.live() >= need
 }
 
 // roomFor reports whether leaf n can take key with a value of vl bytes,

@@ -121,16 +121,21 @@ func (b bigEngine) GetBatch(keys, vals [][]byte, found []bool) error {
 // Put sets key to val. Over an old value in chunks, or with val too long
 // for an entry, it is a transaction that writes the chunks and drops the
 // old ones; else one Modify that finds the old value is not in chunks.
-func (b bigEngine) Put(key, val []byte) error {
+func (b bigEngine) Put(key, val []byte) error { return b.putWith(new(bigModify), key, val) }
+
+// putWith is Put through m (as modifyWith).
+func (b bigEngine) putWith(m *bigModify, key, val []byte) error {
 	if isChunkKey(key) {
 		return ErrReservedKey
 	}
 	if b.fits(key, val) {
-		inChunks := false
-		err := b.raw.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
-			inChunks = found && isManifest(old)
-			return val, true, !inChunks
-		})
+		if m.putWrap == nil {
+			m.putWrap = m.put
+		}
+		m.val, m.inChunks = val, false
+		err := b.raw.Modify(key, m.putWrap)
+		inChunks := m.inChunks
+		m.val = nil
 		if err != nil || !inChunks {
 			return err
 		}
@@ -162,20 +167,53 @@ func (b bigEngine) Delete(key []byte) (bool, error) {
 // one is in chunks; else a transaction that reads the old value whole and
 // writes the new one.
 func (b bigEngine) Modify(key []byte, fn func(old []byte, found bool) ([]byte, bool, bool)) error {
+	return b.modifyWith(new(bigModify), key, fn)
+}
+
+// bigModify is Modify's wrapper of a fn for the engine's Modify (and
+// Put's fn), which sees whether the old value is in chunks. A client keeps one
+// (engineStore.m), so that its INCRs allocate nothing: a closure handed
+// to the engine's Modify (an interface's method) would be allocated for
+// every call.
+type bigModify struct {
+	b        bigEngine
+	key      []byte
+	fn       func(old []byte, found bool) ([]byte, bool, bool)
+	inChunks bool
+	wrap     func(old []byte, found bool) ([]byte, bool, bool) // call, made once
+	val      []byte                                            // Put's value
+	putWrap  func(old []byte, found bool) ([]byte, bool, bool) // put, made once
+}
+
+// put is Put's fn: val, unless the old value is in chunks.
+func (m *bigModify) put(old []byte, found bool) ([]byte, bool, bool) {
+	m.inChunks = found && isManifest(old)
+	return m.val, true, !m.inChunks
+}
+
+func (m *bigModify) call(old []byte, found bool) ([]byte, bool, bool) {
+	if m.inChunks = found && isManifest(old); m.inChunks {
+		return nil, false, false
+	}
+	val, exists, write := m.fn(old, found)
+	if m.inChunks = write && exists && !m.b.fits(m.key, val); m.inChunks {
+		return nil, false, false
+	}
+	return val, exists, write
+}
+
+// modifyWith is Modify through m.
+func (b bigEngine) modifyWith(m *bigModify, key []byte, fn func(old []byte, found bool) ([]byte, bool, bool)) error {
 	if isChunkKey(key) {
 		return ErrReservedKey
 	}
-	inChunks := false
-	err := b.raw.Modify(key, func(old []byte, found bool) ([]byte, bool, bool) {
-		if inChunks = found && isManifest(old); inChunks {
-			return nil, false, false
-		}
-		val, exists, write := fn(old, found)
-		if inChunks = write && exists && !b.fits(key, val); inChunks {
-			return nil, false, false
-		}
-		return val, exists, write
-	})
+	if m.wrap == nil {
+		m.wrap = m.call
+	}
+	m.b, m.key, m.fn, m.inChunks = b, key, fn, false
+	err := b.raw.Modify(key, m.wrap)
+	inChunks := m.inChunks
+	m.key, m.fn = nil, nil
 	if err != nil || !inChunks {
 		return err
 	}
@@ -286,9 +324,25 @@ func (t bigTxn) dropChunks(key []byte) (found bool, err error) {
 	return true, nil
 }
 
+// UnlessTxn is a Txn that can write a key without reading it: the commit
+// checks the key's old value with unless under its latch, and when that
+// matches, runs the transaction's function again, when PutUnless of that
+// key declines (done false, nothing written) and its caller reads it.
+// (scalestore's *Tx is one.) A value that fits an entry is written so
+// over an old value that is not a manifest, which is all but always: an
+// MSET then reads none of its keys.
+type UnlessTxn interface {
+	PutUnless(key, val []byte, unless func(old []byte) bool) (done bool, err error)
+}
+
 func (t bigTxn) Put(key, val []byte) error {
 	if isChunkKey(key) {
 		return ErrReservedKey
+	}
+	if u, ok := t.tx.(UnlessTxn); ok && t.b.fits(key, val) {
+		if done, err := u.PutUnless(key, val, isManifest); err != nil || done {
+			return err
+		}
 	}
 	if _, err := t.dropChunks(key); err != nil {
 		return err

@@ -188,6 +188,63 @@ func TestLargeValues(t *testing.T) {
 	}
 }
 
+// MSET of values that fit an entry reads none of its keys (the engine's
+// PutUnless writes them blind), and over values in chunks it still drops
+// their chunks: over one, over several, with a key given twice (large
+// then small, small then large), leaving exactly the live entries.
+func TestMSetOverLargeValues(t *testing.T) {
+	s, e := startServer(t, Config{})
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2})
+	defer rc.Close()
+	ctx := context.Background()
+	chunks := func(n int) int { return (n + defaultMaxEntry - chunkKeyLen - 1) / (defaultMaxEntry - chunkKeyLen) }
+	mset := func(kv ...string) {
+		t.Helper()
+		args := make([]any, len(kv))
+		for i := range kv {
+			args[i] = kv[i]
+		}
+		if err := rc.MSet(ctx, args...).Err(); err != nil {
+			t.Fatalf("MSET: %v", err)
+		}
+	}
+	expect := func(when string, entries int, kv ...string) {
+		t.Helper()
+		for i := 0; i < len(kv); i += 2 {
+			if got, err := rc.Get(ctx, kv[i]).Result(); err != nil || got != kv[i+1] {
+				t.Fatalf("%s: GET %s: %d bytes %v, want %d", when, kv[i], len(got), err, len(kv[i+1]))
+			}
+		}
+		if n := e.len(); n != entries {
+			t.Fatalf("%s: %d entries, want %d", when, n, entries)
+		}
+	}
+
+	mset("a", "1", "b", "2", "c", "3")
+	if n := e.txReadCount(); n != 0 {
+		t.Fatalf("MSET of new small values read %d keys", n)
+	}
+	mset("a", "4", "b", "5", "c", "6")
+	if n := e.txReadCount(); n != 0 {
+		t.Fatalf("MSET of small values over small ones read %d keys", n)
+	}
+	expect("small values", 3, "a", "4", "b", "5", "c", "6")
+
+	big1, big2 := bigValue(10<<10, 1), bigValue(5<<10, 2)
+	mset("a", big1, "b", big2)
+	expect("large values", 3+chunks(len(big1))+chunks(len(big2)), "a", big1, "b", big2)
+	mset("a", "7", "b", "8", "c", "9")
+	expect("small over large", 3, "a", "7", "b", "8", "c", "9")
+
+	mset("a", big1)
+	mset("a", "x", "a", big2) // small, then large, over large
+	expect("a key given twice, large last", 3+chunks(len(big2)), "a", big2)
+	mset("a", big1, "a", "y") // large, then small, over large
+	expect("a key given twice, small last", 3, "a", "y")
+	mset("b", big1, "b", big2, "c", "z")
+	expect("a key given twice, both large", 3+chunks(len(big2)), "b", big2, "c", "z")
+}
+
 // The manifest format is what big.go says, so that stores written by this
 // version read the same in the next.
 func TestManifestFormat(t *testing.T) {

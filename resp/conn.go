@@ -325,7 +325,7 @@ func (c *client) useEngine(ce ConnEngine) {
 	if ce != nil {
 		c.eng, c.settle = bigEngine{raw: ce, entry: c.s.maxEntry}, ce.Settle
 	}
-	c.kv = engineStore{c.eng}
+	c.kv = engineStore{c.eng, new(bigModify)}
 }
 
 // settled waits until what the replies in out tell of is durable (a

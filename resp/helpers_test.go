@@ -52,6 +52,8 @@ type fakeEngine struct {
 	mu   sync.Mutex
 	m    btree.Map[string, []byte]
 	txns int // transactions committed by Atomic
+	// txReads counts the reads of the engine by transactions' Gets.
+	txReads int
 }
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{} }
@@ -145,6 +147,31 @@ type fakeTx struct {
 	readOnly bool
 	reads    map[string][]byte // nil: absent
 	writes   map[string][]byte // nil: deleted
+	// unless holds PutUnless's checks of the keys written blind;
+	// matched, the keys whose check matched at an earlier commit.
+	unless  map[string]func([]byte) bool
+	matched map[string]bool
+}
+
+// PutUnless is UnlessTxn's: a blind write checked at commit.
+func (tx *fakeTx) PutUnless(key, val []byte, unless func([]byte) bool) (bool, error) {
+	if failing(key) {
+		return false, errInjected
+	}
+	if tx.readOnly {
+		return false, errors.New("read-only transaction")
+	}
+	k := string(key)
+	_, read := tx.reads[k]
+	_, written := tx.writes[k]
+	if read || written || tx.matched[k] {
+		return false, nil
+	}
+	if err := tx.Put(key, val); err != nil {
+		return false, err
+	}
+	tx.unless[k] = unless
+	return true, nil
 }
 
 func (tx *fakeTx) Get(key, dst []byte) ([]byte, bool, error) {
@@ -159,6 +186,7 @@ func (tx *fakeTx) Get(key, dst []byte) ([]byte, bool, error) {
 	}
 	tx.e.mu.Lock()
 	v, ok := tx.e.m.Get(string(key))
+	tx.e.txReads++
 	tx.e.mu.Unlock()
 	if ok {
 		v = bytes.Clone(v)
@@ -199,8 +227,10 @@ func (tx *fakeTx) Delete(key []byte) (bool, error) {
 
 // Atomic runs fn until its reads still hold at commit.
 func (e *fakeEngine) Atomic(readOnly bool, fn func(tx Txn) error) error {
+	matched := map[string]bool{}
 	for {
-		tx := &fakeTx{e: e, readOnly: readOnly, reads: map[string][]byte{}, writes: map[string][]byte{}}
+		tx := &fakeTx{e: e, readOnly: readOnly, reads: map[string][]byte{}, writes: map[string][]byte{},
+			unless: map[string]func([]byte) bool{}, matched: matched}
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -211,6 +241,11 @@ func (e *fakeEngine) Atomic(readOnly bool, fn func(tx Txn) error) error {
 			if found != (v != nil) || !bytes.Equal(cur, v) {
 				ok = false
 				break
+			}
+		}
+		for k, unless := range tx.unless {
+			if cur, found := e.m.Get(k); found && unless(cur) {
+				matched[k], ok = true, false
 			}
 		}
 		if ok {
@@ -258,6 +293,13 @@ func (e *fakeEngine) get(key string) (string, bool) {
 	defer e.mu.Unlock()
 	v, ok := e.m.Get(key)
 	return string(v), ok
+}
+
+// txReadCount is how many reads transactions made of the engine.
+func (e *fakeEngine) txReadCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.txReads
 }
 
 func (e *fakeEngine) len() int {

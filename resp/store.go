@@ -12,12 +12,25 @@ type store interface {
 	inTx() bool
 }
 
-type engineStore struct{ e Engine }
+// engineStore is the engine; m, when set, is the client's wrapper of
+// Modify's fn for a bigEngine (bigModify).
+type engineStore struct {
+	e Engine
+	m *bigModify
+}
 
 func (s engineStore) get(key, dst []byte) ([]byte, bool, error) { return s.e.Get(key, dst) }
-func (s engineStore) put(key, val []byte) error                 { return s.e.Put(key, val) }
-func (s engineStore) del(key []byte) (bool, error)              { return s.e.Delete(key) }
+func (s engineStore) put(key, val []byte) error {
+	if b, ok := s.e.(bigEngine); ok && s.m != nil {
+		return b.putWith(s.m, key, val)
+	}
+	return s.e.Put(key, val)
+}
+func (s engineStore) del(key []byte) (bool, error) { return s.e.Delete(key) }
 func (s engineStore) modify(key []byte, fn func([]byte, bool) ([]byte, bool, bool)) error {
+	if b, ok := s.e.(bigEngine); ok && s.m != nil {
+		return b.modifyWith(s.m, key, fn)
+	}
 	return s.e.Modify(key, fn)
 }
 func (engineStore) inTx() bool { return false }
@@ -87,7 +100,7 @@ func (c *client) lookup(key []byte) (payload []byte, expireAt int64, ok bool, er
 		return nil, 0, false, nil
 	}
 	payload, expireAt = decodeValue(raw)
-	if expired(expireAt, c.s.nowMs()) {
+	if expireAt != 0 && expired(expireAt, c.s.nowMs()) { // no clock read for a value without expiry
 		if !c.kv.inTx() {
 			if err := c.s.dropExpired(key); err != nil {
 				return nil, 0, false, err

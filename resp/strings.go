@@ -585,7 +585,6 @@ func (c *client) cmdSetRange(args [][]byte) {
 // value made once per connection: INCR allocates nothing).
 type incrState struct {
 	delta  int64
-	now    int64
 	result int64
 	err    string
 	digits [24]byte
@@ -595,7 +594,16 @@ type incrState struct {
 func (c *client) incrModify(old []byte, found bool) ([]byte, bool, bool) {
 	st := &c.incr
 	st.err = ""
-	p, exp, ok := live(old, found, st.now)
+	// The clock is read only for a value with an expiry: a counter
+	// without one (the usual INCR) never needs it, and on a VM a clock
+	// read was 4% of INCR -P16's profile.
+	var now int64
+	if found {
+		if _, exp := decodeValue(old); exp != 0 {
+			now = c.s.nowMs()
+		}
+	}
+	p, exp, ok := live(old, found, now)
 	var n int64
 	if ok {
 		v, isInt := parseInt(p)
@@ -620,7 +628,7 @@ func (c *client) incrBy(key []byte, delta int64) {
 	if !c.checkKey(key) {
 		return
 	}
-	c.incr.delta, c.incr.now = delta, c.s.nowMs()
+	c.incr.delta = delta
 	if err := c.kv.modify(key, c.incrFn); err != nil {
 		c.engineError(err)
 		return
