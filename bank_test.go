@@ -544,35 +544,48 @@ func bankBalance(v []byte) int64 {
 // crash (Abandon, as kill -9) right after the first leaf is on its store:
 //
 //   - directory: the committer is node 0, and node 2, the directory of
-//     the second leaf, dies; it comes back on its store, and the
-//     committer's record rolls the leaf forward in that view change;
+//     the second leaf, dies; it comes back on its store. With one replica
+//     the committer's record rolls the leaf forward in that view change;
+//     with two, the write-through cut by the view change goes again to
+//     the directory's new primary (its backup), which writes it to its
+//     own backup too;
 //   - committer: the committer, node 1, dies; its buddy rolls the
-//     record forward in the view change without it.
+//     record forward in the view change without it, each page to its
+//     directory's current primary (and, with two replicas, its backup).
 //
 // Either way both accounts must read as before the transfer or both as
 // after it. The mutant that writes the leaves through before the record
-// exists leaves half the transfer, and the test catches it.
+// exists leaves half the transfer where the record is what keeps the
+// commit whole, and the test catches it; where the re-sent write-through
+// is (directory, two replicas), the mutant's transfer is whole too.
 func TestUpdateWholeWhenANodeDiesMidCommit(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
 		committer, victim int
-	}{{"directory", 0, 2}, {"committer", 1, 1}} {
+		replicas          int
+		recordNeeded      bool
+	}{
+		{"directory", 0, 2, 2, false},
+		{"directory/replicas-1", 0, 2, 1, true},
+		{"committer", 1, 1, 2, true},
+		{"committer/replicas-1", 1, 1, 1, true},
+	} {
 		for _, mutant := range []commitMutant{0, mutantWriteBeforeRecord} {
 			name := tc.name
 			if mutant != 0 {
 				name += "/write-before-record"
 			}
 			t.Run(name, func(t *testing.T) {
-				a, b, crashed := midCommitCrash(t, tc.committer, tc.victim, mutant)
+				a, b, crashed := midCommitCrash(t, tc.committer, tc.victim, tc.replicas, mutant)
 				if !crashed {
 					t.Fatal("the transfer's commit wrote no two leaves of nodes 0 and 2 through: nothing was crashed")
 				}
 				whole := a+b == 2*bankStart && (a == bankStart || a == bankStart-5)
 				t.Logf("after the crash: %d and %d", a, b)
 				switch {
-				case mutant == 0 && !whole:
+				case (mutant == 0 || !tc.recordNeeded) && !whole:
 					t.Fatalf("half a transfer: the accounts read %d and %d (sum %d, want %d)", a, b, a+b, 2*bankStart)
-				case mutant != 0 && whole:
+				case mutant != 0 && tc.recordNeeded && whole:
 					t.Fatalf("mutant %s not caught: the accounts read %d and %d", name, a, b)
 				}
 			})
@@ -583,10 +596,13 @@ func TestUpdateWholeWhenANodeDiesMidCommit(t *testing.T) {
 // midCommitCrash runs one transfer of 5 from bank:0 to bank:7 on node
 // committer, kills node victim right after the commit's first
 // write-through (bringing it back unless it is the committer), and reads
-// both accounts through another node.
-func midCommitCrash(t *testing.T, committer, victim int, mutant commitMutant) (a, b int64, crashed bool) {
+// both accounts through another node. replicas is each directory's copies.
+func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commitMutant) (a, b int64, crashed bool) {
 	etcd := startEtcd(t)
 	opts := membershipOpts(t, etcd, 3)
+	for i := range opts {
+		opts[i].Replicas = replicas
+	}
 	cs := joinAll(t, opts)
 	defer func() {
 		var live []*Cluster

@@ -160,15 +160,19 @@ type forwardWait struct {
 	acked  bool // the writer was acknowledged
 	orphan bool
 	held   bool
+	// roll: a transaction record's roll forward (txrecord.go), acked
+	// with TTxAck; its page is held as an orphan's until the backup has it.
+	roll bool
 }
 
 // forward writes page (pid, written through by writer with seq) to this
 // node's store and to the backup of pid's directory.
-func (n *Node) forward(writer protocol.NodeID, pid protocol.PID, page []byte, seq uint32) {
+func (n *Node) forward(writer protocol.NodeID, pid protocol.PID, page []byte, seq uint32) *forwardWait {
 	fw := &forwardWait{pid: pid, writer: writer, seq: seq, page: make([]byte, protocol.PageSize)}
 	copy(fw.page, page)
 	n.forwards = append(n.forwards, fw)
 	n.issueForward(fw)
+	return fw
 }
 
 func (n *Node) issueForward(fw *forwardWait) {
@@ -220,6 +224,14 @@ func (n *Node) ackWriter(fw *forwardWait) {
 		return
 	}
 	fw.acked = true
+	if fw.roll && fw.writer == n.id {
+		n.txRollDone(fw.pid, fw.seq)
+		return
+	}
+	if fw.roll {
+		n.send(protocol.Message{Type: protocol.TTxAck, To: fw.writer, PID: fw.pid, Epoch: fw.seq}, nil)
+		return
+	}
 	if fw.writer == n.id {
 		n.persistDone(fw.pid, fw.seq, n.id)
 		return
@@ -239,11 +251,12 @@ func (n *Node) holdsForward(pid protocol.PID) bool {
 
 // HoldOrphans holds, at the directories this node serves, the requests for
 // every page whose forward to the backup a view change cut (Fence re-sent
-// it): called once the directories are rebuilt, it keeps readers from a
-// value that only this node's store holds until the backup has it too.
+// it), or that a transaction's roll forward writes: called once the
+// directories are rebuilt, it keeps readers from a value that only this
+// node's store holds until the backup has it too.
 func (n *Node) HoldOrphans() {
 	for _, fw := range n.forwards {
-		if !fw.orphan {
+		if !fw.orphan && !fw.roll {
 			continue
 		}
 		d := n.hosted[fw.pid.Dir()]

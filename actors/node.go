@@ -89,9 +89,11 @@ type Node struct {
 	// nothing until every directory of the view has rebuilt.
 	gated bool
 	// outside are the nodes out of the membership view: their pages are
-	// unreachable (Reachable); view is the view's number.
-	outside protocol.NodeSet
-	view    uint32
+	// unreachable (Reachable; with replicas, lostDirs says it instead);
+	// members are the view's members (a transaction record's buddy and
+	// rolls go only to them); view is the view's number.
+	outside, members protocol.NodeSet
+	view             uint32
 	// route maps a page's directory (its page id's top bits) to the node
 	// that serves it in the current view, backups to the node that keeps
 	// its second copy (hasBackup: it has one); identity and none with one

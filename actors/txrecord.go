@@ -31,11 +31,20 @@ import (
 // written by anybody else meanwhile: the committer held every page of it
 // latched until the buddy dropped the record.
 //
+// With replicated directories (docs/replication.md) a roll is a
+// write-through like any other: it goes to the directory's current
+// primary (the route of the view that begins), which writes it to its
+// backup too before it acknowledges, and holds the page's requests until
+// then (HoldOrphans). A directory whose primary died needs no roll: its
+// write-through, cut by the view change, goes again to the new primary
+// (Fence); only a directory that lost every copy is rolled when back.
+// The committer that left is told by the nodes gone from the view, not
+// the directories out of reach (with replicas, none).
+//
 // This covers the death of any one process (the committer, the buddy or
 // a directory): a second death before the roll forward is acknowledged
 // may leave half a transaction, and so may a crash of every node at once
-// (the records live in memory). Replicated directories (a backup) are not
-// covered: a roll is written to the primary's store only.
+// (the records live in memory).
 
 // txPage is one page of a record.
 type txPage struct {
@@ -137,7 +146,7 @@ func (n *Node) TxRecord(w *bufmgr.Worker, fs []*bufmgr.Frame, buddy protocol.Nod
 	if !hasBuddy {
 		return id, false
 	}
-	for !n.dead && !n.stopped && !n.outside.Has(buddy) {
+	for !n.dead && !n.stopped && n.members.Has(buddy) {
 		for i, p := range r.pages {
 			m := protocol.Message{Type: protocol.TTxRecord, To: buddy, PID: p.pid, Epoch: id}
 			if i == len(r.pages)-1 {
@@ -168,7 +177,7 @@ func (n *Node) TxFinish(w *bufmgr.Worker, id uint32, buddy protocol.NodeID, hasB
 	if !hasBuddy {
 		return
 	}
-	for !n.dead && !n.stopped && !n.outside.Has(buddy) {
+	for !n.dead && !n.stopped && n.members.Has(buddy) {
 		n.send(protocol.Message{Type: protocol.TTxDrop, To: buddy, Epoch: id}, nil)
 		if n.txWaitFor(w, id) {
 			return
@@ -212,7 +221,8 @@ func (n *Node) onTxDrop(m *protocol.Message) {
 	n.send(protocol.Message{Type: protocol.TTxAck, To: m.From, Epoch: m.Epoch}, nil)
 }
 
-// onTxRoll writes a record's page to this directory's store and
+// onTxRoll writes a record's page to this directory's store (and, with a
+// backup, to the backup's, as any write-through: docs/replication.md) and
 // acknowledges it once durable. A roll written already (sent again after
 // a view change cut its ack) is acknowledged without writing: the page
 // may have been written since.
@@ -230,6 +240,10 @@ func (n *Node) onTxRoll(m *protocol.Message, payload []byte) {
 	}
 	n.txr.rolled[n.txr.next] = key
 	n.txr.next = (n.txr.next + 1) % len(n.txr.rolled)
+	if n.hasBackup.Has(m.PID.Dir()) {
+		n.forward(m.From, m.PID, payload, m.Epoch).roll = true
+		return
+	}
 	buf := n.getBuf()
 	copy(buf, payload)
 	to, pid, seq := m.From, m.PID, m.Epoch
@@ -270,16 +284,18 @@ func (n *Node) txRollDone(pid protocol.PID, seq uint32) {
 	}
 }
 
-// TxViewChange rolls records forward in the view that begins (down: the
-// nodes gone or restarted since the previous one), after Fence and before
-// the node reports its holdings: waits for acks fail (the old view's
-// messages are dropped), a buddy's incomplete record is dropped (its
-// commit wrote nothing through yet), a buddy whose committer is down
-// rolls every page of its record, a committer every page whose directory
-// is down; each such page is sent to its directory as soon as that
-// directory is in the view (again, if the ack of an earlier roll was
-// cut). It reports the rolls sent.
-func (n *Node) TxViewChange(down protocol.NodeSet) int {
+// TxViewChange rolls records forward in the view that begins (gone: the
+// nodes gone or restarted since the previous one; down: the directories
+// out of reach, the same nodes with one replica, those that lost every
+// copy with replicas), after Fence and before the node reports its
+// holdings: waits for acks fail (the old view's messages are dropped), a
+// buddy's incomplete record is dropped (its commit wrote nothing through
+// yet), a buddy whose committer is gone rolls every page of its record, a
+// committer every page whose directory is down; each such page is sent to
+// its directory's current primary as soon as that one is in the view
+// (again, if the ack of an earlier roll was cut). It reports the rolls
+// sent.
+func (n *Node) TxViewChange(gone, down protocol.NodeSet) int {
 	waits := n.txr.waits
 	n.txr.waits = nil
 	for _, tw := range waits {
@@ -294,18 +310,22 @@ func (n *Node) TxViewChange(down protocol.NodeSet) int {
 		}
 		for j := range r.pages {
 			p := &r.pages[j]
-			if (!r.mine && down.Has(r.committer)) || (r.mine && down.Has(p.pid.Dir())) {
+			if (!r.mine && gone.Has(r.committer)) || (r.mine && down.Has(p.pid.Dir())) {
 				p.roll = true
 			}
 			if !p.roll || p.acked {
 				continue
 			}
 			to := n.route[p.pid.Dir()]
-			if n.outside.Has(to) {
+			if !n.members.Has(to) || n.lostDirs[p.pid.Dir()] != nil {
 				continue // when its directory is back
 			}
 			p.rolling = n.txNext()
 			sent++
+			if to == n.id && n.hasBackup.Has(p.pid.Dir()) {
+				n.forward(n.id, p.pid, p.data, p.rolling).roll = true
+				continue
+			}
 			if to == n.id {
 				buf := n.getBuf()
 				copy(buf, p.data)
@@ -318,7 +338,7 @@ func (n *Node) TxViewChange(down protocol.NodeSet) int {
 			}
 			n.send(protocol.Message{Type: protocol.TTxRoll, To: to, PID: p.pid, Epoch: p.rolling}, p.data)
 		}
-		if !r.mine && down.Has(r.committer) {
+		if !r.mine && gone.Has(r.committer) {
 			r.open = false // nobody will drop it: it ends when rolled
 		}
 		if !r.open && r.rolledAll() {

@@ -124,8 +124,9 @@ func (l *Local) ChangeView(number uint64, members, down protocol.NodeSet) error 
 // ChangeViewCurrent is ChangeView for a node with replicated directories
 // (EnableReplicas): current is the view's record of which nodes hold each
 // directory's current copies (membership.View.Current). down is then
-// unused: only the copies of the pages of a directory that lost every
-// current copy are given up (docs/replication.md).
+// used only for transaction records (a committer that left): only the
+// copies of the pages of a directory that lost every current copy are
+// given up (docs/replication.md).
 func (l *Local) ChangeViewCurrent(number uint64, members, down protocol.NodeSet, current map[protocol.NodeID]protocol.NodeSet) error {
 	if number > protocol.MaxView {
 		return fmt.Errorf("actors: node %d: view %d is over the frames' %d", l.node.ID(), number, protocol.MaxView)
@@ -152,7 +153,11 @@ func (l *Local) ChangeViewCurrent(number uint64, members, down protocol.NodeSet,
 	l.vs.installedAt = time.Now()
 	l.dropLogged.Store(false)
 	n.gated, n.view = true, v
-	n.outside = protocol.NodeSet{}
+	n.outside, n.members = protocol.NodeSet{}, members
+	// gone: the nodes that left or restarted since the previous view
+	// (their transaction records, as committers, roll forward); down
+	// becomes the directories out of reach.
+	gone := down
 	if l.rep != nil {
 		// A directory is out of reach only when it lost every current
 		// copy (SetLost, place); the others are served by their primary.
@@ -172,7 +177,7 @@ func (l *Local) ChangeViewCurrent(number uint64, members, down protocol.NodeSet,
 	n.Fence(down, nil)
 	// Transactions' records roll forward before the holdings go out: a
 	// directory handles the rolls before it can serve the view.
-	n.TxViewChange(down)
+	n.TxViewChange(gone, down)
 	// Report to every other directory what this node holds of its pages;
 	// this node's own holdings are read when its directory rebuilds (a
 	// page it allocates meanwhile is one). With replicas, to every other
