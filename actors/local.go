@@ -1053,6 +1053,7 @@ func (l *Local) Abandon() {
 // it). The messages it still has to send reach the transport before Close
 // returns; one the transport refused is the error.
 func (l *Local) Close() error {
+	l.stopRereplication()
 	err := l.Flush()
 	l.mu.Lock()
 	l.halt(true)

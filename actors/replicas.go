@@ -80,6 +80,12 @@ type replicas struct {
 	// Rereplications counts the directories this node finished copying
 	// to a new backup; CatchUps those it took back.
 	rereplications, catchUps int
+	// copies are the re-replications running; stopCopies (under l.mu)
+	// asks them to stop after their current page (Close: a copy holds a
+	// page shared until its backup acknowledged it, and a cache with a
+	// latched page cannot be flushed).
+	copies     sync.WaitGroup
+	stopCopies bool
 }
 
 // EnableReplicas makes the node keep replicated directories (call it after
@@ -534,7 +540,28 @@ func (l *Local) startRereplication() {
 		}
 		b := n.backups[d]
 		slots := n.dirOf(protocol.MakePID(d, 0)).Allocated()
-		go l.rereplicate(view, d, b, slots)
+		if r.stopCopies {
+			continue
+		}
+		r.copies.Add(1)
+		go func() {
+			defer r.copies.Done()
+			l.rereplicate(view, d, b, slots)
+		}()
+	}
+}
+
+// stopRereplication stops the re-replications after their current page
+// and waits for them (Close).
+func (l *Local) stopRereplication() {
+	l.mu.Lock()
+	r := l.rep
+	if r != nil {
+		r.stopCopies = true
+	}
+	l.mu.Unlock()
+	if r != nil {
+		r.copies.Wait()
 	}
 }
 
@@ -552,7 +579,7 @@ func (l *Local) rereplicate(view uint32, d, b protocol.NodeID, slots uint64) {
 			g := n.Cache().Shared(w, pid)
 			defer g.Release()
 			l.Locked(func() {
-				if l.vs.number == view {
+				if l.vs.number == view && !l.rep.stopCopies {
 					ok = n.Replicate(w, pid, g.Data(), b)
 				}
 			})
