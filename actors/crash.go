@@ -306,14 +306,18 @@ func (n *Node) onPersist(m *protocol.Message, payload []byte) {
 		n.forward(m.From, m.PID, payload, m.Epoch)
 		return
 	}
+	n.writeAndAck(payload, protocol.Message{Type: protocol.TPersistAck, To: m.From, PID: m.PID, Epoch: m.Epoch})
+}
+
+// writeAndAck writes payload to ack.PID's slot of this node's store and
+// sends ack once it is durable (a write-through, a catch-up page, a
+// transaction's roll).
+func (n *Node) writeAndAck(payload []byte, ack protocol.Message) {
 	buf := n.getBuf()
 	copy(buf, payload)
-	to, pid, seq := m.From, m.PID, m.Epoch
-	n.writeSSD(pid, buf, 0, func() {
+	n.writeSSD(ack.PID, buf, 0, func() {
 		n.putBuf(buf)
-		n.whenDurable(func() {
-			n.send(protocol.Message{Type: protocol.TPersistAck, To: to, PID: pid, Epoch: seq}, nil)
-		})
+		n.whenDurable(func() { n.send(ack, nil) })
 	})
 }
 

@@ -433,15 +433,7 @@ func (l *Local) onCatchUp(m *protocol.Message, payload []byte) {
 	}
 	r.caught[d] = max(r.caught[d], m.PID.Slot()+1)
 	r.caughtEver[d] = max(r.caughtEver[d], r.caught[d])
-	buf := n.getBuf()
-	copy(buf, payload)
-	to, pid, seq := m.From, m.PID, m.Epoch
-	n.writeSSD(pid, buf, 0, func() {
-		n.putBuf(buf)
-		n.whenDurable(func() {
-			n.send(protocol.Message{Type: protocol.TPersistAck, To: to, PID: pid, Epoch: seq, Flags: protocol.FlagCatchUp}, nil)
-		})
-	})
+	n.writeAndAck(payload, protocol.Message{Type: protocol.TPersistAck, To: m.From, PID: m.PID, Epoch: m.Epoch, Flags: protocol.FlagCatchUp})
 }
 
 // maybeRecord records, once the holder's report follows its pushes, each

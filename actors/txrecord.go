@@ -244,15 +244,7 @@ func (n *Node) onTxRoll(m *protocol.Message, payload []byte) {
 		n.forward(m.From, m.PID, payload, m.Epoch).roll = true
 		return
 	}
-	buf := n.getBuf()
-	copy(buf, payload)
-	to, pid, seq := m.From, m.PID, m.Epoch
-	n.writeSSD(pid, buf, 0, func() {
-		n.putBuf(buf)
-		n.whenDurable(func() {
-			n.send(protocol.Message{Type: protocol.TTxAck, To: to, PID: pid, Epoch: seq}, nil)
-		})
-	})
+	n.writeAndAck(payload, protocol.Message{Type: protocol.TTxAck, To: m.From, PID: m.PID, Epoch: m.Epoch})
 }
 
 func (n *Node) onTxAck(m *protocol.Message) {
