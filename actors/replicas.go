@@ -465,7 +465,7 @@ func (l *Local) record(view uint32, d, holder protocol.NodeID, primary bool, don
 	for attempt := 0; ; attempt++ {
 		err := l.rep.cfg.Record(uint64(view), d, holder, primary)
 		l.mu.Lock()
-		stale := l.vs.number != view || l.closed || l.failed.Load()
+		stale := l.vs.number != view || l.closed || l.failed.Load() || l.rep.stopCopies
 		switch {
 		case stale || errors.Is(err, ErrViewChanged):
 		case err == nil:

@@ -186,6 +186,15 @@ func (f *viewFollower) record(view uint64, dir, holder protocol.NodeID, primary 
 	if errors.Is(err, membership.ErrViewChanged) {
 		return fmt.Errorf("%w: %w", actors.ErrViewChanged, err)
 	}
+	if err != nil {
+		select {
+		case <-m.Lost():
+			// The node left, or lost its lease: its views are over, and
+			// what it copied counts in none of them.
+			return fmt.Errorf("%w: the node's membership ended: %w", actors.ErrViewChanged, err)
+		default:
+		}
+	}
 	if err == nil {
 		f.n.log.Info("copy recorded", "node", f.n.ID, "view", view, "directory", dir, "holder", holder, "primary", primary)
 	}
