@@ -91,22 +91,7 @@ func TestReplicaJoinServesEveryKey(t *testing.T) {
 				t.Fatalf("node %d back on its store: %v", dead, err)
 			}
 			cs[dead] = back
-			deadline := time.Now().Add(20 * time.Second)
-			for _, c := range cs {
-				for k, v := range want {
-					for {
-						got, found, err := c.Get([]byte(k), nil)
-						if err != nil && time.Now().Before(deadline) {
-							time.Sleep(50 * time.Millisecond)
-							continue
-						}
-						if err != nil || !found || string(got) != v {
-							t.Fatalf("%s through node %d after node %d came back: %q found=%v err=%v, want %q", k, c.Node().ID, dead, got, found, err, v)
-						}
-						break
-					}
-				}
-			}
+			readsEventually(t, cs, want, fmt.Sprintf("after node %d came back", dead))
 			closeAll(t, cs)
 		})
 	}
@@ -298,22 +283,7 @@ func TestReplicaTwoNodesDie(t *testing.T) {
 		}
 		cs[i] = back
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, c := range cs {
-		for k, v := range want {
-			for {
-				got, found, err := c.Get([]byte(k), nil)
-				if err != nil && time.Now().Before(deadline) {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				if err != nil || !found || string(got) != v {
-					t.Fatalf("%s through node %d once nodes 1 and 2 are back: %q found=%v err=%v, want %q", k, c.Node().ID, got, found, err, v)
-				}
-				break
-			}
-		}
-	}
+	readsEventually(t, cs, want, "once nodes 1 and 2 are back")
 }
 
 // TestReplicaWholeClusterRestarts: a cluster with replicas stopped
@@ -334,6 +304,14 @@ func TestReplicaWholeClusterRestarts(t *testing.T) {
 	closeAll(t, cs)
 	cs = joinAll(t, []ClusterOptions{opts[0], opts[1], opts[2]})
 	defer func() { closeAll(t, cs) }()
+	readsEventually(t, cs, want, "after the restart")
+}
+
+// readsEventually reads every key of want through every node, each within
+// 20 s of the call (errors are retried until then: a view change may be
+// under way), and fails naming when (what) a key reads otherwise.
+func readsEventually(t *testing.T, cs []*Cluster, want map[string]string, what string) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for _, c := range cs {
 		for k, v := range want {
@@ -344,7 +322,7 @@ func TestReplicaWholeClusterRestarts(t *testing.T) {
 					continue
 				}
 				if err != nil || !found || string(got) != v {
-					t.Fatalf("%s through node %d after the restart: %q found=%v err=%v, want %q", k, c.Node().ID, got, found, err, v)
+					t.Fatalf("%s through node %d %s: %q found=%v err=%v, want %q", k, c.Node().ID, what, got, found, err, v)
 				}
 				break
 			}
