@@ -38,6 +38,11 @@ type persistWait struct {
 	seq    uint32
 	done   bool
 	failed bool
+	// need: the acknowledgements still awaited before the write is
+	// durable: 1, or 2 when this node is the backup of the page's
+	// directory and writes its own copy beside the primary's
+	// (issuePersist).
+	need int
 	// replicate: a copy of data to node to only (Replicate).
 	replicate bool
 	to        protocol.NodeID
@@ -127,8 +132,28 @@ func (n *Node) issuePersist(p *persistWait) {
 		n.send(protocol.Message{Type: protocol.TPersist, To: p.to, PID: pid, Epoch: p.seq}, p.data)
 		return
 	}
+	p.need = 1
 	if to := n.route[pid.Dir()]; to != n.id {
-		n.send(protocol.Message{Type: protocol.TPersist, To: to, PID: pid, Epoch: p.seq}, n.cache.Page(p.f))
+		if n.keepsBackup(pid.Dir()) {
+			// This node keeps the directory's second copy: it writes it
+			// itself while the primary writes the first, and the primary,
+			// which sees the write-through come from its backup, forwards
+			// nothing (onPersist). One round trip, as with one replica,
+			// where the primary's forward would come back here.
+			p.need = 2
+			buf := n.getBuf()
+			copy(buf, n.cache.Page(p.f))
+			seq := p.seq
+			n.writeSSD(pid, buf, 0, func() {
+				n.putBuf(buf)
+				n.whenDurable(func() { n.persistDone(pid, seq, n.id) })
+			})
+		}
+		m := protocol.Message{Type: protocol.TPersist, To: to, PID: pid, Epoch: p.seq}
+		if p.need == 2 {
+			m.Flags = protocol.FlagOwnCopy
+		}
+		n.send(m, n.cache.Page(p.f))
 		return
 	}
 	if n.hasBackup.Has(pid.Dir()) {
@@ -239,6 +264,12 @@ func (n *Node) ackWriter(fw *forwardWait) {
 	n.send(protocol.Message{Type: protocol.TPersistAck, To: fw.writer, PID: fw.pid, Epoch: fw.seq}, nil)
 }
 
+// keepsBackup reports whether this node keeps the second copy of
+// directory dir's pages in the current view (and is not its primary).
+func (n *Node) keepsBackup(dir protocol.NodeID) bool {
+	return n.hasBackup.Has(dir) && n.backups[dir] == n.id && n.route[dir] != n.id && n.pageIO[dir] != nil
+}
+
 // holdsForward reports whether an orphan forward of pid is still under way.
 func (n *Node) holdsForward(pid protocol.PID) bool {
 	for _, fw := range n.forwards {
@@ -302,10 +333,13 @@ func (n *Node) onPersist(m *protocol.Message, payload []byte) {
 		n.violation("%v for a page this directory does not have", *m)
 		return
 	}
-	if served && n.hasBackup.Has(dir) {
+	if served && n.hasBackup.Has(dir) && (m.Flags&protocol.FlagOwnCopy == 0 || m.From != n.backups[dir]) {
 		n.forward(m.From, m.PID, payload, m.Epoch)
 		return
 	}
+	// Served without a backup, kept as the backup, or served and written
+	// through by the backup itself, which writes its own copy
+	// (issuePersist): this store only.
 	n.writeAndAck(payload, protocol.Message{Type: protocol.TPersistAck, To: m.From, PID: m.PID, Epoch: m.Epoch})
 }
 
@@ -331,6 +365,13 @@ func (n *Node) persistDone(pid protocol.PID, seq uint32, from protocol.NodeID) {
 	for i, p := range n.persists {
 		if p.seq != seq || p.pid != pid {
 			continue
+		}
+		if p.need--; p.need > 0 {
+			if from != n.id && n.cfg.Mutations.AckBeforeBackup != nil && n.cfg.Mutations.AckBeforeBackup() {
+				p.need = 0 // mutation: the primary's ack releases the write before this backup's own copy is written
+			} else {
+				return
+			}
 		}
 		n.persists = append(n.persists[:i], n.persists[i+1:]...)
 		n.release(p, false)

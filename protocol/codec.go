@@ -113,7 +113,7 @@ var typeRules = [typeCount]typeRule{
 	TEvictData:      {},
 	TAlloc:          {},
 	TLineInvalidate: {mode: true, fields: fieldK | fieldPred},
-	TPersist:        {flags: FlagCatchUp},
+	TPersist:        {flags: FlagCatchUp | FlagOwnCopy},
 	TPersistAck:     {flags: FlagCatchUp},
 	TTxRecord:       {flags: FlagLast},
 	TTxDrop:         {},
@@ -223,6 +223,9 @@ func (m *Message) explain() error {
 	}
 	if m.Flags&FlagCatchUp != 0 && m.Type != TPersist && m.Type != TPersistAck {
 		return bad("catch-up flag outside a write-through")
+	}
+	if m.Flags&FlagOwnCopy != 0 && (m.Type != TPersist || m.Flags&FlagCatchUp != 0) {
+		return bad("own-copy flag outside a writer's write-through")
 	}
 	if m.Flags&FlagNoData != 0 && m.Type != TGrant {
 		return bad("nodata flag outside a grant")

@@ -172,7 +172,12 @@ const (
 	// directory's current copies sends each page to the directory's new
 	// primary, which takes it even before it is active in the view.
 	FlagCatchUp
-	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy | FlagLast | FlagCatchUp
+	// FlagOwnCopy: a TPersist that the backup of the page's directory
+	// sends to its primary as the page's writer: the backup writes its own
+	// copy, so the primary writes its store only and forwards nothing
+	// (docs/replication.md, decision 2).
+	FlagOwnCopy
+	flagsMask = FlagNoData | FlagFull | FlagDirty | FlagUnreadable | FlagAnyCopy | FlagLast | FlagCatchUp | FlagOwnCopy
 )
 
 // MaxEvictBatch bounds an eviction batch (paper §4.3: up to 100 pages).
