@@ -55,7 +55,8 @@ const (
 	// prefix once, then searches the heads of the rest.
 	//
 	// p is the longest prefix the node's keys share, chosen when the node
-	// is compacted or made by a split (choosePrefix), and lowered (every
+	// is compacted or made by a split, or takes its second key
+	// (choosePrefix), and lowered (every
 	// head rewritten, O(n) but rare) by an insert of a key that does not
 	// share it (insertAt). The nodes keep no fence keys, from which
 	// LeanStore takes the prefix and which would not need the lowering;
@@ -621,6 +622,12 @@ func (n node) insertAt(i int, key, val []byte) {
 	n.setHeap(h)
 	n.setCount(c + 1)
 	n.setLastInsert(i)
+	if c == 1 {
+		// The second key: a node that began empty (a new root, the new
+		// node of an ascending load's split) gets its prefix here, and
+		// later inserts lower it as they need.
+		n.choosePrefix()
+	}
 }
 
 // removeAt deletes slot i (its heap space is reclaimed by the next compact).
