@@ -1,6 +1,7 @@
 package btree
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -11,11 +12,15 @@ import (
 	"github.com/scalestore-go/scalestore/storage/memfile"
 )
 
-// The key shapes of redis-benchmark with -r: every key shares its first
-// 8 bytes (and more) with every other.
-var benchKeyShapes = []struct{ name, format string }{
-	{"counter", "counter:%012d"},
-	{"key", "key:%012d"},
+// The key shapes of redis-benchmark with -r, whose keys share their first
+// 8 bytes (and more) with every other, and YCSB's 8-byte big-endian keys.
+var benchKeyShapes = []struct {
+	name string
+	key  func(dst []byte, i int) []byte
+}{
+	{"counter", func(dst []byte, i int) []byte { return fmt.Appendf(dst, "counter:%012d", i) }},
+	{"key", func(dst []byte, i int) []byte { return fmt.Appendf(dst, "key:%012d", i) }},
+	{"u64", func(dst []byte, i int) []byte { return binary.BigEndian.AppendUint64(dst, uint64(i)) }},
 }
 
 // BenchmarkLeafSearch: lowerBound in a full leaf of keys drawn from
@@ -30,7 +35,7 @@ func BenchmarkLeafSearch(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			val := make([]byte, 8)
 			for {
-				k := fmt.Appendf(nil, shape.format, r.IntN(100_000))
+				k := shape.key(nil, r.IntN(100_000))
 				i, found := n.lowerBound(k)
 				if found {
 					continue
@@ -80,7 +85,7 @@ func BenchmarkTreePut(b *testing.B) {
 				return err
 			}
 			for _, i := range r.Perm(keys) {
-				if err := tr.Put(s, fmt.Appendf(nil, shape.format, i), []byte("12345678")); err != nil {
+				if err := tr.Put(s, shape.key(nil, i), []byte("12345678")); err != nil {
 					return err
 				}
 			}
@@ -91,7 +96,7 @@ func BenchmarkTreePut(b *testing.B) {
 				var k []byte
 				b.ResetTimer()
 				for range b.N {
-					k = fmt.Appendf(k[:0], shape.format, r.IntN(keys))
+					k = shape.key(k[:0], r.IntN(keys))
 					if err := tr.Put(s, k, []byte("87654321")); err != nil {
 						return err
 					}
@@ -104,7 +109,7 @@ func BenchmarkTreePut(b *testing.B) {
 				var k, v []byte
 				b.ResetTimer()
 				for range b.N {
-					k = fmt.Appendf(k[:0], shape.format, r.IntN(keys))
+					k = shape.key(k[:0], r.IntN(keys))
 					var ok bool
 					if v, ok, err = tr.Get(s, k, v[:0]); err != nil || !ok {
 						return fmt.Errorf("get %s: %v %v", k, ok, err)
