@@ -31,8 +31,9 @@
 // and the heads decide again. p is the longest prefix of the node's keys,
 // chosen at a split, a compaction or the node's second key, and lowered by
 // an insert that does not share it (node.go, flagPrefix, says why not from
-// fences). A node with p = 0 is the format before, byte for byte; an older
-// binary refuses a node with a prefix by its unknown flag.
+// fences). A node with p = 0 is the format before, byte for byte; the
+// catalog's magic names this format too, and an older binary refuses a
+// node with a prefix by its unknown flag as well.
 //
 // Limits: a key is 1 to MaxKey bytes, a value 0 to MaxValue bytes, and a
 // key and value together at most MaxEntry bytes. Deleted entries free their

@@ -500,3 +500,44 @@ func TestPrefixTreeMatchesAMap(t *testing.T) {
 		return nil
 	})
 }
+
+// A tree whose catalog has the magic of the format before prefixes (or
+// before inlined keys) reads as it is, and Upgrade gives it the current
+// magic, which a binary that does not know prefixes refuses.
+func TestUpgradeFromTheFormatsBefore(t *testing.T) {
+	for _, old := range []uint64{catalogMagicV1, catalogMagicV2} {
+		r := newGuessRig(t)
+		key := func(i int) []byte { return fmt.Appendf(nil, "counter:%012d", i) }
+		r.do(func(s Session) error {
+			for i := range 500 {
+				if err := r.tr.Put(s, key(i), []byte("v")); err != nil {
+					return err
+				}
+			}
+			cat := s.Cache.Exclusive(s.Worker, r.tr.catalog)
+			if m := binary.LittleEndian.Uint64(cat.Data()); m != catalogMagic {
+				t.Fatalf("a new catalog has magic %#x, want %#x", m, catalogMagic)
+			}
+			binary.LittleEndian.PutUint64(cat.Data(), old)
+			cat.Release()
+			if _, ok, err := r.tr.Get(s, key(7), nil); err != nil || !ok {
+				t.Fatalf("magic %#x: get: %v %v", old, ok, err)
+			}
+			if err := r.tr.Upgrade(s); err != nil {
+				return err
+			}
+			cat = s.Cache.Exclusive(s.Worker, r.tr.catalog)
+			m := binary.LittleEndian.Uint64(cat.Data())
+			cat.Release()
+			if m != catalogMagic {
+				t.Fatalf("magic %#x upgraded to %#x, want %#x", old, m, catalogMagic)
+			}
+			for i := range 500 {
+				if _, ok, err := r.tr.Get(s, key(i), nil); err != nil || !ok {
+					t.Fatalf("magic %#x upgraded: get %d: %v %v", old, i, ok, err)
+				}
+			}
+			return nil
+		})
+	}
+}
