@@ -497,6 +497,29 @@ func TestPrefixTreeMatchesAMap(t *testing.T) {
 				t.Fatalf("counter %d: %v %v", i, ok, err)
 			}
 		}
+		// GetBatch, whose lookups prefetch the nodes' prefixes, agrees,
+		// with absent keys (past the end, and not counters) among them.
+		for range 200 {
+			var keys [][]byte
+			for range 1 + rng.IntN(MaxBatch) {
+				keys = append(keys, fmt.Appendf(nil, "counter:%012d", rng.IntN(40_000)))
+			}
+			keys = append(keys, []byte("counter:"), []byte("d"))
+			vals, found := make([][]byte, len(keys)), make([]bool, len(keys))
+			if err := r2.tr.GetBatch(s, keys, vals, found); err != nil {
+				return err
+			}
+			for j, k := range keys {
+				var i int
+				want := false
+				if n, _ := fmt.Sscanf(string(k), "counter:%d", &i); n == 1 && i < 30_000 {
+					want = true
+				}
+				if found[j] != want || (want && string(vals[j]) != "1") {
+					t.Fatalf("batch: %q found %v %q, want %v", k, found[j], vals[j], want)
+				}
+			}
+		}
 		return nil
 	})
 }
