@@ -210,7 +210,7 @@ func TestOpenUpgradesOldCatalog(t *testing.T) {
 		}
 		return binary.LittleEndian.Uint64(page)
 	}
-	const v1, current = 0x5343415441, 0x5343415442
+	const v1, current = 0x5343415441, 0x5343415443
 	if m := magic(); m != current {
 		t.Fatalf("a new catalog has magic %#x, want %#x", m, current)
 	}

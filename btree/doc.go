@@ -22,6 +22,19 @@
 // misreading it; an older tree is read as it is, its catalog upgraded when
 // it is opened, and each node converted when next compacted.
 //
+// A node's keys often share more than their first 8 bytes (Redis's
+// "counter:000000012345", a table's key prefix): with heads of the first 8
+// bytes every head of such a node ties, and a search compares whole keys
+// at every step. A node therefore keeps the length p of the prefix its
+// keys share (header byte 7, flagPrefix) and builds its heads from the
+// bytes after it; a search compares the searched key with the prefix once
+// and the heads decide again. p is the longest prefix of the node's keys,
+// chosen at a split, a compaction or the node's second key, and lowered by
+// an insert that does not share it (node.go, flagPrefix, says why not from
+// fences). A node with p = 0 is the format before, byte for byte; the
+// catalog's magic names this format too, and an older binary refuses a
+// node with a prefix by its unknown flag as well.
+//
 // Limits: a key is 1 to MaxKey bytes, a value 0 to MaxValue bytes, and a
 // key and value together at most MaxEntry bytes. Deleted entries free their
 // space in the leaf, but leaves are never merged (the tree does not shrink).

@@ -64,9 +64,10 @@ func (g *guessState) stripe(w int) *guessStripe { return &g.stripes[w&(guessStri
 // the value of key, if its keys are consecutive integers after the fence
 // n.key(i-1) and its entries of entry bytes lie in slot order from the
 // end of its heap; -1 when no guess can be made (the leftmost child has
-// no fence in n, key does not follow the fence closely enough).
+// no fence in n, key does not follow the fence closely enough, n's heads
+// are of its keys' bytes after a prefix: they are longer than 8 bytes).
 func (n node) guessOffset(i int, key []byte, entry int) int {
-	if i <= 0 || i > n.count() || entry <= 0 || len(key) > 8 {
+	if i <= 0 || i > n.count() || entry <= 0 || len(key) > 8 || n.prefixLen() != 0 {
 		return -1
 	}
 	fence, h := n.head(i-1), keyHead(key)

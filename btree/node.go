@@ -18,11 +18,12 @@ const (
 	PageTrailer = 16
 	usable      = protocol.PageSize - PageTrailer
 	headerSize  = 16
-	// slotSize: the key's head (its first 8 bytes as a big-endian integer,
-	// zero-padded), then offset, key length and value length, 2 bytes each,
-	// and 2 spare bytes. The head lets a search compare keys without
-	// leaving the slot array (LeanStore's "key heads"): with keys of at
-	// most 8 bytes, as in YCSB, a lookup touches no key in the heap.
+	// slotSize: the key's head (its 8 bytes after the node's prefix, see
+	// flagPrefix, as a big-endian integer, zero-padded), then offset, key
+	// length and value length, 2 bytes each, and 2 spare bytes. The head
+	// lets a search compare keys without leaving the slot array
+	// (LeanStore's "key heads"): with keys of at most 8 bytes, as in YCSB,
+	// a lookup touches no key in the heap.
 	slotSize = 16
 
 	// MaxKey is the longest key.
@@ -42,13 +43,48 @@ const (
 	// next compacted. For YCSB's 8-byte keys and 128-byte values this is
 	// 144 bytes an entry instead of 152: 28 entries a leaf, not 26.
 	flagShortInline = 1
+
+	// flagPrefix (header byte 1) is set when header byte 7 holds p > 0:
+	// every key of the node starts with the same p bytes (the node's
+	// prefix, read from slot 0's key in the heap), and a slot's head is
+	// built from the key's bytes [p, p+8) instead of [0, 8). Keys that
+	// share their first 8 bytes (redis-benchmark's "counter:000000012345"
+	// and "key:000000012345") all had one head, and every step of a
+	// search compared keys in the heap; after their prefix the heads tell
+	// them apart again. A search compares the searched key with the
+	// prefix once, then searches the heads of the rest.
+	//
+	// p is the longest prefix the node's keys share, chosen when the node
+	// is compacted or made by a split, or takes its second key
+	// (choosePrefix), and lowered (every
+	// head rewritten, O(n) but rare) by an insert of a key that does not
+	// share it (insertAt). The nodes keep no fence keys, from which
+	// LeanStore takes the prefix and which would not need the lowering;
+	// the keys' own prefix is at least as long, and between two
+	// compactions a lowering happens at most once per byte of p.
+	//
+	// A node with a prefix keeps every key whole in its heap (its prefix
+	// is slot 0's key's), so p > 0 needs every key longer than 8 bytes
+	// (flagShortInline keeps shorter keys in their heads alone): a short
+	// key's insert sets p to 0. Keys themselves are stored as before, so
+	// the prefix changes no node's room. A node without the flag (p = 0,
+	// as every node written before the flag) is today's format exactly;
+	// a binary that predates the flag refuses a node with it (its valid
+	// rejects unknown flags) instead of misreading its heads.
+	flagPrefix = 2
+
+	// maxPrefix bounds p: it is one header byte (a key has at most MaxKey
+	// bytes, and two different keys share at most MaxKey-1).
+	maxPrefix = MaxKey - 1
 )
 
 // node is a view of a B-tree page (a slotted page):
 //
-//	0 kind  1 flags (flagShortInline)  2-3 count  4-5 start of the entry
-//	heap (grows down)
-//	6-7 the slot of the latest insert (a hint for splits)
+//	0 kind  1 flags (flagShortInline, flagPrefix)  2-3 count  4-5 start
+//	of the entry heap (grows down)
+//	6 the slot of the latest insert (a hint for splits)  7 the prefix
+//	length p (flagPrefix; zero in every page written before it, since
+//	bytes 6-7 held the latest insert's slot, below maxSlots < 256)
 //	8-15 upper: an inner node's rightmost child; a leaf's next leaf plus
 //	one (0: none; PID 0 is a valid page)
 //	16.. slots (key head, offset, key length, value length), then free
@@ -74,8 +110,78 @@ func (n node) setHeap(h int)     { binary.LittleEndian.PutUint16(n[4:], uint16(h
 
 // lastInsert is the slot of the node's latest insert: a hint for
 // splitInto, which may be stale after a removal.
-func (n node) lastInsert() int     { return int(binary.LittleEndian.Uint16(n[6:])) }
-func (n node) setLastInsert(i int) { binary.LittleEndian.PutUint16(n[6:], uint16(i)) }
+func (n node) lastInsert() int     { return int(n[6]) }
+func (n node) setLastInsert(i int) { n[6] = byte(i) }
+
+// prefixLen is p, the length of the prefix every key of the node shares
+// (see flagPrefix).
+func (n node) prefixLen() int { return int(n[7]) }
+
+// prefix is the node's prefix: slot 0's key's first p bytes. ok is false
+// when slot 0 cannot hold them (a torn page under an optimistic reader).
+func (n node) prefix() (pre []byte, ok bool) {
+	p := n.prefixLen()
+	if p == 0 {
+		return nil, true
+	}
+	off, kl, _ := n.slot(0)
+	if kl < p || off < headerSize || off+p > usable {
+		return nil, false
+	}
+	return n[off : off+p], true
+}
+
+// setPrefix makes p the node's prefix length and rewrites every slot's
+// head from its key's bytes after p. The caller makes sure that every key
+// starts with the same p bytes and, for p > 0, is kept in the heap.
+func (n node) setPrefix(p int) {
+	if p == n.prefixLen() && (p > 0) == (n[1]&flagPrefix != 0) {
+		return
+	}
+	for i := range n.count() {
+		k := n.key(i)
+		// Every key is at least p bytes long but in a damaged page, whose
+		// heads are wrong anyway: no panic for it.
+		binary.LittleEndian.PutUint64(n[headerSize+i*slotSize:], keyHead(k[min(p, len(k)):]))
+	}
+	n[7] = byte(p)
+	if p > 0 {
+		n[1] |= flagPrefix
+	} else {
+		n[1] &^= flagPrefix
+	}
+}
+
+// choosePrefix sets the node's prefix to the longest its keys share: none
+// for fewer than two keys, or when a key lives in its head alone.
+func (n node) choosePrefix() {
+	c := n.count()
+	p := 0
+	if c >= 2 && n[1]&flagShortInline != 0 {
+		first := n.key(0)
+		p = min(len(first), maxPrefix)
+		for i := range c {
+			k := n.key(i)
+			if n.heapKey(len(k)) == 0 {
+				p = 0
+				break
+			}
+			p = sharedLen(first[:p], k)
+		}
+	}
+	n.setPrefix(p)
+}
+
+// sharedLen is how many bytes a and b share at their start.
+func sharedLen(a, b []byte) int {
+	m := min(len(a), len(b))
+	for i := range m {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return m
+}
 
 func initNode(b []byte, kind byte) {
 	clear(b[:headerSize])
@@ -97,12 +203,27 @@ func (n node) heapKey(kl int) int {
 // valid checks the page's header; false means a torn or foreign page. The
 // entries are checked as they are read (key, value), so an optimistic reader
 // pays only for the slots it looks at.
+//
+// A prefix (flagPrefix) must be set with its flag, in a node that inlines
+// short keys, and lie in slot 0's key, whole in the heap: a page whose
+// prefix length is bogus is refused here as torn or foreign.
 func (n node) valid() bool {
-	if len(n) < usable || (n.kind() != kindLeaf && n.kind() != kindInner) || n[1]&^flagShortInline != 0 {
+	if len(n) < usable || (n.kind() != kindLeaf && n.kind() != kindInner) || n[1]&^(flagShortInline|flagPrefix) != 0 {
 		return false
 	}
 	c, h := n.count(), n.heapStart()
-	return headerSize+c*slotSize <= h && h <= usable
+	if headerSize+c*slotSize > h || h > usable {
+		return false
+	}
+	p := n.prefixLen()
+	if p == 0 && n[1]&flagPrefix == 0 {
+		return true
+	}
+	if p == 0 || n[1]&flagPrefix == 0 || n[1]&flagShortInline == 0 || c == 0 {
+		return false
+	}
+	off, kl, _ := n.slot(0)
+	return kl > 8 && kl >= p && kl <= MaxKey && off >= h && off+kl <= usable
 }
 
 // maxSlots bounds the slot count a page can hold: an optimistic reader may
@@ -209,9 +330,27 @@ func (n node) child(i int) uint64 {
 // branch to mispredict) finds the slots whose head equals key's, and only
 // among those, usually none or one, are keys compared (the heap is read
 // only on a tie of heads with a key longer than 8 bytes).
+//
+// In a node with a prefix, key is compared with the prefix first: a key
+// that does not start with it sorts before or after every key of the
+// node, and one that does is searched for by its bytes after it.
 func (n node) lowerBound(key []byte) (int, bool) {
-	h := keyHead(key)
 	c := n.count()
+	p := n.prefixLen()
+	if p > 0 {
+		pre, ok := n.prefix()
+		if !ok {
+			return 0, false // a torn page: the reader restarts
+		}
+		switch cmp := bytes.Compare(key[:min(len(key), p)], pre); {
+		case cmp < 0 || cmp == 0 && len(key) < p:
+			return 0, false
+		case cmp > 0:
+			return c, false
+		}
+		key = key[p:]
+	}
+	h := keyHead(key)
 	lo := n.firstHead(h, 0, c)
 	hi := lo
 	if lo < c && n.head(lo) == h {
@@ -230,13 +369,13 @@ func (n node) lowerBound(key []byte) (int, bool) {
 	// key from hi on is larger; the keys of [lo, hi) share key's head.
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if n.compareSlot(mid, h, key) < 0 {
+		if n.compareSlot(mid, h, p, key) < 0 {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	return lo, lo < c && n.compareSlot(lo, h, key) == 0
+	return lo, lo < c && n.compareSlot(lo, h, p, key) == 0
 }
 
 // firstHead is the first slot in [lo, hi) whose head is >= h, or hi. The
@@ -302,6 +441,7 @@ const leadLines = 8
 // (32 lines for an inner node) issued more misses than the CPU can track,
 // and a batch of lookups then stalled on its own prefetches.
 func (n node) prefetchSlots() {
+	n.prefetchPrefix()
 	c := n.count()
 	last := -1
 	for k := 1; k < 8; k++ {
@@ -327,14 +467,27 @@ func (n node) prefetchSlots() {
 // in memory, 1.02x, 1.06x and 1.10x without it (and 1.02x, 0.97x at 6M,
 // where that level does not stay in the cache).
 func (n node) prefetchSearch(from int) {
+	n.prefetchPrefix()
 	end := (headerSize + n.count()*slotSize + 63) / 64 // count() is bounded: end <= 64
 	if end > from {
 		prefetch.Lines(unsafe.Pointer(&n[from*64]), end-from)
 	}
 }
 
-// compareSlot compares slot i's key with key, whose head is h.
-func (n node) compareSlot(i int, h uint64, key []byte) int {
+// prefetchPrefix hints the line of the node's prefix (slot 0's key in the
+// heap), which a search reads first when the node has one.
+func (n node) prefetchPrefix() {
+	if n.prefixLen() == 0 {
+		return
+	}
+	if off, _, _ := n.slot(0); off >= headerSize && off < usable {
+		prefetch.Line(unsafe.Pointer(&n[off]))
+	}
+}
+
+// compareSlot compares slot i's key after the node's prefix of p bytes
+// with suffix, a key's bytes after that prefix, whose head is h.
+func (n node) compareSlot(i int, h uint64, p int, suffix []byte) int {
 	sh := n.head(i)
 	switch {
 	case sh < h:
@@ -343,19 +496,24 @@ func (n node) compareSlot(i int, h uint64, key []byte) int {
 		return 1
 	}
 	_, kl, _ := n.slot(i)
+	sl := kl - p // the slot's suffix length
 	switch {
-	case kl <= 8 && len(key) <= 8:
-		// Equal heads of short keys: the keys agree up to the shorter
+	case sl <= 8 && len(suffix) <= 8:
+		// Equal heads of short suffixes: they agree up to the shorter
 		// length and the zero padding, so the shorter one sorts first.
-		return kl - len(key)
-	case kl <= 8:
-		// The slot's key is key's first kl bytes (the rest of key's head
-		// is zeros): a proper prefix, so it sorts first.
+		return sl - len(suffix)
+	case sl <= 8:
+		// The slot's suffix is suffix's first sl bytes (the rest of
+		// suffix's head is zeros): a proper prefix, so it sorts first.
 		return -1
-	case len(key) <= 8:
+	case len(suffix) <= 8:
 		return 1 // the other way round
 	}
-	return bytes.Compare(n.key(i), key)
+	k := n.key(i)
+	if len(k) < p {
+		return -1 // a torn page: the reader restarts
+	}
+	return bytes.Compare(k[p:], suffix)
 }
 
 // childFor is the child of an inner node that covers key.
@@ -417,12 +575,12 @@ func (n node) roomFor(key []byte, vl int) bool {
 
 // compact rewrites the heap without the space of deleted entries, in the
 // current format: a node written before flagShortInline existed drops the
-// heap copies of its short keys here.
+// heap copies of its short keys here. It chooses the node's prefix anew.
 func (n node) compact() {
 	var tmp [protocol.PageSize]byte
 	copy(tmp[:], n)
 	t := node(tmp[:])
-	n[1] = flagShortInline
+	n[1] = flagShortInline | t[1]&flagPrefix // the heads are still t's
 	h := usable
 	for i := range t.count() {
 		off, kl, vl := t.slot(i)
@@ -433,6 +591,7 @@ func (n node) compact() {
 		n.setSlot(i, h, t.head(i), kl, vl)
 	}
 	n.setHeap(h)
+	n.choosePrefix()
 }
 
 // insertAt puts key/value in slot i, shifting the slots after it. The
@@ -442,22 +601,45 @@ func (n node) insertAt(i int, key, val []byte) {
 		n.compact() // may also drop short keys of an old page
 	}
 	hk := n.heapKey(len(key))
+	p := n.prefixLen()
+	if p > 0 {
+		// Before the slots move: the prefix is slot 0's key.
+		pre, ok := n.prefix()
+		switch {
+		case hk == 0 || !ok:
+			p = 0 // a short key lives in its head alone
+		default:
+			p = sharedLen(pre, key)
+		}
+		n.setPrefix(p)
+	}
 	c := n.count()
 	copy(n[headerSize+(i+1)*slotSize:headerSize+(c+1)*slotSize], n[headerSize+i*slotSize:headerSize+c*slotSize])
 	h := n.heapStart() - hk - len(val)
 	copy(n[h:], key[:hk])
 	copy(n[h+hk:], val)
-	n.setSlot(i, h, keyHead(key), len(key), len(val))
+	n.setSlot(i, h, keyHead(key[p:]), len(key), len(val))
 	n.setHeap(h)
 	n.setCount(c + 1)
 	n.setLastInsert(i)
+	if c == 1 {
+		// The second key: a node that began empty (a new root, the new
+		// node of an ascending load's split) gets its prefix here, and
+		// later inserts lower it as they need.
+		n.choosePrefix()
+	}
 }
 
 // removeAt deletes slot i (its heap space is reclaimed by the next compact).
+// The keys left still share the prefix; an empty node has none, since its
+// prefix lived in slot 0's key.
 func (n node) removeAt(i int) {
 	c := n.count()
 	copy(n[headerSize+i*slotSize:], n[headerSize+(i+1)*slotSize:headerSize+c*slotSize])
 	n.setCount(c - 1)
+	if c == 1 {
+		n.setPrefix(0)
+	}
 }
 
 // splitInto moves the upper half of n into the empty node r (same kind)
@@ -523,6 +705,7 @@ func (n node) splitInto(r node, rightPID uint64, key []byte) []byte {
 		n.setUpper(n.child(mid))
 		n.setCount(mid)
 	}
+	r.choosePrefix()
 	n.compact()
 	return sep
 }
@@ -543,6 +726,7 @@ func (n node) splitLeafAt(r node, rightPID uint64, sep []byte) []byte {
 	r.setUpper(n.upper())
 	n.setUpper(rightPID + 1)
 	n.setCount(i)
+	r.choosePrefix()
 	n.compact()
 	return append([]byte(nil), sep...)
 }

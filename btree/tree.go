@@ -67,14 +67,19 @@ var (
 )
 
 // The catalog page starts with a magic that also names the node format:
-// catalogMagic for a tree whose nodes may inline short keys
-// (flagShortInline), catalogMagicV1 for one written before. A binary that
-// predates the flag knows only the old magic, so it refuses a newer tree
-// instead of misreading its nodes; this one reads both, and the embedded
-// store upgrades an old catalog when it opens the tree (Upgrade).
+// catalogMagic for a tree whose nodes may have a prefix (flagPrefix),
+// catalogMagicV2 for one whose nodes may inline short keys
+// (flagShortInline) but have no prefix, catalogMagicV1 for one written
+// before both. A binary that predates a flag knows only the older magics,
+// so it refuses a newer tree instead of misreading its nodes (its valid
+// refuses a node with an unknown flag too, but a scan follows the leaves'
+// links without asking it, and an old search of a node with a prefix
+// would skip its keys); this one reads all three, and the embedded store
+// upgrades an old catalog when it opens the tree (Upgrade).
 const (
 	catalogMagicV1 = 0x5343415441 // "SCATA"
-	catalogMagic   = 0x5343415442 // "SCATB"
+	catalogMagicV2 = 0x5343415442 // "SCATB"
+	catalogMagic   = 0x5343415443 // "SCATC"
 )
 
 // Tree is a B-tree identified by its catalog page, which holds the root PID.
@@ -117,15 +122,16 @@ func Create(s Session) (*Tree, error) {
 }
 
 func rootOf(cat []byte) (protocol.PID, bool) {
-	if m := binary.LittleEndian.Uint64(cat); m != catalogMagic && m != catalogMagicV1 {
+	if m := binary.LittleEndian.Uint64(cat); m != catalogMagic && m != catalogMagicV2 && m != catalogMagicV1 {
 		return 0, false
 	}
 	return protocol.PID(binary.LittleEndian.Uint64(cat[8:])), true
 }
 
-// Upgrade marks a tree written before flagShortInline as one whose nodes
-// may inline short keys (nodes convert one by one as they are compacted),
-// so that an older binary refuses it from now on. A tree of the current
+// Upgrade marks a tree written before flagShortInline or flagPrefix as one
+// whose nodes may inline short keys and have prefixes (nodes convert one
+// by one as they are compacted), so that an older binary refuses it from
+// now on. A tree of the current
 // format is left as it is. Call it before the tree's first write.
 func (t *Tree) Upgrade(s Session) error {
 	cat := s.Cache.Exclusive(s.Worker, t.catalog)
@@ -134,7 +140,7 @@ func (t *Tree) Upgrade(s Session) error {
 	switch binary.LittleEndian.Uint64(d) {
 	case catalogMagic:
 		return nil
-	case catalogMagicV1:
+	case catalogMagicV1, catalogMagicV2:
 		binary.LittleEndian.PutUint64(d, catalogMagic)
 		cat.MarkDirty()
 		return nil
