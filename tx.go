@@ -11,6 +11,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/wal"
 )
 
@@ -233,6 +234,10 @@ const (
 	// mutantNoRecord writes a cluster commit's leaves through without a
 	// record (what a record costs: BenchmarkTransferAcrossNodes).
 	mutantNoRecord
+	// mutantDoneBeforeLastWrite marks a commit's record on disk (a
+	// cluster without membership) done before its last write-through: a
+	// crash between the two leaves half the transaction on the stores.
+	mutantDoneBeforeLastWrite
 )
 
 // unlessMatched is a commit that found the old values of keys (by txKey),
@@ -651,6 +656,14 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 		if len(writes) == 0 {
 			return nil
 		}
+		if db.txFile != nil && txRecordBytes(len(keys)) > txFileMax-txFileHeader {
+			// Before anything is applied: a record of every leaf it
+			// could change must fit the node's file of records.
+			if n := len(l.PIDs()); txRecordBytes(n) > txFileMax-txFileHeader {
+				return fmt.Errorf("%w: its commit latches %d leaves, and a record of them (%d bytes) would not fit %s (%d bytes)",
+					ErrTxTooLarge, n, txRecordBytes(n), db.txFile.path, txFileMax)
+			}
+		}
 		if db.commitMutant == mutantEarlyRelease {
 			if err := l.ApplyReleasingLastEarly(writes); err != nil {
 				return err
@@ -709,6 +722,9 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	if len(dirty) < 2 {
 		return l.Persist()
 	}
+	if db.txFile != nil {
+		return db.writeThroughOnDisk(w, l, dirty)
+	}
 	if db.commitMutant == mutantWriteBeforeRecord {
 		err := l.PersistEach(db.afterWriteThrough)
 		id, buddy, ok := db.rt.TxRecord(w, dirty)
@@ -719,6 +735,61 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	err := l.PersistEach(db.afterWriteThrough)
 	db.rt.TxFinish(w, id, buddy, ok)
 	return err
+}
+
+// writeThroughOnDisk is writeThrough in a cluster without membership: the
+// record goes to this node's file of transaction records (txfile.go)
+// before the first leaf is written through, and is marked done after the
+// last one is acknowledged, before the latches are released. A record
+// whose write-through failed stays open: its pages roll forward at the
+// node's next start (actors/txstart.go). A record that cannot be written
+// fails the node: the leaves are changed in its cache, and must not be
+// served without it.
+func (db *DB) writeThroughOnDisk(w *bufmgr.Worker, l *btree.Locked, dirty []*bufmgr.ExclusiveGuard) error {
+	if db.commitMutant == mutantWriteBeforeRecord {
+		err := l.PersistEach(db.afterWriteThrough)
+		if off, rerr := db.txFile.begin(dirty); rerr == nil {
+			rerr = db.txFile.done(off)
+		}
+		return err
+	}
+	off, err := db.txFile.begin(dirty)
+	if err != nil {
+		err = fmt.Errorf("scalestore: %s: %w", db.dir, err)
+		db.rt.Fail(err)
+		return err
+	}
+	after := db.afterWriteThrough
+	if db.commitMutant == mutantDoneBeforeLastWrite {
+		written := 0
+		after = func(pid protocol.PID) {
+			if written++; written == len(dirty)-1 {
+				db.txFile.done(off)
+			}
+			if db.afterWriteThrough != nil {
+				db.afterWriteThrough(pid)
+			}
+		}
+	}
+	err = l.PersistEach(after)
+	if err == nil && db.settle != nil {
+		// Deferred write-throughs (a node alone): on the store before
+		// the record is done.
+		err = db.settle(w)
+	}
+	if db.commitMutant == mutantDoneBeforeLastWrite {
+		return err
+	}
+	if err != nil {
+		db.txFile.end(false)
+		return err
+	}
+	if err := db.txFile.done(off); err != nil {
+		err = fmt.Errorf("scalestore: %s: %w", db.dir, err)
+		db.rt.Fail(err)
+		return err
+	}
+	return nil
 }
 
 // Update is DB.Update on the default table.

@@ -119,6 +119,7 @@ var typeRules = [typeCount]typeRule{
 	TTxDrop:         {},
 	TTxRoll:         {},
 	TTxAck:          {},
+	TTxGate:         {},
 }
 
 // plain reports whether m is one of the common well-formed messages: no
