@@ -749,7 +749,7 @@ func (db *DB) writeThroughOnDisk(w *bufmgr.Worker, l *btree.Locked, dirty []*buf
 	if db.commitMutant == mutantWriteBeforeRecord {
 		err := l.PersistEach(db.afterWriteThrough)
 		if off, rerr := db.txFile.begin(dirty); rerr == nil {
-			rerr = db.txFile.done(off)
+			_ = db.txFile.done(off)
 		}
 		return err
 	}
@@ -764,7 +764,7 @@ func (db *DB) writeThroughOnDisk(w *bufmgr.Worker, l *btree.Locked, dirty []*buf
 		written := 0
 		after = func(pid protocol.PID) {
 			if written++; written == len(dirty)-1 {
-				db.txFile.done(off)
+				_ = db.txFile.done(off)
 			}
 			if db.afterWriteThrough != nil {
 				db.afterWriteThrough(pid)

@@ -28,15 +28,18 @@ import (
 // the record exists) leave half the transfer, and the test catches them.
 func TestUpdateWholeWhenTheCommitterIsKilledWithoutMembership(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		mutant commitMutant
+		name      string
+		mutant    commitMutant
+		transport string
 	}{
-		{"record", 0},
-		{"done-before-last-write", mutantDoneBeforeLastWrite},
-		{"write-before-record", mutantWriteBeforeRecord},
+		{"record", 0, "tcp"},
+		{"record/shm", 0, "shm"},
+		{"record/sync", 0, "tcp/sync"},
+		{"done-before-last-write", mutantDoneBeforeLastWrite, "tcp"},
+		{"write-before-record", mutantWriteBeforeRecord, "tcp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b, log := killCommitterMidCommit(t, tc.mutant, nil)
+			a, b, log := killCommitterMidCommit(t, tc.mutant, tc.transport, nil)
 			t.Logf("after the restart: %d and %d", a, b)
 			whole := a == bankStart-5 && b == bankStart+5
 			switch {
@@ -55,9 +58,18 @@ func TestUpdateWholeWhenTheCommitterIsKilledWithoutMembership(t *testing.T) {
 // killCommitterMidCommit runs the crash above; damage, if set, changes
 // node 1's file of transaction records before the restart. It returns the
 // accounts as read after the restart and node 1's log.
-func killCommitterMidCommit(t *testing.T, mutant commitMutant, damage func(path string)) (a, b int64, log string) {
+// transport is the nodes' transport, "tcp/sync" for tcp with durability
+// sync.
+func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string, damage func(path string)) (a, b int64, log string) {
 	t.Helper()
 	opts := clusterOpts(freePorts(t, 3), []string{t.TempDir(), t.TempDir(), t.TempDir()})
+	sockets := t.TempDir()
+	for i := range opts {
+		opts[i].Transport, opts[i].SocketDir = transport, sockets
+		if kind, durability, ok := strings.Cut(transport, "/"); ok {
+			opts[i].Transport, opts[i].Durability = kind, durability
+		}
+	}
 	var buf syncBuffer
 	opts[1].Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	cs := joinAll(t, opts)
@@ -141,7 +153,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, damage func(path 
 // through. Here the record is damaged after its commit wrote its first
 // leaf through, so dropping it leaves half the transfer, which shows that
 // nothing of it was rolled.
-func TestTornTransactionRecordIsDropped(t *testing.T) {
+func TestTxRecordTornIsDropped(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, path string)
@@ -160,7 +172,7 @@ func TestTornTransactionRecordIsDropped(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b, log := killCommitterMidCommit(t, 0, func(path string) { tc.damage(t, path) })
+			a, b, log := killCommitterMidCommit(t, 0, "tcp", func(path string) { tc.damage(t, path) })
 			t.Logf("after the restart: %d and %d", a, b)
 			if !strings.Contains(log, "dropped a torn transaction record") {
 				t.Fatalf("node 1 did not say it dropped a torn record; log:\n%s", log)
@@ -205,7 +217,7 @@ func restartCommitterLast(t *testing.T, opts []ClusterOptions, last int) []*Clus
 // Without membership, a node that restarts waits in Join for every peer
 // to say it rolled its records forward; a peer that never starts fails it
 // after JoinTimeout, with an error that names the peer.
-func TestStartGateTimesOutWithoutAPeer(t *testing.T) {
+func TestTxStartGateTimesOutWithoutAPeer(t *testing.T) {
 	opts := clusterOpts(freePorts(t, 2), []string{t.TempDir(), t.TempDir()})
 	closeAll(t, joinAll(t, opts))
 	for i := range opts {
@@ -244,7 +256,7 @@ func flipByte(t *testing.T, path string, off int64) {
 
 // A record that names a page no store of the cluster has is refused: the
 // node does not start, and the error names the file.
-func TestTransactionRecordOfAnInvalidPageIsRefused(t *testing.T) {
+func TestTxRecordOfAnInvalidPageIsRefused(t *testing.T) {
 	opts := clusterOpts(freePorts(t, 2), []string{t.TempDir(), t.TempDir()})
 	closeAll(t, joinAll(t, opts))
 	path := filepath.Join(opts[1].Data, NodeTxFile(1))
