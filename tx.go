@@ -660,8 +660,8 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 			// Before anything is applied: a record of every leaf it
 			// could change must fit the node's file of records.
 			if n := len(l.PIDs()); txRecordBytes(n) > txFileMax-txFileHeader {
-				return fmt.Errorf("%w: its commit latches %d leaves, and a record of them (%d bytes) would not fit %s (%d bytes)",
-					ErrTxTooLarge, n, txRecordBytes(n), db.txFile.path, txFileMax)
+				return fmt.Errorf("its commit latches %d leaves, and a record of them (%d bytes) would not fit %s (%d bytes): %w",
+					n, txRecordBytes(n), db.txFile.path, txFileMax, ErrTxTooLarge)
 			}
 		}
 		if db.commitMutant == mutantEarlyRelease {
@@ -748,12 +748,12 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 func (db *DB) writeThroughOnDisk(w *bufmgr.Worker, l *btree.Locked, dirty []*bufmgr.ExclusiveGuard) error {
 	if db.commitMutant == mutantWriteBeforeRecord {
 		err := l.PersistEach(db.afterWriteThrough)
-		if off, rerr := db.txFile.begin(dirty); rerr == nil {
+		if off, rerr := txBegin(db.txFile, dirty); rerr == nil {
 			_ = db.txFile.done(off)
 		}
 		return err
 	}
-	off, err := db.txFile.begin(dirty)
+	off, err := txBegin(db.txFile, dirty)
 	if err != nil {
 		err = fmt.Errorf("scalestore: %s: %w", db.dir, err)
 		db.rt.Fail(err)

@@ -225,18 +225,27 @@ func (t *txFile) reset() error {
 // errTxFileClosed: the node was stopped (or killed) under the commit.
 var errTxFileClosed = errors.New("the file of transaction records is closed")
 
-// begin appends the record of the pages gs latch (their new images) and
-// returns where it is; under sync it is on the device when begin returns.
-func (t *txFile) begin(gs []*bufmgr.ExclusiveGuard) (int64, error) {
-	size := txRecordBytes(len(gs))
+// txImage is a page of a record: its id and new image (a latched leaf's
+// guard).
+type txImage interface {
+	PID() protocol.PID
+	Data() []byte
+}
+
+var _ txImage = (*bufmgr.ExclusiveGuard)(nil)
+
+// begin appends the record of pages (their new images) and returns where
+// it is; under sync it is on the device when begin returns.
+func txBegin[P txImage](t *txFile, pages []P) (int64, error) {
+	size := txRecordBytes(len(pages))
 	if size > txFileMax-txFileHeader {
-		return 0, fmt.Errorf("%w: a record of %d leaves (%d bytes) does not fit %s (%d bytes)", ErrTxTooLarge, len(gs), size, t.path, txFileMax)
+		return 0, fmt.Errorf("a record of %d leaves (%d bytes) does not fit %s (%d bytes): %w", len(pages), size, t.path, txFileMax, ErrTxTooLarge)
 	}
 	b := make([]byte, size)
-	for i, g := range gs {
+	for i, p := range pages {
 		o := txRecHeader + int64(i)*txRecPage
-		binary.LittleEndian.PutUint64(b[o:], uint64(g.PID()))
-		copy(b[o+8:o+txRecPage], g.Data())
+		binary.LittleEndian.PutUint64(b[o:], uint64(p.PID()))
+		copy(b[o+8:o+txRecPage], p.Data())
 	}
 	t.mu.Lock()
 	for {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -292,4 +294,182 @@ func TestTxRecordOfAnInvalidPageIsRefused(t *testing.T) {
 		t.Fatalf("the record with its pages taken as valid: %d pending, %v", len(pending), err)
 	}
 	f.close()
+}
+
+// testImage is a page of a record in txFile's own tests.
+type testImage struct {
+	pid  protocol.PID
+	data []byte
+}
+
+func (p testImage) PID() protocol.PID { return p.pid }
+func (p testImage) Data() []byte      { return p.data }
+
+// testRecord is a record of two pages of node 0, slots k and k+1, every
+// byte of each image k.
+func testRecord(k int) []testImage {
+	return []testImage{
+		{protocol.MakePID(0, uint64(k)), bytes.Repeat([]byte{byte(k)}, protocol.PageSize)},
+		{protocol.MakePID(0, uint64(k+1)), bytes.Repeat([]byte{byte(k)}, protocol.PageSize)},
+	}
+}
+
+// pendingOf reads the file at path as a start would and names its open
+// records by their first byte.
+func pendingOf(t *testing.T, path string) []int {
+	t.Helper()
+	f, pending, err := openTxFile(path, false, slog.New(slog.DiscardHandler), func(protocol.PID) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.close()
+	var out []int
+	for _, p := range pending {
+		out = append(out, int(p.pages[0].Data[0]))
+	}
+	return out
+}
+
+// Several records open at once on one node, ended in any order: a start
+// finds exactly those not done; the file starts over once none is open,
+// and an append that does not fit beside the open ones waits for them; a
+// record larger than the file is refused with ErrTxTooLarge; a record
+// whose write-through failed keeps the file from starting over.
+func TestTxFileKeepsConcurrentRecords(t *testing.T) {
+	defer func(m int64) { txFileMax = m }(txFileMax)
+	txFileMax = txFileHeader + 3*txRecordBytes(2)
+	path := filepath.Join(t.TempDir(), NodeTxFile(3))
+	tf, pending, err := openTxFile(path, false, slog.New(slog.DiscardHandler), nil)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("a new file: %d pending, %v", len(pending), err)
+	}
+	defer tf.close()
+	a, err := txBegin(tf, testRecord(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := txBegin(tf, testRecord(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingOf(t, path); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("two open records: a start finds %v", got)
+	}
+	if err := tf.done(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingOf(t, path); !slices.Equal(got, []int{1}) {
+		t.Fatalf("the second record done: a start finds %v, want [1]", got)
+	}
+	if err := tf.done(a); err != nil {
+		t.Fatal(err)
+	}
+	// None open: the next record goes at the start again, over the first,
+	// and the done second one behind it is of the older generation.
+	c, err := txBegin(tf, testRecord(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != txFileHeader {
+		t.Fatalf("the record after every one ended went at %d, want %d", c, txFileHeader)
+	}
+	if got := pendingOf(t, path); !slices.Equal(got, []int{3}) {
+		t.Fatalf("after the file started over: a start finds %v, want [3]", got)
+	}
+	d, _ := txBegin(tf, testRecord(4))
+	e, _ := txBegin(tf, testRecord(5))
+	// Full: the next append waits until no record is open.
+	appended := make(chan error, 1)
+	go func() { _, err := txBegin(tf, testRecord(6)); appended <- err }()
+	select {
+	case err := <-appended:
+		t.Fatalf("an append to a full file did not wait: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for _, off := range []int64{c, d} {
+		if err := tf.done(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-appended:
+		t.Fatalf("an append went in while a record was still open: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := tf.done(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-appended; err != nil {
+		t.Fatalf("the append once the file emptied: %v", err)
+	}
+	big := slices.Concat(testRecord(10), testRecord(12), testRecord(14), testRecord(16))
+	if _, err := txBegin(tf, big); !errors.Is(err, ErrTxTooLarge) {
+		t.Fatalf("a record of 8 pages in a file of 3 records of 2: %v", err)
+	}
+	// Record 6's write-through failed: it stays to roll at the next start,
+	// and the file never starts over before it.
+	tf.end(false)
+	for _, k := range []int{7, 8} {
+		off, err := txBegin(tf, testRecord(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tf.done(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := txBegin(tf, testRecord(9)); err == nil || !strings.Contains(err.Error(), "is full") {
+		t.Fatalf("an append to a file full behind a failed record: %v", err)
+	}
+	if got := pendingOf(t, path); !slices.Equal(got, []int{6}) {
+		t.Fatalf("a start finds %v, want the failed record [6]", got)
+	}
+}
+
+// On a node alone (its write-throughs deferred, actors/durable.go) a
+// commit of several leaves keeps its record too, and ends it; a commit
+// whose record would not fit the file fails with ErrTxTooLarge before it
+// changes anything.
+func TestTxRecordTooLargeIsRefusedBeforeApply(t *testing.T) {
+	defer func(m int64) { txFileMax = m }(txFileMax)
+	opts := clusterOpts(freePorts(t, 1), []string{t.TempDir()})
+	c, err := Join(opts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	val := strings.Repeat("x", 500)
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
+	for i := range 200 { // 8 to a leaf
+		if err := c.Put(key(i), []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(keys ...int) error {
+		return c.Update(func(tx *Tx) error {
+			for _, k := range keys {
+				if err := tx.Put(key(k), []byte("new")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := update(0, 100, 199); err != nil {
+		t.Fatalf("a commit of three leaves: %v", err)
+	}
+	txFileMax = txFileHeader + txRecordBytes(2)
+	err = update(1, 101, 198)
+	t.Logf("a commit of three leaves, with room for a record of two: %v", err)
+	if !errors.Is(err, ErrTxTooLarge) {
+		t.Fatalf("a commit whose record does not fit: %v, want ErrTxTooLarge", err)
+	}
+	for _, k := range []int{1, 101, 198} {
+		if v, _, err := c.Get(key(k), nil); err != nil || string(v) != val {
+			t.Fatalf("key %d after the refused commit: %q, %v", k, v, err)
+		}
+	}
+	if err := update(2, 102); err != nil {
+		t.Fatalf("a commit of two leaves, whose record fits: %v", err)
+	}
 }
