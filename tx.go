@@ -408,10 +408,12 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 // On a DB with a log, the commit is one log record: after a crash the
 // transaction is there whole or not at all. On a cluster, each leaf the
 // commit changed is written through (durability process or sync) before
-// Update returns; with membership, several go behind a record that rolls
-// them forward if a node dies in between, so that the transaction is
-// there whole or not at all after the death of any one node
-// (docs/transactions.md, "Durability").
+// Update returns, several behind a record that rolls them forward if a
+// node dies in between: with membership, kept in the memory of two nodes
+// and rolled in the view change (whole after the death of any one node);
+// without, kept on the committer's disk and rolled at the cluster's next
+// start (whole after kill -9 of any nodes) (docs/transactions.md,
+// "Durability").
 func (db *DB) Update(fn func(tx *Tx) error) error { return db.run(false, fn) }
 
 // View runs fn in a read-only transaction: the values it reads of
@@ -708,8 +710,9 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 
 // writeThrough writes the leaves a commit changed through to their
 // directories' stores (a cluster with write-through). Several leaves go
-// behind a record of the commit, kept on this node and on a buddy node
-// before the first of them is written: if this node, the buddy or a
+// behind a record of the commit: without membership on this node's disk
+// (writeThroughOnDisk); with membership kept on this node and on a buddy
+// node before the first of them is written: if this node, the buddy or a
 // directory dies in between, the record rolls the rest forward during the
 // view change, before the pages are served again (actors/txrecord.go,
 // docs/transactions.md). The record is dropped before the latches are
