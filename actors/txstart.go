@@ -122,7 +122,7 @@ func (l *Local) onGate(m *protocol.Message) {
 	g := &l.gate
 	g.mu.Lock()
 	if m.Epoch != 0 {
-		g.answers[m.From] = max(g.answers[m.From], min(m.Epoch, protocol.TxGateRolled))
+		g.answers[m.From] = max(g.answers[m.From], m.Epoch) // at most TxGateRolled: Decode checked it
 		g.mu.Unlock()
 		return
 	}
