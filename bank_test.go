@@ -437,6 +437,16 @@ func BenchmarkTransferAcrossNodes(b *testing.B) {
 		addrs[i] = freePortB(b)
 	}
 	opts := clusterOpts(addrs, nil)
+	if os.Getenv("SCALESTORE_BENCH_DATA") != "" {
+		// Stores on disk, durability process, no membership: a commit of
+		// two leaves keeps its record on its committer's disk (txfile.go).
+		for i := range opts {
+			opts[i].Data = b.TempDir()
+			if os.Getenv("SCALESTORE_BENCH_DATA") == "sync" {
+				opts[i].Durability = DurabilitySync
+			}
+		}
+	}
 	if os.Getenv("SCALESTORE_BENCH_MEMBERSHIP") != "" {
 		etcd, err := membership.StartEmbedded(b.TempDir())
 		if err != nil {

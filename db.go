@@ -211,6 +211,10 @@ type DB struct {
 	// afterWriteThrough, when set (a test's crash point), is called after
 	// each leaf a cluster commit with a record writes through.
 	afterWriteThrough func(protocol.PID)
+	// txFile, on a table of a cluster without membership that writes
+	// through, keeps the records of commits of several leaves on the
+	// node's disk until every leaf is written through (txfile.go).
+	txFile *txFile
 }
 
 // Recovery is what Open did to a store that was not closed cleanly.

@@ -208,6 +208,11 @@ type Cluster struct {
 	// freshStore: its own store was made afresh by this Join.
 	replicas   *replicaStores
 	freshStore bool
+	// txFile keeps the records of commits of several leaves (a cluster
+	// without membership that writes through: txfile.go); txPending are
+	// those it held open at start, rolled forward before the node serves.
+	txFile    *txFile
+	txPending []txPending
 
 	mu     sync.Mutex
 	tables map[string]*DB
@@ -347,6 +352,12 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		}
 		want.incarnation = stored.id.incarnation
 	}
+	if o.writesThrough() && len(o.Etcd) == 0 {
+		if err := c.openTxFile(fresh, stored.allocated); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	create := self == boot
 	if fresh && create && o.Replicas > 1 {
 		// A bootstrap node on a fresh store (a new disk, --reformat) of a
@@ -431,6 +442,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 				abandon(store)
 			}
 			c.replicas.close(false)
+			c.closeTxFile()
 			return nil, err
 		}
 		// The bootstrap node is not up yet: start over (nothing was
@@ -502,6 +514,7 @@ func warnOpenPeerPort(o ClusterOptions, tc cluster.TransportConfig) {
 // unclean.
 func (c *Cluster) closeAfter(cause error) {
 	c.closed.Store(true)
+	defer c.closeTxFile()
 	if _, err := c.node.Shutdown(c.peers, time.Second); err != nil {
 		abandon(c.store)
 		c.replicas.close(false)
@@ -569,6 +582,11 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 	if err == nil {
 		err = got.check(want, o.Bootstrap)
 	}
+	if err == nil && c.txFile != nil {
+		// Before any worker of this node reads a table's page: the
+		// catalog's pages are in no transaction's record.
+		err = c.passStartGate(n, boot)
+	}
 	if err == nil {
 		c.id = got
 		c.def, err = c.table(DefaultTable, false)
@@ -625,6 +643,83 @@ func pollSpin(tc cluster.TransportConfig) time.Duration {
 }
 
 func (o ClusterOptions) storePath() string { return filepath.Join(o.Data, NodeStoreFile(o.ID)) }
+
+func (o ClusterOptions) txPath() string { return filepath.Join(o.Data, NodeTxFile(o.ID)) }
+
+// openTxFile opens the node's file of transaction records (a cluster
+// without membership that writes through: txfile.go) and keeps the
+// records it holds open, to roll forward at start. A fresh store discards
+// the file: its records were of the store it replaces. allocated is how
+// many pages the node's own directory has.
+func (c *Cluster) openTxFile(fresh bool, allocated uint64) error {
+	o := c.opts
+	path := o.txPath()
+	if fresh {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("scalestore: node %d: %w", o.ID, err)
+		}
+	}
+	valid := func(pid protocol.PID) error {
+		switch _, ok := o.Peers[int(pid.Dir())]; {
+		case !ok:
+			return fmt.Errorf("its directory, node %d, is not among the peers", pid.Dir())
+		case pid.Slot() >= clusterStoreSlots:
+			return fmt.Errorf("its slot lies past a store's %d", uint64(clusterStoreSlots))
+		case int(pid.Dir()) == o.ID && pid.Slot() >= allocated:
+			return fmt.Errorf("this node's directory has %d pages", allocated)
+		}
+		return nil
+	}
+	f, pending, err := openTxFile(path, o.Durability == DurabilitySync, o.Logger, valid)
+	if err != nil {
+		return fmt.Errorf("scalestore: node %d: %w", o.ID, err)
+	}
+	if len(pending) > 0 {
+		o.Logger.Warn("rolling forward the transactions its death cut between two write-throughs",
+			"node", o.ID, "file", path, "records", len(pending))
+	}
+	c.txFile, c.txPending = f, pending
+	return nil
+}
+
+func (c *Cluster) closeTxFile() {
+	if c.txFile != nil {
+		c.txFile.close()
+	}
+}
+
+// passStartGate rolls the records the node's file held open forward and
+// waits until every peer did the same (actors/txstart.go). A bootstrap
+// node that creates the cluster waits for nobody: no node has a record of
+// a cluster that did not exist.
+func (c *Cluster) passStartGate(n *cluster.Node, boot bool) error {
+	tr := n.Tr
+	n.RT.SetGateSender(func(to protocol.NodeID, frame []byte) error { return tr.Send(to, frame, nil) })
+	records := make([][]actors.TxRollPage, len(c.txPending))
+	for i, p := range c.txPending {
+		records[i] = p.pages
+	}
+	n.RT.Locked(func() { n.RT.Node().TxStartRolls(records) })
+	peers := c.peers
+	if boot && c.freshStore {
+		peers = nil
+	}
+	err := n.RT.PassGate(peers, c.opts.JoinTimeout, func() error {
+		if len(c.txPending) == 0 {
+			return nil
+		}
+		if err := c.txFile.reset(); err != nil {
+			return err
+		}
+		c.opts.Logger.Info("rolled forward the transactions its death cut", "node", c.opts.ID, "records", len(c.txPending))
+		c.txPending = nil
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
+	}
+	return nil
+}
 
 // resolve checks the options and fills in the defaults.
 func (opts ClusterOptions) resolve() (ClusterOptions, cluster.TransportConfig, error) {
@@ -823,7 +918,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true,
-		pins: c.pins}
+		pins: c.pins, txFile: c.txFile}
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.Replicas > 1 {
@@ -1020,6 +1115,7 @@ func (c *Cluster) Abandon() {
 	c.node.Stop()
 	abandon(c.store)
 	c.replicas.close(false)
+	c.closeTxFile()
 }
 
 // kill stops the node as a kill -9 of its process would: no page handed
@@ -1035,6 +1131,7 @@ func (c *Cluster) kill() {
 	c.node.Kill()
 	abandon(c.store)
 	c.replicas.close(false)
+	c.closeTxFile()
 }
 
 func (c *Cluster) Close() error {
@@ -1044,6 +1141,7 @@ func (c *Cluster) Close() error {
 	if c.resp != nil {
 		c.resp.Close()
 	}
+	defer c.closeTxFile()
 	held, err := c.node.Shutdown(c.peers, c.opts.ShutdownTimeout)
 	if err != nil {
 		abandon(c.store)

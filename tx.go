@@ -11,6 +11,7 @@ import (
 
 	"github.com/scalestore-go/scalestore/btree"
 	"github.com/scalestore-go/scalestore/bufmgr"
+	"github.com/scalestore-go/scalestore/protocol"
 	"github.com/scalestore-go/scalestore/wal"
 )
 
@@ -233,6 +234,10 @@ const (
 	// mutantNoRecord writes a cluster commit's leaves through without a
 	// record (what a record costs: BenchmarkTransferAcrossNodes).
 	mutantNoRecord
+	// mutantDoneBeforeLastWrite marks a commit's record on disk (a
+	// cluster without membership) done before its last write-through: a
+	// crash between the two leaves half the transaction on the stores.
+	mutantDoneBeforeLastWrite
 )
 
 // unlessMatched is a commit that found the old values of keys (by txKey),
@@ -403,10 +408,12 @@ func (tx *Tx) Delete(key []byte) (found bool, err error) {
 // On a DB with a log, the commit is one log record: after a crash the
 // transaction is there whole or not at all. On a cluster, each leaf the
 // commit changed is written through (durability process or sync) before
-// Update returns; with membership, several go behind a record that rolls
-// them forward if a node dies in between, so that the transaction is
-// there whole or not at all after the death of any one node
-// (docs/transactions.md, "Durability").
+// Update returns, several behind a record that rolls them forward if a
+// node dies in between: with membership, kept in the memory of two nodes
+// and rolled in the view change (whole after the death of any one node);
+// without, kept on the committer's disk and rolled at the cluster's next
+// start (whole after kill -9 of any nodes) (docs/transactions.md,
+// "Durability").
 func (db *DB) Update(fn func(tx *Tx) error) error { return db.run(false, fn) }
 
 // View runs fn in a read-only transaction: the values it reads of
@@ -651,6 +658,14 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 		if len(writes) == 0 {
 			return nil
 		}
+		if db.txFile != nil && txRecordBytes(len(keys)) > txFileMax-txFileHeader {
+			// Before anything is applied: a record of every leaf it
+			// could change must fit the node's file of records.
+			if n := len(l.PIDs()); txRecordBytes(n) > txFileMax-txFileHeader {
+				return fmt.Errorf("its commit latches %d leaves, and a record of them (%d bytes) would not fit %s (%d bytes): %w",
+					n, txRecordBytes(n), db.txFile.path, txFileMax, ErrTxTooLarge)
+			}
+		}
 		if db.commitMutant == mutantEarlyRelease {
 			if err := l.ApplyReleasingLastEarly(writes); err != nil {
 				return err
@@ -695,8 +710,9 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 
 // writeThrough writes the leaves a commit changed through to their
 // directories' stores (a cluster with write-through). Several leaves go
-// behind a record of the commit, kept on this node and on a buddy node
-// before the first of them is written: if this node, the buddy or a
+// behind a record of the commit: without membership on this node's disk
+// (writeThroughOnDisk); with membership kept on this node and on a buddy
+// node before the first of them is written: if this node, the buddy or a
 // directory dies in between, the record rolls the rest forward during the
 // view change, before the pages are served again (actors/txrecord.go,
 // docs/transactions.md). The record is dropped before the latches are
@@ -709,6 +725,9 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	if len(dirty) < 2 {
 		return l.Persist()
 	}
+	if db.txFile != nil {
+		return db.writeThroughOnDisk(w, l, dirty)
+	}
 	if db.commitMutant == mutantWriteBeforeRecord {
 		err := l.PersistEach(db.afterWriteThrough)
 		id, buddy, ok := db.rt.TxRecord(w, dirty)
@@ -719,6 +738,61 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	err := l.PersistEach(db.afterWriteThrough)
 	db.rt.TxFinish(w, id, buddy, ok)
 	return err
+}
+
+// writeThroughOnDisk is writeThrough in a cluster without membership: the
+// record goes to this node's file of transaction records (txfile.go)
+// before the first leaf is written through, and is marked done after the
+// last one is acknowledged, before the latches are released. A record
+// whose write-through failed stays open: its pages roll forward at the
+// node's next start (actors/txstart.go). A record that cannot be written
+// fails the node: the leaves are changed in its cache, and must not be
+// served without it.
+func (db *DB) writeThroughOnDisk(w *bufmgr.Worker, l *btree.Locked, dirty []*bufmgr.ExclusiveGuard) error {
+	if db.commitMutant == mutantWriteBeforeRecord {
+		err := l.PersistEach(db.afterWriteThrough)
+		if off, rerr := txBegin(db.txFile, dirty); rerr == nil {
+			_ = db.txFile.done(off)
+		}
+		return err
+	}
+	off, err := txBegin(db.txFile, dirty)
+	if err != nil {
+		err = fmt.Errorf("scalestore: %s: %w", db.dir, err)
+		db.rt.Fail(err)
+		return err
+	}
+	after := db.afterWriteThrough
+	if db.commitMutant == mutantDoneBeforeLastWrite {
+		written := 0
+		after = func(pid protocol.PID) {
+			if written++; written == len(dirty)-1 {
+				_ = db.txFile.done(off)
+			}
+			if db.afterWriteThrough != nil {
+				db.afterWriteThrough(pid)
+			}
+		}
+	}
+	err = l.PersistEach(after)
+	if err == nil && db.settle != nil {
+		// Deferred write-throughs (a node alone): on the store before
+		// the record is done.
+		err = db.settle(w)
+	}
+	if db.commitMutant == mutantDoneBeforeLastWrite {
+		return err
+	}
+	if err != nil {
+		db.txFile.end(false)
+		return err
+	}
+	if err := db.txFile.done(off); err != nil {
+		err = fmt.Errorf("scalestore: %s: %w", db.dir, err)
+		db.rt.Fail(err)
+		return err
+	}
+	return nil
 }
 
 // Update is DB.Update on the default table.

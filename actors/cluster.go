@@ -88,6 +88,10 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 	if l.partitioned.Load() {
 		return // fault injection: the network lost it
 	}
+	if m.Type == protocol.TTxGate {
+		l.onGate(&m) // the start gate, apart from the protocol (txstart.go)
+		return
+	}
 	if t := l.trace; t != nil {
 		t.received.Add(1)
 		if m.Type == protocol.TRequest || m.Type == protocol.TTransfer {

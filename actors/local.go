@@ -56,6 +56,7 @@ type Local struct {
 	parked           map[*goParker]struct{} // workers waiting (under mu)
 	stopping         bool                   // Stop is under way (under mu)
 	out              *outbox                // messages to other nodes; nil for a node of one
+	gate             startGate              // the start gate of a cluster without membership (txstart.go)
 	log              *slog.Logger
 	// Obtained, when set, sees how long every ownership request took (for
 	// metrics), under the lock.

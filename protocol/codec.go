@@ -119,6 +119,7 @@ var typeRules = [typeCount]typeRule{
 	TTxDrop:         {},
 	TTxRoll:         {},
 	TTxAck:          {},
+	TTxGate:         {},
 }
 
 // plain reports whether m is one of the common well-formed messages: no
@@ -154,6 +155,9 @@ func (m *Message) plain() bool {
 		return false
 	}
 	if m.Type == TForward && m.Target == m.To {
+		return false
+	}
+	if m.Type == TTxGate && m.Epoch > TxGateRolled {
 		return false
 	}
 	return fields&fieldSet == 0 || !m.Set.Has(m.To)
@@ -247,6 +251,9 @@ func (m *Message) explain() error {
 	}
 	if m.Type == TAllocReply && m.Flags&FlagFull == 0 && m.PID.Dir() != m.From {
 		return bad("allocated a page of another directory")
+	}
+	if m.Type == TTxGate && m.Epoch > TxGateRolled {
+		return bad(fmt.Sprintf("start gate answer %d (0..%d)", m.Epoch, TxGateRolled))
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ func genMessage() *rapid.Generator[Message] {
 			m.Mode = Mode(rapid.IntRange(int(ModeShared), int(ModeExclusive)).Draw(t, "mode"))
 		}
 		m.Epoch = rapid.Uint32().Draw(t, "epoch")
+		if m.Type == TTxGate {
+			m.Epoch %= TxGateRolled + 1 // a question or one of two answers
+		}
 		switch m.Type {
 		case TEvict, TEvictReply:
 			m.Count = uint16(rapid.IntRange(1, MaxEvictBatch).Draw(t, "count"))

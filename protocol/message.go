@@ -124,13 +124,26 @@ const (
 	// TTxAck: the acknowledgement of a TTxRecord (its last page), a
 	// TTxDrop or a TTxRoll (once the page is durable), Epoch echoed.
 	TTxAck
+	// TTxGate: the start gate of a cluster without membership
+	// (docs/transactions.md, "Durability"): node -> node, no payload.
+	// Epoch 0 asks whether the receiver has rolled forward the
+	// transaction records it found on its disk at start; the answer is
+	// another TTxGate, Epoch TxGateRolling (up, rolls not all
+	// acknowledged yet) or TxGateRolled (every roll acknowledged).
+	TTxGate
 	typeCount
+)
+
+// The answers a TTxGate's Epoch carries (0: the question).
+const (
+	TxGateRolling uint32 = 1
+	TxGateRolled  uint32 = 2
 )
 
 var typeNames = [...]string{"invalid", "Request", "Grant", "Forward", "Busy", "Transfer", "TransferReply",
 	"Invalidate", "InvalidateAck", "Done", "Evict", "EvictReply", "EvictData", "Alloc", "AllocReply",
 	"LineInvalidate", "IndexCall", "IndexReply", "Persist", "PersistAck", "Holdings", "Rebuilt",
-	"TxRecord", "TxDrop", "TxRoll", "TxAck"}
+	"TxRecord", "TxDrop", "TxRoll", "TxAck", "TxGate"}
 
 func (t Type) String() string {
 	if t < typeCount {

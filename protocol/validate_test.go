@@ -53,3 +53,16 @@ func TestValidatePlainIsSound(t *testing.T) {
 	}
 	t.Logf("%d messages, %d plain", tried, plain)
 }
+
+// A start gate's frame carries a question (0) or one of two answers.
+func TestValidateTxGate(t *testing.T) {
+	for epoch, ok := range map[uint32]bool{0: true, TxGateRolling: true, TxGateRolled: true, 3: false, 1 << 31: false} {
+		m := Message{Type: TTxGate, From: 1, To: 2, Epoch: epoch}
+		var b [FrameSize]byte
+		Encode(b[:], &m)
+		_, err := Decode(b[:])
+		if (err == nil) != ok {
+			t.Fatalf("TTxGate epoch %d: %v", epoch, err)
+		}
+	}
+}
