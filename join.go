@@ -91,7 +91,10 @@ type ClusterOptions struct {
 	CachePages int
 	// Timeout is how long an operation waits for a peer before the node
 	// reports it down (default 10 s); JoinTimeout how long Join waits for
-	// the bootstrap node (default 2 min); ShutdownTimeout how long Close
+	// the bootstrap node and, in a cluster without membership that writes
+	// through, for every peer to have rolled its transaction records
+	// forward (the start gate, docs/transactions.md; default 2 min);
+	// ShutdownTimeout how long Close
 	// waits for the peers to hand back this node's pages (default 30 s).
 	Timeout, JoinTimeout, ShutdownTimeout time.Duration
 	// RESP, if set, serves the Redis protocol at this address (host:port)

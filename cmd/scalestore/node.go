@@ -166,7 +166,7 @@ func runNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.replicas, "replicas", 0, "how many nodes keep each directory's pages: 2 keeps a primary and a backup, so every key stays served through any one node's death (docs/replication.md); 1 keeps them on their own node only. 0: 2 with --etcd, 1 without; 2 needs --etcd")
 	fs.BoolVar(&f.faultSignals, "fault-signals", false, "fault injection for tests (crashtest --cluster): SIGUSR1 cuts the node off its peers and etcd, as a network partition would; SIGUSR2 reconnects it")
 	fs.IntVar(&f.bootstrap, "bootstrap", 0, "the node that creates the catalog of a new cluster (every node names the same one)")
-	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits for the bootstrap node at start")
+	fs.DurationVar(&f.joinTimeout, "join-timeout", 2*time.Minute, "how long a node waits at start for the bootstrap node and, without --etcd and with --data, for every peer to roll its cut transactions forward (start the nodes of such a cluster together)")
 	fs.DurationVar(&f.stopLimit, "shutdown-timeout", 30*time.Second, "at SIGTERM, how long the node waits for its peers to hand its pages back (they do when they stop too)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
