@@ -543,8 +543,15 @@ func (l *Local) startRereplication() {
 	}
 }
 
-// stopRereplication stops the re-replications after their current page
-// and waits for them (Close).
+// StopRereplication stops the re-replications after their current page
+// and waits for them. A node that shuts down calls it while it still
+// follows the views: a copy that waits for a peer which left meanwhile is
+// released by the view change without it, which a node that left its own
+// view no longer installs (it would wait out the request timeout and
+// fail its Close).
+func (l *Local) StopRereplication() { l.stopRereplication() }
+
+// stopRereplication is StopRereplication (also at Close).
 func (l *Local) stopRereplication() {
 	l.mu.Lock()
 	r := l.rep

@@ -271,6 +271,7 @@ func (n *Node) Kill() {
 // those peers' caches. No worker may run meanwhile.
 func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int, err error) {
 	deadline := time.Now().Add(limit)
+	n.RT.StopRereplication() // while this node still follows the views
 	if _, err := n.RT.Leave(limit); err != nil {
 		n.Stop()
 		return 0, fmt.Errorf("cluster: node %d: handing its pages back: %w", n.ID, err)
