@@ -141,13 +141,8 @@ func (n *Node) issuePersist(p *persistWait) {
 			// nothing (onPersist). One round trip, as with one replica,
 			// where the primary's forward would come back here.
 			p.need = 2
-			buf := n.getBuf()
-			copy(buf, n.cache.Page(p.f))
 			seq := p.seq
-			n.writeSSD(pid, buf, 0, func() {
-				n.putBuf(buf)
-				n.whenDurable(func() { n.persistDone(pid, seq, n.id) })
-			})
+			n.writeDurable(pid, n.cache.Page(p.f), func() { n.persistDone(pid, seq, n.id) })
 		}
 		m := protocol.Message{Type: protocol.TPersist, To: to, PID: pid, Epoch: p.seq}
 		if p.need == 2 {
@@ -160,13 +155,8 @@ func (n *Node) issuePersist(p *persistWait) {
 		n.forward(n.id, pid, n.cache.Page(p.f), p.seq)
 		return
 	}
-	buf := n.getBuf()
-	copy(buf, n.cache.Page(p.f))
 	seq := p.seq
-	n.writeSSD(pid, buf, 0, func() {
-		n.putBuf(buf)
-		n.whenDurable(func() { n.persistDone(pid, seq, n.id) })
-	})
+	n.writeDurable(pid, n.cache.Page(p.f), func() { n.persistDone(pid, seq, n.id) })
 }
 
 // forwardWait is a write-through at a primary with a backup: the page is
@@ -203,13 +193,8 @@ func (n *Node) forward(writer protocol.NodeID, pid protocol.PID, page []byte, se
 func (n *Node) issueForward(fw *forwardWait) {
 	n.persistSeq++
 	fw.fseq, fw.need = n.persistSeq, 2
-	buf := n.getBuf()
-	copy(buf, fw.page)
 	fseq := fw.fseq
-	n.writeSSD(fw.pid, buf, 0, func() {
-		n.putBuf(buf)
-		n.whenDurable(func() { n.forwardDone(fw.pid, fseq, n.id) })
-	})
+	n.writeDurable(fw.pid, fw.page, func() { n.forwardDone(fw.pid, fseq, n.id) })
 	n.send(protocol.Message{Type: protocol.TPersist, To: n.backups[fw.pid.Dir()], PID: fw.pid, Epoch: fw.fseq}, fw.page)
 }
 
@@ -347,11 +332,19 @@ func (n *Node) onPersist(m *protocol.Message, payload []byte) {
 // sends ack once it is durable (a write-through, a catch-up page, a
 // transaction's roll).
 func (n *Node) writeAndAck(payload []byte, ack protocol.Message) {
+	n.writeDurable(ack.PID, payload, func() { n.send(ack, nil) })
+}
+
+// writeDurable writes a copy of page to pid's slot of this node's store
+// (its own, or the replica store of pid's directory) and runs done once
+// the write is durable. The copy is the write's: the caller's page may
+// change as soon as this returns.
+func (n *Node) writeDurable(pid protocol.PID, page []byte, done func()) {
 	buf := n.getBuf()
-	copy(buf, payload)
-	n.writeSSD(ack.PID, buf, 0, func() {
+	copy(buf, page)
+	n.writeSSD(pid, buf, 0, func() {
 		n.putBuf(buf)
-		n.whenDurable(func() { n.send(ack, nil) })
+		n.whenDurable(done)
 	})
 }
 

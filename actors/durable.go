@@ -80,12 +80,7 @@ func (n *Node) PersistDeferred(f *bufmgr.Frame) (ticket uint64, ok bool) {
 	d.pending = append(d.pending, t)
 	d.issuedNow.Store(t)
 	d.unsettled.Store(true)
-	buf := n.getBuf()
-	copy(buf, n.cache.Page(f))
-	n.writeSSD(f.PID, buf, 0, func() {
-		n.putBuf(buf)
-		n.whenDurable(func() { n.deferredDone(t) })
-	})
+	n.writeDurable(f.PID, n.cache.Page(f), func() { n.deferredDone(t) })
 	return t, true
 }
 

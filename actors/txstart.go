@@ -74,13 +74,8 @@ func (n *Node) TxRollTo(dir protocol.NodeID) int {
 			p.rolling = n.txNext()
 			sent++
 			if dir == n.id {
-				buf := n.getBuf()
-				copy(buf, p.data)
 				pid, seq := p.pid, p.rolling
-				n.writeSSD(pid, buf, 0, func() {
-					n.putBuf(buf)
-					n.whenDurable(func() { n.txRollDone(pid, seq) })
-				})
+				n.writeDurable(pid, p.data, func() { n.txRollDone(pid, seq) })
 				continue
 			}
 			n.send(protocol.Message{Type: protocol.TTxRoll, To: dir, PID: p.pid, Epoch: p.rolling}, p.data)
