@@ -623,23 +623,7 @@ func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commit
 		}
 		closeAll(t, live)
 	}()
-	// Through node 2: the accounts' leaves are the root leaf (node 0's
-	// page: a table's first pages are its home's) and the ones node 2
-	// split off (its own).
-	err := cs[2].Update(func(tx *Tx) error {
-		for i := range bankAccounts {
-			if err := tx.Put([]byte(bankKey(i)), []byte(strconv.Itoa(bankStart))); err != nil {
-				return err
-			}
-			if err := tx.Put([]byte(bankKey(i)+"-filler"), bytes.Repeat([]byte{'f'}, 900)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fundAcrossLeaves(t, cs[2])
 	from, to := []byte(bankKey(0)), []byte(bankKey(bankAccounts-1))
 	c := cs[committer]
 	c.def.commitMutant = mutant
@@ -651,7 +635,7 @@ func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commit
 			cs[victim].Abandon()
 		}
 	}
-	err = c.Update(func(tx *Tx) error {
+	err := c.Update(func(tx *Tx) error {
 		x, _, err := tx.Get(from, nil)
 		if err != nil {
 			return err
@@ -697,5 +681,27 @@ func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commit
 			t.Fatalf("reading the accounts after the crash: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fundAcrossLeaves opens the bank's accounts through c (node 2 in the
+// tests) with a filler beside each, so that they spread over several
+// leaves: the root leaf (node 0's page: a table's first pages are its
+// home's) and the ones node 2 split off (its own).
+func fundAcrossLeaves(t *testing.T, c *Cluster) {
+	t.Helper()
+	err := c.Update(func(tx *Tx) error {
+		for i := range bankAccounts {
+			if err := tx.Put([]byte(bankKey(i)), []byte(strconv.Itoa(bankStart))); err != nil {
+				return err
+			}
+			if err := tx.Put([]byte(bankKey(i)+"-filler"), bytes.Repeat([]byte{'f'}, 900)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

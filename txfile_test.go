@@ -75,23 +75,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 	var buf syncBuffer
 	opts[1].Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	cs := joinAll(t, opts)
-	// Through node 2: the accounts' leaves are the root leaf (node 0's
-	// page: a table's first pages are its home's) and the ones node 2
-	// split off (its own).
-	err := cs[2].Update(func(tx *Tx) error {
-		for i := range bankAccounts {
-			if err := tx.Put([]byte(bankKey(i)), []byte(strconv.Itoa(bankStart))); err != nil {
-				return err
-			}
-			if err := tx.Put([]byte(bankKey(i)+"-filler"), bytes.Repeat([]byte{'f'}, 900)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fundAcrossLeaves(t, cs[2])
 	from, to := []byte(bankKey(0)), []byte(bankKey(bankAccounts-1))
 	c := cs[1]
 	c.def.commitMutant = mutant
@@ -104,7 +88,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 			c.kill()
 		}
 	}
-	err = c.Update(func(tx *Tx) error {
+	err := c.Update(func(tx *Tx) error {
 		x, _, err := tx.Get(from, nil)
 		if err != nil {
 			return err
