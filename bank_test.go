@@ -129,23 +129,9 @@ func bankRun(t *testing.T, nodes *bankNodes, dur time.Duration, event func()) st
 	t.Helper()
 	ctx := context.Background()
 	cs := nodes.cs
-	// The accounts, each behind a filler that keeps it off the others'
-	// leaves (so that a transfer spans two leaves), created through the
-	// last node: their leaves' pages are its own (its directory's).
-	err := cs[len(cs)-1].Update(func(tx *Tx) error {
-		for i := range bankAccounts {
-			if err := tx.Put([]byte(bankKey(i)), []byte(strconv.Itoa(bankStart))); err != nil {
-				return err
-			}
-			if err := tx.Put([]byte(bankKey(i)+"-filler"), bytes.Repeat([]byte{'f'}, 900)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Created through the last node: their leaves' pages are its own
+	// (its directory's).
+	fundAcrossLeaves(t, cs[len(cs)-1])
 	keys := make([]string, bankAccounts)
 	for i := range keys {
 		keys[i] = bankKey(i)
@@ -635,18 +621,7 @@ func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commit
 			cs[victim].Abandon()
 		}
 	}
-	err := c.Update(func(tx *Tx) error {
-		x, _, err := tx.Get(from, nil)
-		if err != nil {
-			return err
-		}
-		y, _, err := tx.Get(to, nil)
-		if err != nil {
-			return err
-		}
-		tx.Put(from, strconv.AppendInt(nil, bankBalance(x)-5, 10))
-		return tx.Put(to, strconv.AppendInt(nil, bankBalance(y)+5, 10))
-	})
+	err := moveFive(c, from, to)
 	t.Logf("the transfer on node %d wrote leaves of nodes %v through; it returned %v", committer, dirs, err)
 	c.def.afterWriteThrough = nil
 	if !crashed {
@@ -684,10 +659,11 @@ func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commit
 	}
 }
 
-// fundAcrossLeaves opens the bank's accounts through c (node 2 in the
-// tests) with a filler beside each, so that they spread over several
-// leaves: the root leaf (node 0's page: a table's first pages are its
-// home's) and the ones node 2 split off (its own).
+// fundAcrossLeaves opens the bank's accounts through c, each behind a
+// filler that keeps it off the others' leaves, so that a transfer spans
+// two leaves (through node 2 of three: the root leaf, node 0's page since
+// a table's first pages are its home's, and the ones node 2 split off,
+// its own).
 func fundAcrossLeaves(t *testing.T, c *Cluster) {
 	t.Helper()
 	err := c.Update(func(tx *Tx) error {
@@ -704,4 +680,21 @@ func fundAcrossLeaves(t *testing.T, c *Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// moveFive moves 5 from account from to account to through c, in one
+// transaction.
+func moveFive(c *Cluster, from, to []byte) error {
+	return c.Update(func(tx *Tx) error {
+		x, _, err := tx.Get(from, nil)
+		if err != nil {
+			return err
+		}
+		y, _, err := tx.Get(to, nil)
+		if err != nil {
+			return err
+		}
+		tx.Put(from, strconv.AppendInt(nil, bankBalance(x)-5, 10))
+		return tx.Put(to, strconv.AppendInt(nil, bankBalance(y)+5, 10))
+	})
 }

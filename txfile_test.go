@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,18 +87,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 			c.kill()
 		}
 	}
-	err := c.Update(func(tx *Tx) error {
-		x, _, err := tx.Get(from, nil)
-		if err != nil {
-			return err
-		}
-		y, _, err := tx.Get(to, nil)
-		if err != nil {
-			return err
-		}
-		tx.Put(from, strconv.AppendInt(nil, bankBalance(x)-5, 10))
-		return tx.Put(to, strconv.AppendInt(nil, bankBalance(y)+5, 10))
-	})
+	err := moveFive(c, from, to)
 	t.Logf("the transfer on node 1 wrote leaves of nodes %v through; it returned %v", dirs, err)
 	if !crashed {
 		for _, c := range cs {
