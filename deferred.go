@@ -5,10 +5,12 @@ import (
 	"github.com/scalestore-go/scalestore/resp"
 )
 
-// connEngine is the RESP engine of one connection to a node that defers
-// its write-throughs (actors/durable.go): its calls return without waiting
-// for what they wrote or read to be durable, and record how far that must
-// be (ticket); the server calls Settle before it sends their replies. A
+// connEngine is the RESP engine of one connection to a node alone that
+// writes through: its calls return without waiting for what they wrote or
+// read to be durable, and record how far that must be (ticket: an LSN of
+// the node's log, nodelog.go; or, for a node that defers page
+// write-throughs instead, actors/durable.go, a write-through's ticket);
+// the server calls Settle before it sends their replies. A
 // pipeline of writes then shares one log write instead of waiting for one
 // each, as redis-server writes its AOF once an event-loop pass.
 type connEngine struct {
@@ -41,6 +43,14 @@ func (e *connEngine) Settle() error {
 	}
 	t := e.ticket
 	e.ticket = 0
+	if e.db.node != nil {
+		// The node's log (nodelog.go): the ticket is an LSN, and the
+		// loops' turns that settle together share one log write.
+		if err := e.db.log.Commit(t); err != nil {
+			return e.db.explain(err)
+		}
+		return nil
+	}
 	rt := e.db.rt
 	w := rt.Worker()
 	defer rt.PutWorker(w)

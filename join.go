@@ -208,6 +208,8 @@ type Cluster struct {
 	// freshStore: its own store was made afresh by this Join.
 	replicas   *replicaStores
 	freshStore bool
+	// nlog is the node's redo log when it logs alone (nodelog.go).
+	nlog *nodeLog
 
 	mu     sync.Mutex
 	tables map[string]*DB
@@ -264,6 +266,10 @@ type nodeMeta struct {
 	// written, so every acknowledged write is on its store even if the
 	// process was killed.
 	writeThrough bool
+	// logged: the node logs alone (nodelog.go): its pages are those of
+	// its last checkpoint, under the records of logEpoch in its log.
+	logged   bool
+	logEpoch uint64
 }
 
 func (m nodeMeta) encode() []byte {
@@ -276,17 +282,26 @@ func (m nodeMeta) encode() []byte {
 	if m.writeThrough {
 		flags |= 1
 	}
+	if m.logged {
+		flags |= 2
+		b = binary.LittleEndian.AppendUint64(b, flags)
+		return binary.LittleEndian.AppendUint64(b, m.logEpoch)
+	}
 	return binary.LittleEndian.AppendUint64(b, flags)
 }
 
 func decodeNodeMeta(b []byte) (nodeMeta, error) {
-	if (len(b) != 56 && len(b) != 64) || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
+	if (len(b) != 56 && len(b) != 64 && len(b) != 72) || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
 		return nodeMeta{}, fmt.Errorf("its metadata (%d bytes) is not a cluster node's", len(b))
 	}
 	id, _ := decodeIdentity(b[8:40])
 	m := nodeMeta{id: id, node: binary.LittleEndian.Uint64(b[40:]), allocated: binary.LittleEndian.Uint64(b[48:])}
-	if len(b) == 64 {
+	if len(b) >= 64 {
 		m.writeThrough = binary.LittleEndian.Uint64(b[56:])&1 != 0
+	}
+	if len(b) == 72 {
+		m.logged = binary.LittleEndian.Uint64(b[56:])&2 != 0
+		m.logEpoch = binary.LittleEndian.Uint64(b[64:])
 	}
 	return m, nil
 }
@@ -346,6 +361,13 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrWrongCluster, o.storePath(), err)
 		}
 		want.incarnation = stored.id.incarnation
+	}
+	if o.logsAlone() {
+		unclean := !fresh && !store.(interface{ WasClean() bool }).WasClean()
+		if c.nlog, err = openNodeLog(c, stored.logEpoch, unclean); err != nil {
+			abandon(store)
+			return nil, err
+		}
 	}
 	create := self == boot
 	if fresh && create && o.Replicas > 1 {
@@ -431,6 +453,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 				abandon(store)
 			}
 			c.replicas.close(false)
+			c.nlog.abandon()
 			return nil, err
 		}
 		// The bootstrap node is not up yet: start over (nothing was
@@ -441,10 +464,13 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.writesThrough()}
 	c.node.RT.Locked(func() {
 		meta.allocated = c.node.RT.Node().Directory().Allocated()
-		c.node.RT.Node().SetDeferDurable(c.defersDurable())
+		c.node.RT.Node().SetDeferDurable(c.defersDurable() && c.nlog == nil)
 	})
-	err = store.SetMeta(meta.encode())
-	if err == nil && meta.writeThrough {
+	if c.nlog != nil {
+		// Replayed if it was killed, then a checkpoint that writes the
+		// metadata (nodelog.go).
+		err = c.startLog(!fresh && !store.(interface{ WasClean() bool }).WasClean())
+	} else if err = store.SetMeta(meta.encode()); err == nil && meta.writeThrough {
 		// On the store now: a kill from here on finds a store that says
 		// its acknowledged writes are on it.
 		err = c.node.RT.SyncStore()
@@ -502,6 +528,13 @@ func warnOpenPeerPort(o ClusterOptions, tc cluster.TransportConfig) {
 // unclean.
 func (c *Cluster) closeAfter(cause error) {
 	c.closed.Store(true)
+	if c.nlog != nil {
+		// Unclean, with its log: the next start recovers it.
+		c.node.Stop()
+		abandon(c.store)
+		c.nlog.abandon()
+		return
+	}
 	if _, err := c.node.Shutdown(c.peers, time.Second); err != nil {
 		abandon(c.store)
 		c.replicas.close(false)
@@ -527,7 +560,7 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 	}
 	nc := cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
 		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc),
-		WriteThrough: o.writesThrough(), ViewTimeout: o.JoinTimeout}
+		WriteThrough: o.writesThrough() && !o.logsAlone(), ViewTimeout: o.JoinTimeout}
 	if o.Replicas > 1 {
 		nc.ReplicaStore, nc.FreshStore = c.replicas.open, c.freshStore
 	}
@@ -746,6 +779,9 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 	if o.Data == "" {
 		return &memoryStore{Store: memfile.New(slots, nil)}, true, nil
 	}
+	if o.logsAlone() {
+		return openLoggedStore(o)
+	}
 	if err := os.MkdirAll(o.Data, 0o755); err != nil {
 		return nil, false, fmt.Errorf("scalestore: %w", err)
 	}
@@ -779,7 +815,9 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 		if err != nil || !m.writeThrough || !o.writesThrough() {
 			st.Abandon()
 			why := "it ran without write-through (durability none), so pages it held may be newer in no store"
-			if err == nil && m.writeThrough {
+			if err == nil && m.logged {
+				why = "its writes since its last checkpoint are in its log " + o.logPath() + ", which only a node alone (one peer, no --etcd) with durability process or sync replays"
+			} else if err == nil && m.writeThrough {
 				why = "it ran with write-through, but this start asks for durability none; start with --durability process (or sync) to recover it"
 			}
 			return nil, false, fmt.Errorf("scalestore: node %d: %s: %w: its node was killed or failed, and %s; "+
@@ -813,7 +851,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 		// decision 6).
 		s.AllocateInner = rt.Allocate
 	}
-	if c.opts.writesThrough() {
+	if c.opts.writesThrough() && c.nlog == nil {
 		s.Persist, s.PersistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return s
@@ -830,6 +868,9 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 		db.allocateInner = rt.Allocate // no home node (session)
 	}
 	switch {
+	case c.nlog != nil:
+		// The node's log (nodelog.go): records, no page written through.
+		db.log, db.node, db.locks, db.tag = c.nlog.log, c.nlog, c.nlog.locks, tableTag(t)
 	case c.defersDurable():
 		// Release before durable (actors/durable.go): the latch goes at
 		// once, and the call waits for its writes at its end (Settle).
@@ -864,6 +905,7 @@ func (c *Cluster) table(name string, create bool) (*DB, error) {
 		return db, nil
 	}
 	var pid protocol.PID
+	created := false
 	err := c.node.RT.Do(func(w *bufmgr.Worker) error {
 		s := c.session(w)
 		v, ok, err := c.cat.Get(s, []byte(tablePrefix+name), nil)
@@ -890,13 +932,19 @@ func (c *Cluster) table(name string, create bool) (*DB, error) {
 				pid = protocol.PID(binary.LittleEndian.Uint64(old))
 				return false
 			}
-			pid = t.Catalog()
+			pid, created = t.Catalog(), true
 			return true
 		})
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scalestore: node %d: table %q: %w", c.opts.ID, name, err)
+	}
+	if c.nlog != nil && created {
+		// The catalog's new entry is not logged: on the store now.
+		if err := c.nlog.Checkpoint(); err != nil {
+			return nil, fmt.Errorf("scalestore: node %d: table %q: %w", c.opts.ID, name, err)
+		}
 	}
 	db := c.view(btree.Open(pid), name)
 	c.tables[name] = db
@@ -1019,6 +1067,7 @@ func (c *Cluster) Abandon() {
 	}
 	c.node.Stop()
 	abandon(c.store)
+	c.nlog.abandon()
 	c.replicas.close(false)
 }
 
@@ -1034,6 +1083,7 @@ func (c *Cluster) kill() {
 	}
 	c.node.Kill()
 	abandon(c.store)
+	c.nlog.abandon()
 	c.replicas.close(false)
 }
 
@@ -1044,19 +1094,28 @@ func (c *Cluster) Close() error {
 	if c.resp != nil {
 		c.resp.Close()
 	}
+	if err := c.nlog.quiesce(); err != nil {
+		c.node.Stop()
+		abandon(c.store)
+		c.nlog.close()
+		return fmt.Errorf("scalestore: node %d: %w; its store %s is left unclean", c.opts.ID, err, c.opts.storePath())
+	}
 	held, err := c.node.Shutdown(c.peers, c.opts.ShutdownTimeout)
 	if err != nil {
 		abandon(c.store)
+		c.nlog.close() // durable (quiesce): the next start replays it
 		c.replicas.close(false)
 		if held > 0 {
 			return fmt.Errorf("scalestore: node %d: %w; its store %s is left unclean", c.opts.ID, err, c.opts.storePath())
 		}
 		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
 	}
-	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID), writeThrough: c.opts.writesThrough()}
-	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
+	meta := c.closingMeta()
 	err = c.store.SetMeta(meta.encode())
 	if cerr := c.store.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := c.nlog.close(); err == nil {
 		err = cerr
 	}
 	if err != nil {

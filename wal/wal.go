@@ -200,9 +200,15 @@ func (l *Log) Start(epoch uint64) {
 // Append adds a record to the log and returns its LSN: Commit(lsn) waits
 // until it is durable. It fails only for a record over MaxRecord.
 func (l *Log) Append(op Op, key, val []byte) (uint64, error) {
+	return l.AppendPrefixed(op, nil, key, val)
+}
+
+// AppendPrefixed is Append of the key prefix+key, without the caller
+// joining them (a cluster node's log tags each key with its table).
+func (l *Log) AppendPrefixed(op Op, prefix, key, val []byte) (uint64, error) {
 	var kl [binary.MaxVarintLen64]byte
-	kn := binary.PutUvarint(kl[:], uint64(len(key)))
-	body := 1 + kn + len(key) + len(val)
+	kn := binary.PutUvarint(kl[:], uint64(len(prefix)+len(key)))
+	body := 1 + kn + len(prefix) + len(key) + len(val)
 	if body > MaxRecord {
 		return 0, fmt.Errorf("wal: a record of %d bytes exceeds %d", body, MaxRecord)
 	}
@@ -211,6 +217,7 @@ func (l *Log) Append(op Op, key, val []byte) (uint64, error) {
 	l.buf = append(l.buf, make([]byte, header)...)
 	l.buf = append(l.buf, byte(op))
 	l.buf = append(l.buf, kl[:kn]...)
+	l.buf = append(l.buf, prefix...)
 	l.buf = append(l.buf, key...)
 	l.buf = append(l.buf, val...)
 	rec := l.buf[start:]
@@ -331,11 +338,35 @@ func (l *Log) SetNoSync(noSync bool) error {
 	return nil
 }
 
+// Appended is the LSN of the last record appended so far: Commit of it
+// waits for every record appended before this call.
+func (l *Log) Appended() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
 // Size is how many bytes the current epoch's records take.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int64(l.next - l.base)
+}
+
+// Abandon closes the file without committing what was appended and not
+// yet committed, as a killed process would leave it.
+func (l *Log) Abandon() error {
+	l.mu.Lock()
+	for l.writing {
+		l.cond.Wait()
+	}
+	l.err = errors.New("wal: abandoned")
+	l.mu.Unlock()
+	if l.mapped != nil {
+		_ = unix.Munmap(l.mapped)
+		l.mapped = nil
+	}
+	return l.f.Close()
 }
 
 // Close commits what was appended and closes the file.
