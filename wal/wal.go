@@ -63,6 +63,9 @@ type Log struct {
 	// LSNs count bytes appended over the log's life; the current epoch's
 	// records start at base (file offset 0).
 	base, next, durable uint64
+	// nextNow and durableNow mirror next and durable for readers without
+	// the lock (Appended, Commit's fast path).
+	nextNow, durableNow atomic.Uint64
 	epoch               uint64
 	buf, spare          []byte // appended, not yet written; the other buffer
 	writing             bool   // a committer is writing and syncing
@@ -195,6 +198,7 @@ func (l *Log) Start(epoch uint64) {
 	l.epoch = epoch
 	l.buf = l.buf[:0]
 	l.base, l.durable = l.next, l.next
+	l.durableNow.Store(l.durable)
 }
 
 // Append adds a record to the log and returns its LSN: Commit(lsn) waits
@@ -226,6 +230,7 @@ func (l *Log) AppendPrefixed(op Op, prefix, key, val []byte) (uint64, error) {
 	le.PutUint32(rec, crc32.Checksum(rec[4:], castagnoli))
 	l.next += uint64(len(rec))
 	lsn := l.next
+	l.nextNow.Store(lsn)
 	l.mu.Unlock()
 	return lsn, nil
 }
@@ -234,6 +239,9 @@ func (l *Log) AppendPrefixed(op Op, prefix, key, val []byte) (uint64, error) {
 // to the operating system). One waiter writes and syncs what all have
 // appended while the others wait for it: group commit.
 func (l *Log) Commit(lsn uint64) error {
+	if l.durableNow.Load() >= lsn {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.durable < lsn {
@@ -244,9 +252,19 @@ func (l *Log) Commit(lsn uint64) error {
 			l.cond.Wait()
 			continue
 		}
-		l.writing = true
 		buf, end := l.buf, l.next
 		off := int64(end - l.base - uint64(len(buf)))
+		if stop := off + int64(len(buf)); l.noSync.Load() && stop <= l.size && stop <= int64(len(l.mapped)) {
+			// NoSync into the mapping, no growth: a copy, made here under
+			// the lock rather than by a writer the others wait for (a
+			// wait is a wake-up of each waiter, dearer than the copy).
+			copy(l.mapped[off:stop], buf)
+			l.buf = buf[:0]
+			l.durable = end
+			l.durableNow.Store(end)
+			continue
+		}
+		l.writing = true
 		l.buf = l.spare[:0]
 		l.mu.Unlock()
 		err := l.write(buf, off)
@@ -257,6 +275,7 @@ func (l *Log) Commit(lsn uint64) error {
 			l.err = fmt.Errorf("wal: %s: %w (the log takes no more records)", l.path, err)
 		} else {
 			l.durable = end
+			l.durableNow.Store(end)
 		}
 		l.cond.Broadcast()
 	}
@@ -340,11 +359,7 @@ func (l *Log) SetNoSync(noSync bool) error {
 
 // Appended is the LSN of the last record appended so far: Commit of it
 // waits for every record appended before this call.
-func (l *Log) Appended() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.next
-}
+func (l *Log) Appended() uint64 { return l.nextNow.Load() }
 
 // Size is how many bytes the current epoch's records take.
 func (l *Log) Size() int64 {
