@@ -113,3 +113,114 @@ func TestNodeLogKillMidCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// A read waits until what it read is durable: a RESP connection's SET,
+// whose record waits for its loop turn's settle, is not durable yet, and a
+// GET of it from elsewhere returns only once it is (as does a SCAN, and a
+// View).
+func TestNodeLogReadWaitsForWhatItRead(t *testing.T) {
+	opts := clusterOpts(freePorts(t, 1), []string{t.TempDir()})[0]
+	c, err := Join(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := c.nlog.log
+	for i, read := range []func(key []byte) error{
+		func(key []byte) error { _, _, err := c.Get(key, nil); return err },
+		func(key []byte) error { return c.Scan(key, nil, func(_, _ []byte) bool { return false }) },
+		func(key []byte) error { return c.View(func(tx *Tx) error { _, _, err := tx.Get(key, nil); return err }) },
+	} {
+		e := respEngine{c}.ForConn().(*connEngine)
+		key := []byte(fmt.Sprintf("k%d", i))
+		if err := e.Put(key, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if e.ticket == 0 || l.Durable() >= e.ticket {
+			t.Fatalf("read %d: the connection's SET is durable before its settle (ticket %d, durable %d)", i, e.ticket, l.Durable())
+		}
+		if err := read(key); err != nil {
+			t.Fatal(err)
+		}
+		if d := l.Durable(); d < e.ticket {
+			t.Fatalf("read %d returned before the SET it read was durable (ticket %d, durable %d)", i, e.ticket, d)
+		}
+		if err := e.Settle(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Every table logs into the node's one log, each record tagged with its
+// table, and a transaction over two tables is one record: after a kill,
+// each key is back in its own table, and the transfers' sum holds.
+func TestNodeLogTablesAndTransactions(t *testing.T) {
+	opts := clusterOpts(freePorts(t, 1), []string{t.TempDir()})[0]
+	c, err := Join(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.Table("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		k := []byte(fmt.Sprintf("k%04d", i))
+		if err := c.Put(k, []byte("default")); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Put(k, []byte("other")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Move 1 from the default table's "a" to the other's "a", n times.
+	for i := range n {
+		err := c.Update(func(tx *Tx) error {
+			o, err := tx.Table(other)
+			if err != nil {
+				return err
+			}
+			if err := tx.Put([]byte("a"), []byte(fmt.Sprint(-i-1))); err != nil {
+				return err
+			}
+			return o.Put([]byte("a"), []byte(fmt.Sprint(i+1)))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.kill()
+	c, err = Join(opts)
+	if err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+	defer c.Close()
+	if r := c.nlog.recovery; !r.Recovered || r.Replayed == 0 {
+		t.Fatalf("recovery %+v, want records replayed", r)
+	}
+	other, err = c.Table("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		k := []byte(fmt.Sprintf("k%04d", i))
+		for _, tb := range []struct {
+			kv   KV
+			want string
+		}{{c, "default"}, {other, "other"}} {
+			v, ok, err := tb.kv.Get(k, nil)
+			if err != nil || !ok || string(v) != tb.want {
+				t.Fatalf("%s in table %s after the kill: %v %q %v", k, tb.want, ok, v, err)
+			}
+		}
+	}
+	a, _, err := c.Get([]byte("a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := other.Get([]byte("a"), nil)
+	if err != nil || string(a) != fmt.Sprint(-n) || string(b) != fmt.Sprint(n) {
+		t.Fatalf("after the kill: a is %q and %q, want %d and %d (%v)", a, b, -n, n, err)
+	}
+}

@@ -361,6 +361,9 @@ func (l *Log) SetNoSync(noSync bool) error {
 // waits for every record appended before this call.
 func (l *Log) Appended() uint64 { return l.nextNow.Load() }
 
+// Durable is the LSN up to which every record is durable.
+func (l *Log) Durable() uint64 { return l.durableNow.Load() }
+
 // Size is how many bytes the current epoch's records take.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
