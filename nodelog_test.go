@@ -129,7 +129,9 @@ func TestNodeLogReadWaitsForWhatItRead(t *testing.T) {
 	for i, read := range []func(key []byte) error{
 		func(key []byte) error { _, _, err := c.Get(key, nil); return err },
 		func(key []byte) error { return c.Scan(key, nil, func(_, _ []byte) bool { return false }) },
-		func(key []byte) error { return c.View(func(tx *Tx) error { _, _, err := tx.Get(key, nil); return err }) },
+		func(key []byte) error {
+			return c.View(func(tx *Tx) error { _, _, err := tx.Get(key, nil); return err })
+		},
 	} {
 		e := respEngine{c}.ForConn().(*connEngine)
 		key := []byte(fmt.Sprintf("k%d", i))
