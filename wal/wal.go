@@ -63,9 +63,9 @@ type Log struct {
 	// LSNs count bytes appended over the log's life; the current epoch's
 	// records start at base (file offset 0).
 	base, next, durable uint64
-	// nextNow and durableNow mirror next and durable for readers without
-	// the lock (Appended, Commit's fast path).
-	nextNow, durableNow atomic.Uint64
+	// nextNow, durableNow and baseNow mirror next, durable and base for
+	// readers without the lock (Appended, Commit's fast path, Size).
+	nextNow, durableNow, baseNow atomic.Uint64
 	epoch               uint64
 	buf, spare          []byte // appended, not yet written; the other buffer
 	writing             bool   // a committer is writing and syncing
@@ -199,6 +199,7 @@ func (l *Log) Start(epoch uint64) {
 	l.buf = l.buf[:0]
 	l.base, l.durable = l.next, l.next
 	l.durableNow.Store(l.durable)
+	l.baseNow.Store(l.base)
 }
 
 // Append adds a record to the log and returns its LSN: Commit(lsn) waits
@@ -366,9 +367,10 @@ func (l *Log) Durable() uint64 { return l.durableNow.Load() }
 
 // Size is how many bytes the current epoch's records take.
 func (l *Log) Size() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int64(l.next - l.base)
+	// Each writer asks after its commit (a checkpoint due?): no lock. Read
+	// base first: Start moves it up to next, never past.
+	base := l.baseNow.Load()
+	return int64(l.nextNow.Load() - base)
 }
 
 // Abandon closes the file without committing what was appended and not
