@@ -66,11 +66,11 @@ type Log struct {
 	// nextNow, durableNow and baseNow mirror next, durable and base for
 	// readers without the lock (Appended, Commit's fast path, Size).
 	nextNow, durableNow, baseNow atomic.Uint64
-	epoch               uint64
-	buf, spare          []byte // appended, not yet written; the other buffer
-	writing             bool   // a committer is writing and syncing
-	err                 error  // a failed write or sync: the log is unusable
-	size                int64  // the file's size (zero-filled ahead)
+	epoch                        uint64
+	buf, spare                   []byte // appended, not yet written; the other buffer
+	writing                      bool   // a committer is writing and syncing
+	err                          error  // a failed write or sync: the log is unusable
+	size                         int64  // the file's size (zero-filled ahead)
 	// mapped is the file mapped shared (mapSize bytes of address space,
 	// touched only below size): a NoSync commit copies its records there,
 	// which the kernel keeps when the process is killed, with no system
