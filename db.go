@@ -138,6 +138,9 @@ func (db *DB) Stats() Stats {
 		s.LogBytes = db.log.Size()
 	}
 	s.Checkpoints = db.checkpoints.Load()
+	if db.node != nil {
+		s.Checkpoints = db.node.checkpoints.Load() // the node's log's
+	}
 	return s
 }
 
