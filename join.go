@@ -464,7 +464,6 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.writesThrough()}
 	c.node.RT.Locked(func() {
 		meta.allocated = c.node.RT.Node().Directory().Allocated()
-		c.node.RT.Node().SetDeferDurable(c.defersDurable() && c.nlog == nil)
 	})
 	if c.nlog != nil {
 		// Replayed if it was killed, then a checkpoint that writes the
@@ -871,22 +870,17 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	case c.nlog != nil:
 		// The node's log (nodelog.go): records, no page written through.
 		db.log, db.node, db.locks, db.tag = c.nlog.log, c.nlog, c.nlog.locks, tableTag(t)
-	case c.defersDurable():
-		// Release before durable (actors/durable.go): the latch goes at
-		// once, and the call waits for its writes at its end (Settle).
-		db.persist, db.persistAll, db.settle = rt.PersistDeferred, rt.PersistAllDeferred, rt.Settle
 	case c.opts.writesThrough():
 		db.persist, db.persistAll = rt.Persist, rt.PersistAll
 	}
 	return db
 }
 
-// defersDurable reports whether the node's write-throughs are deferred: a
-// cluster of one node that writes through, whose pages no other node can
-// ever hold (actors.Node.SetDeferDurable).
-func (c *Cluster) defersDurable() bool {
-	return c.opts.writesThrough() && len(c.opts.Peers) == 1 && len(c.opts.Etcd) == 0
-}
+// defersDurable reports whether the node's calls may answer before what
+// they wrote is durable and wait at their end instead (a RESP connection:
+// once per loop turn): a node alone that writes through, which logs
+// records (nodelog.go; ClusterOptions.logsAlone).
+func (c *Cluster) defersDurable() bool { return c.nlog != nil }
 
 // Table opens the named table, creating it (on this node) if no node did:
 // the returned KV's pages are shared by every node like the default

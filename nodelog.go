@@ -66,7 +66,7 @@ type nodeLog struct {
 
 // logsAlone reports whether the node keeps a redo log of records instead
 // of writing pages through: one peer, no membership, write-through, a
-// store on disk (Cluster.defersDurable).
+// store on disk.
 func (o ClusterOptions) logsAlone() bool {
 	return o.writesThrough() && len(o.Peers) == 1 && len(o.Etcd) == 0 && o.Data != ""
 }
