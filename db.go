@@ -138,6 +138,9 @@ func (db *DB) Stats() Stats {
 		s.LogBytes = db.log.Size()
 	}
 	s.Checkpoints = db.checkpoints.Load()
+	if db.node != nil {
+		s.Checkpoints = db.node.checkpoints.Load() // the node's log's
+	}
 	return s
 }
 
@@ -188,12 +191,14 @@ type DB struct {
 	logLate    func() bool
 	logEpoch   uint64
 	logExisted bool
-	// writers hold ckpt shared while they apply a change and append its
-	// record; a checkpoint holds it exclusively. stripes order the records
-	// of one key as the tree applied them.
-	ckpt    sync.RWMutex
-	stripes [64]sync.Mutex
-	seed    maphash.Seed
+	// locks order the log's records with the changes (redoLocks); a
+	// cluster node's tables share the node's (nodeLog).
+	locks *redoLocks
+	// node is the log of the cluster node this table belongs to, when the
+	// node logs its writes (a node alone, nodelog.go): its records carry
+	// tag, the table's catalog page, and its checkpoints are the node's.
+	node *nodeLog
+	tag  []byte
 	// checkpointBytes triggers a checkpoint; checkpointing: one runs;
 	// checkpointErr: the last one failed (the log keeps growing, and the
 	// next write tries again).
@@ -216,6 +221,18 @@ type DB struct {
 	// node's disk until every leaf is written through (txfile.go).
 	txFile *txFile
 }
+
+// redoLocks order a log's records as the tree applied their changes:
+// writers hold ckpt shared while they apply a change and append its
+// record; a checkpoint holds it exclusively. stripes order the records of
+// one key as the tree applied them.
+type redoLocks struct {
+	ckpt    sync.RWMutex
+	stripes [64]sync.Mutex
+	seed    maphash.Seed
+}
+
+func newRedoLocks() *redoLocks { return &redoLocks{seed: maphash.MakeSeed()} }
 
 // Recovery is what Open did to a store that was not closed cleanly.
 type Recovery struct {
@@ -274,7 +291,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{rt: rt, store: store, allocate: rt.Allocate, unclean: opts.OpenUnclean, dir: dir,
-		seed: maphash.MakeSeed(), checkpointBytes: opts.CheckpointBytes, pins: newPinBudget(opts.CachePages)}
+		locks: newRedoLocks(), checkpointBytes: opts.CheckpointBytes, pins: newPinBudget(opts.CachePages)}
 	db.logLate = mutation.Point(mutation.WALLogAfterUnlock, func() bool { return true })
 	if db.checkpointBytes <= 0 {
 		db.checkpointBytes = 64 << 20
@@ -478,14 +495,17 @@ func (db *DB) meta(logEpoch uint64) []byte {
 // which the log (or the store's undo journal) has grown past
 // Options.CheckpointBytes.
 func (db *DB) Checkpoint() error {
+	if db.node != nil {
+		return db.node.Checkpoint()
+	}
 	if db.log == nil {
 		return nil
 	}
 	if db.readOnly != nil {
 		return db.readOnly
 	}
-	db.ckpt.Lock()
-	defer db.ckpt.Unlock()
+	db.locks.ckpt.Lock()
+	defer db.locks.ckpt.Unlock()
 	if err := db.checkpoint(); err != nil {
 		return fmt.Errorf("scalestore: %s: checkpoint: %w", db.dir, err)
 	}
@@ -521,6 +541,10 @@ func (db *DB) checkpoint() error {
 // maybeCheckpoint runs a checkpoint, in the calling writer, when the log
 // or the undo journal has grown past the bound and no other is running.
 func (db *DB) maybeCheckpoint() {
+	if db.node != nil {
+		db.node.maybeCheckpoint()
+		return
+	}
 	big := db.log.Size() > db.checkpointBytes
 	if r, ok := db.store.(recoverable); ok && !big {
 		// The journal is read without the ring's lock: a stale size only
@@ -562,15 +586,17 @@ func (db *DB) CheckpointErr() error {
 }
 
 // stripe orders the log records of key's changes as the tree made them.
-func (db *DB) stripe(key []byte) *sync.Mutex { return &db.stripes[db.stripeIndex(key)] }
+func (db *DB) stripe(key []byte) *sync.Mutex { return &db.locks.stripes[db.stripeIndex(key)] }
 
 func (db *DB) stripeIndex(key []byte) int {
-	return int(maphash.Bytes(db.seed, key) % uint64(len(db.stripes)))
+	return int(maphash.Bytes(db.locks.seed, key) % uint64(len(db.locks.stripes)))
 }
 
 // logged applies a change with apply and logs it as op (unless apply says
-// it changed nothing), then waits for the record to be durable.
-func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err error)) error {
+// it changed nothing), then waits for the record to be durable, or, with
+// hold set, raises *hold to the record's LSN for the caller to wait for
+// (a RESP connection's loop turn: connEngine).
+func (db *DB) logged(hold *uint64, op wal.Op, key, val []byte, apply func() (changed bool, err error)) error {
 	if db.log == nil {
 		_, err := apply()
 		return err
@@ -578,7 +604,7 @@ func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err
 	if n := len(key) + len(val) + 16; n > wal.MaxRecord {
 		return fmt.Errorf("scalestore: %s: a record of %d bytes exceeds the log's %d", db.dir, n, wal.MaxRecord)
 	}
-	db.ckpt.RLock()
+	db.locks.ckpt.RLock()
 	mu := db.stripe(key)
 	mu.Lock()
 	changed, err := apply()
@@ -589,53 +615,67 @@ func (db *DB) logged(op wal.Op, key, val []byte, apply func() (changed bool, err
 		// before it; replay then ends on the older value.
 		mu.Unlock()
 		time.Sleep(20 * time.Microsecond) // let the next writer of the key in
-		lsn, err = db.log.Append(op, key, val)
-		db.ckpt.RUnlock()
+		lsn, err = db.log.AppendPrefixed(op, db.tag, key, val)
+		db.locks.ckpt.RUnlock()
 	} else {
 		if err == nil && changed {
-			lsn, err = db.log.Append(op, key, val)
+			lsn, err = db.log.AppendPrefixed(op, db.tag, key, val)
+		} else if err == nil && db.node != nil {
+			// It changed nothing but read the key (SET NX, DEL of a
+			// missing key): its answer waits for the key's last record,
+			// appended before the stripe was ours.
+			lsn = db.log.Appended()
 		}
 		mu.Unlock()
-		db.ckpt.RUnlock()
+		db.locks.ckpt.RUnlock()
 	}
-	if err != nil || !changed {
+	if err != nil || lsn == 0 {
 		return err
 	}
-	if err := db.log.Commit(lsn); err != nil {
+	return db.durable(hold, lsn, changed)
+}
+
+// durable waits until the log is durable up to lsn (with hold: raises
+// *hold to it instead); wrote: the call appended a record, after which
+// the log may need a checkpoint.
+func (db *DB) durable(hold *uint64, lsn uint64, wrote bool) error {
+	if hold != nil {
+		*hold = max(*hold, lsn)
+	} else if err := db.log.Commit(lsn); err != nil {
 		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
 	}
-	db.maybeCheckpoint()
+	if wrote {
+		db.maybeCheckpoint()
+	}
 	return nil
 }
 
 // loggedModify is logged for a change whose record is known only once it
 // is applied: apply calls record with the op and value its last attempt
 // wrote (op 0: it changed nothing).
-func (db *DB) loggedModify(key []byte, apply func(record func(op wal.Op, val []byte)) error) error {
+func (db *DB) loggedModify(hold *uint64, key []byte, apply func(record func(op wal.Op, val []byte)) error) error {
 	var op wal.Op
 	var val []byte
 	record := func(o wal.Op, v []byte) { op, val = o, v }
 	if db.log == nil {
 		return apply(record)
 	}
-	db.ckpt.RLock()
+	db.locks.ckpt.RLock()
 	mu := db.stripe(key)
 	mu.Lock()
 	err := apply(record)
 	var lsn uint64
 	if err == nil && op != 0 {
-		lsn, err = db.log.Append(op, key, val)
+		lsn, err = db.log.AppendPrefixed(op, db.tag, key, val)
+	} else if err == nil && db.node != nil {
+		lsn = db.log.Appended() // it read the key (logged says why)
 	}
 	mu.Unlock()
-	db.ckpt.RUnlock()
-	if err != nil || op == 0 {
+	db.locks.ckpt.RUnlock()
+	if err != nil || lsn == 0 {
 		return err
 	}
-	if err := db.log.Commit(lsn); err != nil {
-		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
-	}
-	db.maybeCheckpoint()
-	return nil
+	return db.durable(hold, lsn, op != 0)
 }
 
 func (db *DB) session(w *bufmgr.Worker) btree.Session {
@@ -807,8 +847,8 @@ func (db *DB) Close() error {
 // clean. If it fails, the store stays unclean and the next Open recovers
 // from the log, which still holds every acknowledged write.
 func (db *DB) closeLogged() error {
-	db.ckpt.Lock()
-	defer db.ckpt.Unlock()
+	db.locks.ckpt.Lock()
+	defer db.locks.ckpt.Unlock()
 	err := db.log.Sync()
 	if err == nil {
 		err = db.rt.Close()

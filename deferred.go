@@ -1,24 +1,22 @@
 package scalestore
 
-import (
-	"github.com/scalestore-go/scalestore/bufmgr"
-	"github.com/scalestore-go/scalestore/resp"
-)
+import "github.com/scalestore-go/scalestore/resp"
 
-// connEngine is the RESP engine of one connection to a node that defers
-// its write-throughs (actors/durable.go): its calls return without waiting
-// for what they wrote or read to be durable, and record how far that must
-// be (ticket); the server calls Settle before it sends their replies. A
-// pipeline of writes then shares one log write instead of waiting for one
-// each, as redis-server writes its AOF once an event-loop pass.
+// connEngine is the RESP engine of one connection to a node alone that
+// writes through: its calls return without waiting for what they wrote or
+// read to be durable, and record how far that must be (ticket, an LSN of
+// the node's log: nodelog.go); the server calls Settle before it sends
+// their replies. A pipeline of writes then shares one log write instead of
+// waiting for one each, as redis-server writes its AOF once an event-loop
+// pass.
 type connEngine struct {
 	c      *Cluster
 	db     *DB
 	ticket uint64
 }
 
-// ForConn implements resp.PerConn: an engine for one connection where
-// write-throughs are deferred, nil elsewhere (each call then waits).
+// ForConn implements resp.PerConn: an engine for one connection to a node
+// that logs alone, nil elsewhere (each call then waits).
 func (e respEngine) ForConn() resp.ConnEngine {
 	if !e.defersDurable() {
 		return nil
@@ -34,18 +32,15 @@ func (e *connEngine) session() Session {
 }
 
 // Settle waits until everything the connection's calls wrote or read is
-// durable.
+// durable: the node's log up to the ticket, an LSN (nodelog.go); the
+// loops' turns that settle together share one log write.
 func (e *connEngine) Settle() error {
 	if e.ticket == 0 {
 		return nil
 	}
 	t := e.ticket
 	e.ticket = 0
-	rt := e.db.rt
-	w := rt.Worker()
-	defer rt.PutWorker(w)
-	err := rt.DoAs(w, func(w *bufmgr.Worker) error { return rt.SettleTo(w, t) })
-	if err != nil {
+	if err := e.db.log.Commit(t); err != nil {
 		return e.db.explain(err)
 	}
 	return nil

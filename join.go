@@ -216,6 +216,8 @@ type Cluster struct {
 	// those it held open at start, rolled forward before the node serves.
 	txFile    *txFile
 	txPending []txPending
+	// nlog is the node's redo log when it logs alone (nodelog.go).
+	nlog *nodeLog
 
 	mu     sync.Mutex
 	tables map[string]*DB
@@ -272,6 +274,10 @@ type nodeMeta struct {
 	// written, so every acknowledged write is on its store even if the
 	// process was killed.
 	writeThrough bool
+	// logged: the node logs alone (nodelog.go): its pages are those of
+	// its last checkpoint, under the records of logEpoch in its log.
+	logged   bool
+	logEpoch uint64
 }
 
 func (m nodeMeta) encode() []byte {
@@ -284,17 +290,26 @@ func (m nodeMeta) encode() []byte {
 	if m.writeThrough {
 		flags |= 1
 	}
+	if m.logged {
+		flags |= 2
+		b = binary.LittleEndian.AppendUint64(b, flags)
+		return binary.LittleEndian.AppendUint64(b, m.logEpoch)
+	}
 	return binary.LittleEndian.AppendUint64(b, flags)
 }
 
 func decodeNodeMeta(b []byte) (nodeMeta, error) {
-	if (len(b) != 56 && len(b) != 64) || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
+	if (len(b) != 56 && len(b) != 64 && len(b) != 72) || binary.LittleEndian.Uint64(b) != nodeMetaMagic {
 		return nodeMeta{}, fmt.Errorf("its metadata (%d bytes) is not a cluster node's", len(b))
 	}
 	id, _ := decodeIdentity(b[8:40])
 	m := nodeMeta{id: id, node: binary.LittleEndian.Uint64(b[40:]), allocated: binary.LittleEndian.Uint64(b[48:])}
-	if len(b) == 64 {
+	if len(b) >= 64 {
 		m.writeThrough = binary.LittleEndian.Uint64(b[56:])&1 != 0
+	}
+	if len(b) == 72 {
+		m.logged = binary.LittleEndian.Uint64(b[56:])&2 != 0
+		m.logEpoch = binary.LittleEndian.Uint64(b[64:])
 	}
 	return m, nil
 }
@@ -355,9 +370,16 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		}
 		want.incarnation = stored.id.incarnation
 	}
-	if o.writesThrough() && len(o.Etcd) == 0 {
+	if o.writesThrough() && len(o.Etcd) == 0 && !o.logsAlone() {
 		if err := c.openTxFile(fresh, stored.allocated); err != nil {
 			store.Close()
+			return nil, err
+		}
+	}
+	if o.logsAlone() {
+		unclean := !fresh && !store.(interface{ WasClean() bool }).WasClean()
+		if c.nlog, err = openNodeLog(c, stored.logEpoch, unclean); err != nil {
+			abandon(store)
 			return nil, err
 		}
 	}
@@ -446,6 +468,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			}
 			c.replicas.close(false)
 			c.closeTxFile()
+			c.nlog.abandon()
 			return nil, err
 		}
 		// The bootstrap node is not up yet: start over (nothing was
@@ -456,10 +479,12 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 	meta := nodeMeta{id: c.id, node: uint64(o.ID), writeThrough: o.writesThrough()}
 	c.node.RT.Locked(func() {
 		meta.allocated = c.node.RT.Node().Directory().Allocated()
-		c.node.RT.Node().SetDeferDurable(c.defersDurable())
 	})
-	err = store.SetMeta(meta.encode())
-	if err == nil && meta.writeThrough {
+	if c.nlog != nil {
+		// Replayed if it was killed, then a checkpoint that writes the
+		// metadata (nodelog.go).
+		err = c.startLog(!fresh && !store.(interface{ WasClean() bool }).WasClean())
+	} else if err = store.SetMeta(meta.encode()); err == nil && meta.writeThrough {
 		// On the store now: a kill from here on finds a store that says
 		// its acknowledged writes are on it.
 		err = c.node.RT.SyncStore()
@@ -518,6 +543,13 @@ func warnOpenPeerPort(o ClusterOptions, tc cluster.TransportConfig) {
 func (c *Cluster) closeAfter(cause error) {
 	c.closed.Store(true)
 	defer c.closeTxFile()
+	if c.nlog != nil {
+		// Unclean, with its log: the next start recovers it.
+		c.node.Stop()
+		abandon(c.store)
+		c.nlog.abandon()
+		return
+	}
 	if _, err := c.node.Shutdown(c.peers, time.Second); err != nil {
 		abandon(c.store)
 		c.replicas.close(false)
@@ -543,7 +575,7 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 	}
 	nc := cluster.NodeConfig{ID: protocol.NodeID(o.ID), CachePages: o.CachePages, Store: c.store,
 		Logger: o.Logger, Timeout: o.Timeout, NewTransport: tc.New, Prepare: prep, PollSpin: pollSpin(tc),
-		WriteThrough: o.writesThrough(), ViewTimeout: o.JoinTimeout}
+		WriteThrough: o.writesThrough() && !o.logsAlone(), ViewTimeout: o.JoinTimeout}
 	if o.Replicas > 1 {
 		nc.ReplicaStore, nc.FreshStore = c.replicas.open, c.freshStore
 	}
@@ -844,6 +876,9 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 	if o.Data == "" {
 		return &memoryStore{Store: memfile.New(slots, nil)}, true, nil
 	}
+	if o.logsAlone() {
+		return openLoggedStore(o)
+	}
 	if err := os.MkdirAll(o.Data, 0o755); err != nil {
 		return nil, false, fmt.Errorf("scalestore: %w", err)
 	}
@@ -877,7 +912,9 @@ func openClusterStore(o ClusterOptions) (s Store, fresh bool, err error) {
 		if err != nil || !m.writeThrough || !o.writesThrough() {
 			st.Abandon()
 			why := "it ran without write-through (durability none), so pages it held may be newer in no store"
-			if err == nil && m.writeThrough {
+			if err == nil && m.logged {
+				why = "its writes since its last checkpoint are in its log " + o.logPath() + ", which only a node alone (one peer, no --etcd) with durability process or sync replays"
+			} else if err == nil && m.writeThrough {
 				why = "it ran with write-through, but this start asks for durability none; start with --durability process (or sync) to recover it"
 			}
 			return nil, false, fmt.Errorf("scalestore: node %d: %s: %w: its node was killed or failed, and %s; "+
@@ -911,7 +948,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 		// decision 6).
 		s.AllocateInner = rt.Allocate
 	}
-	if c.opts.writesThrough() {
+	if c.opts.writesThrough() && c.nlog == nil {
 		s.Persist, s.PersistAll = c.node.RT.Persist, c.node.RT.PersistAll
 	}
 	return s
@@ -928,22 +965,20 @@ func (c *Cluster) view(t *btree.Tree, name string) *DB {
 		db.allocateInner = rt.Allocate // no home node (session)
 	}
 	switch {
-	case c.defersDurable():
-		// Release before durable (actors/durable.go): the latch goes at
-		// once, and the call waits for its writes at its end (Settle).
-		db.persist, db.persistAll, db.settle = rt.PersistDeferred, rt.PersistAllDeferred, rt.Settle
+	case c.nlog != nil:
+		// The node's log (nodelog.go): records, no page written through.
+		db.log, db.node, db.locks, db.tag = c.nlog.log, c.nlog, c.nlog.locks, tableTag(t)
 	case c.opts.writesThrough():
 		db.persist, db.persistAll = rt.Persist, rt.PersistAll
 	}
 	return db
 }
 
-// defersDurable reports whether the node's write-throughs are deferred: a
-// cluster of one node that writes through, whose pages no other node can
-// ever hold (actors.Node.SetDeferDurable).
-func (c *Cluster) defersDurable() bool {
-	return c.opts.writesThrough() && len(c.opts.Peers) == 1 && len(c.opts.Etcd) == 0
-}
+// defersDurable reports whether the node's calls may answer before what
+// they wrote is durable and wait at their end instead (a RESP connection:
+// once per loop turn): a node alone that writes through, which logs
+// records (nodelog.go; ClusterOptions.logsAlone).
+func (c *Cluster) defersDurable() bool { return c.nlog != nil }
 
 // Table opens the named table, creating it (on this node) if no node did:
 // the returned KV's pages are shared by every node like the default
@@ -962,6 +997,7 @@ func (c *Cluster) table(name string, create bool) (*DB, error) {
 		return db, nil
 	}
 	var pid protocol.PID
+	created := false
 	err := c.node.RT.Do(func(w *bufmgr.Worker) error {
 		s := c.session(w)
 		v, ok, err := c.cat.Get(s, []byte(tablePrefix+name), nil)
@@ -988,13 +1024,19 @@ func (c *Cluster) table(name string, create bool) (*DB, error) {
 				pid = protocol.PID(binary.LittleEndian.Uint64(old))
 				return false
 			}
-			pid = t.Catalog()
+			pid, created = t.Catalog(), true
 			return true
 		})
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scalestore: node %d: table %q: %w", c.opts.ID, name, err)
+	}
+	if c.nlog != nil && created {
+		// The catalog's new entry is not logged: on the store now.
+		if err := c.nlog.Checkpoint(); err != nil {
+			return nil, fmt.Errorf("scalestore: node %d: table %q: %w", c.opts.ID, name, err)
+		}
 	}
 	db := c.view(btree.Open(pid), name)
 	c.tables[name] = db
@@ -1117,6 +1159,7 @@ func (c *Cluster) Abandon() {
 	}
 	c.node.Stop()
 	abandon(c.store)
+	c.nlog.abandon()
 	c.replicas.close(false)
 	c.closeTxFile()
 }
@@ -1133,6 +1176,7 @@ func (c *Cluster) kill() {
 	}
 	c.node.Kill()
 	abandon(c.store)
+	c.nlog.abandon()
 	c.replicas.close(false)
 	c.closeTxFile()
 }
@@ -1145,19 +1189,28 @@ func (c *Cluster) Close() error {
 		c.resp.Close()
 	}
 	defer c.closeTxFile()
+	if err := c.nlog.quiesce(); err != nil {
+		c.node.Stop()
+		abandon(c.store)
+		c.nlog.close()
+		return fmt.Errorf("scalestore: node %d: %w; its store %s is left unclean", c.opts.ID, err, c.opts.storePath())
+	}
 	held, err := c.node.Shutdown(c.peers, c.opts.ShutdownTimeout)
 	if err != nil {
 		abandon(c.store)
+		c.nlog.close() // durable (quiesce): the next start replays it
 		c.replicas.close(false)
 		if held > 0 {
 			return fmt.Errorf("scalestore: node %d: %w; its store %s is left unclean", c.opts.ID, err, c.opts.storePath())
 		}
 		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
 	}
-	meta := nodeMeta{id: c.id, node: uint64(c.opts.ID), writeThrough: c.opts.writesThrough()}
-	c.node.RT.Locked(func() { meta.allocated = c.node.RT.Node().Directory().Allocated() })
+	meta := c.closingMeta()
 	err = c.store.SetMeta(meta.encode())
 	if cerr := c.store.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := c.nlog.close(); err == nil {
 		err = cerr
 	}
 	if err != nil {

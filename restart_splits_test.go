@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// A one-node cluster that writes through (its write-throughs deferred,
-// actors/durable.go), restarted after its leaves split: every page of a
-// split reaches its own slot, and the catalog keeps the cluster's
-// identity. (Several nodes: TestRESPKillLosesNoAcknowledgedWrite's
+// A one-node cluster that writes through (it logs records instead,
+// nodelog.go), restarted after its leaves split: every page of a split
+// reaches its own slot at the clean stop, and the catalog keeps the
+// cluster's identity. (Several nodes: TestRESPKillLosesNoAcknowledgedWrite's
 // loader, which caught PersistAll writing a split's pages to the
 // catalog's slot.)
 func TestRestartAfterSplits(t *testing.T) {

@@ -66,12 +66,22 @@ func (s *Session) Get(key, dst []byte) (val []byte, ok bool, err error) {
 		val, ok, err = s.db.tree.Get(s.db.session(w), key, dst)
 		return err
 	})
+	if err == nil && s.db.node != nil {
+		err = s.db.settleRead(s.hold, false, key)
+	}
 	return val, ok, err
 }
 
 // GetBatch is DB.GetBatch.
 func (s *Session) GetBatch(keys, vals [][]byte, found []bool) error {
-	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.GetBatch(s.db.session(w), keys, vals, found) })
+	err := s.do(func(w *bufmgr.Worker) error { return s.db.tree.GetBatch(s.db.session(w), keys, vals, found) })
+	if s.db.node != nil {
+		// Some keys may be answered even when err is not nil.
+		if serr := s.db.settleRead(s.hold, false, keys...); err == nil {
+			err = serr
+		}
+	}
+	return err
 }
 
 // Put is DB.Put.
@@ -79,7 +89,7 @@ func (s *Session) Put(key, val []byte) error {
 	if s.db.readOnly != nil {
 		return s.db.readOnly
 	}
-	return s.db.logged(wal.Put, key, val, func() (bool, error) {
+	return s.db.logged(s.hold, wal.Put, key, val, func() (bool, error) {
 		return true, s.do(func(w *bufmgr.Worker) error { return s.db.tree.Put(s.db.session(w), key, val) })
 	})
 }
@@ -89,7 +99,7 @@ func (s *Session) PutIf(key, val []byte, cond func(old []byte, found bool) bool)
 	if s.db.readOnly != nil {
 		return false, s.db.readOnly
 	}
-	err = s.db.logged(wal.Put, key, val, func() (bool, error) {
+	err = s.db.logged(s.hold, wal.Put, key, val, func() (bool, error) {
 		err := s.do(func(w *bufmgr.Worker) error {
 			applied, err = s.db.tree.PutIf(s.db.session(w), key, val, cond)
 			return err
@@ -104,7 +114,7 @@ func (s *Session) Delete(key []byte) (found bool, err error) {
 	if s.db.readOnly != nil {
 		return false, s.db.readOnly
 	}
-	err = s.db.logged(wal.Delete, key, nil, func() (bool, error) {
+	err = s.db.logged(s.hold, wal.Delete, key, nil, func() (bool, error) {
 		err := s.do(func(w *bufmgr.Worker) error {
 			found, err = s.db.tree.Delete(s.db.session(w), key)
 			return err
@@ -116,7 +126,15 @@ func (s *Session) Delete(key []byte) (found bool, err error) {
 
 // Scan is DB.Scan; fn must use neither the DB nor the session.
 func (s *Session) Scan(from, to []byte, fn func(key, val []byte) bool) error {
-	return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Scan(s.db.session(w), from, to, fn) })
+	err := s.do(func(w *bufmgr.Worker) error { return s.db.tree.Scan(s.db.session(w), from, to, fn) })
+	if s.db.node != nil {
+		// fn saw the keys already: settling cannot hold them back, but
+		// the call's end (a RESP reply) still waits.
+		if serr := s.db.settleRead(s.hold, true); err == nil {
+			err = serr
+		}
+	}
+	return err
 }
 
 // Modify is DB.Modify.
@@ -129,7 +147,7 @@ func (s *Session) Modify(key []byte, fn func(old []byte, found bool) (val []byte
 		// tree's Modify as it is, without the record keeping.
 		return s.do(func(w *bufmgr.Worker) error { return s.db.tree.Modify(s.db.session(w), key, fn) })
 	}
-	return s.db.loggedModify(key, func(record func(op wal.Op, val []byte)) error {
+	return s.db.loggedModify(s.hold, key, func(record func(op wal.Op, val []byte)) error {
 		return s.do(func(w *bufmgr.Worker) error {
 			return s.db.tree.Modify(s.db.session(w), key, func(old []byte, found bool) ([]byte, bool, bool) {
 				val, exists, write := fn(old, found)

@@ -208,7 +208,9 @@ func (tx *Tx) Table(kv KV) (*Tx, error) {
 	if c, isCluster := kv.(*Cluster); isCluster {
 		db, ok = c.def, true
 	}
-	if !ok || db.rt != tx.db.rt || (db != tx.db && (db.log != nil || tx.db.log != nil)) {
+	// Tables with logs of their own cannot commit together; a cluster
+	// node's tables that share its log can (one record).
+	if !ok || db.rt != tx.db.rt || (db != tx.db && (db.log != nil || tx.db.log != nil) && (db.node == nil || db.node != tx.db.node)) {
 		return nil, ErrTxTable
 	}
 	if tx.gen != tx.st.gen {
@@ -452,11 +454,12 @@ func (db *DB) runIn(s Session, readOnly bool, fn func(tx *Tx) error) error {
 			return err
 		}
 		if readOnly && st.unchanged() {
-			return nil // every leaf it read is as it read it, now: a snapshot
+			// Every leaf it read is as it read it, now: a snapshot.
+			return db.settleTxReads(s, st)
 		}
 		err = db.commit(s, st)
 		if err == nil {
-			return nil
+			return db.settleTxReads(s, st)
 		}
 		if um, ok := err.(*unlessMatched); ok {
 			// Not a conflict: the function runs again and reads those
@@ -616,9 +619,9 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 		}
 		sort.Ints(idx)
 		for _, i := range slices.Compact(idx) {
-			stripes = append(stripes, &db.stripes[i])
+			stripes = append(stripes, &db.locks.stripes[i])
 		}
-		db.ckpt.RLock()
+		db.locks.ckpt.RLock()
 		for _, mu := range stripes {
 			mu.Lock()
 		}
@@ -628,7 +631,7 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 			for _, mu := range stripes {
 				mu.Unlock()
 			}
-			db.ckpt.RUnlock()
+			db.locks.ckpt.RUnlock()
 			stripes = nil
 		}
 	}
@@ -679,9 +682,13 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 		if db.log != nil {
 			batch := make([]wal.BatchWrite, len(writes))
 			for i, w := range writes {
-				batch[i] = wal.BatchWrite{Op: wal.Put, Key: w.Key, Val: w.Val}
+				key := w.Key
+				if db.node != nil {
+					key = tagKey(w.Tree, key) // a node's log: the write's table
+				}
+				batch[i] = wal.BatchWrite{Op: wal.Put, Key: key, Val: w.Val}
 				if w.Delete {
-					batch[i] = wal.BatchWrite{Op: wal.Delete, Key: w.Key}
+					batch[i] = wal.BatchWrite{Op: wal.Delete, Key: key}
 				}
 			}
 			lsn, err = db.log.AppendBatch(batch)
@@ -701,11 +708,7 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 		}
 		return err
 	}
-	if err := db.log.Commit(lsn); err != nil {
-		return fmt.Errorf("scalestore: %s: %w", db.dir, err)
-	}
-	db.maybeCheckpoint()
-	return nil
+	return db.durable(s.hold, lsn, true)
 }
 
 // writeThrough writes the leaves a commit changed through to their

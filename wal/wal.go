@@ -63,11 +63,14 @@ type Log struct {
 	// LSNs count bytes appended over the log's life; the current epoch's
 	// records start at base (file offset 0).
 	base, next, durable uint64
-	epoch               uint64
-	buf, spare          []byte // appended, not yet written; the other buffer
-	writing             bool   // a committer is writing and syncing
-	err                 error  // a failed write or sync: the log is unusable
-	size                int64  // the file's size (zero-filled ahead)
+	// nextNow, durableNow and baseNow mirror next, durable and base for
+	// readers without the lock (Appended, Commit's fast path, Size).
+	nextNow, durableNow, baseNow atomic.Uint64
+	epoch                        uint64
+	buf, spare                   []byte // appended, not yet written; the other buffer
+	writing                      bool   // a committer is writing and syncing
+	err                          error  // a failed write or sync: the log is unusable
+	size                         int64  // the file's size (zero-filled ahead)
 	// mapped is the file mapped shared (mapSize bytes of address space,
 	// touched only below size): a NoSync commit copies its records there,
 	// which the kernel keeps when the process is killed, with no system
@@ -195,14 +198,22 @@ func (l *Log) Start(epoch uint64) {
 	l.epoch = epoch
 	l.buf = l.buf[:0]
 	l.base, l.durable = l.next, l.next
+	l.durableNow.Store(l.durable)
+	l.baseNow.Store(l.base)
 }
 
 // Append adds a record to the log and returns its LSN: Commit(lsn) waits
 // until it is durable. It fails only for a record over MaxRecord.
 func (l *Log) Append(op Op, key, val []byte) (uint64, error) {
+	return l.AppendPrefixed(op, nil, key, val)
+}
+
+// AppendPrefixed is Append of the key prefix+key, without the caller
+// joining them (a cluster node's log tags each key with its table).
+func (l *Log) AppendPrefixed(op Op, prefix, key, val []byte) (uint64, error) {
 	var kl [binary.MaxVarintLen64]byte
-	kn := binary.PutUvarint(kl[:], uint64(len(key)))
-	body := 1 + kn + len(key) + len(val)
+	kn := binary.PutUvarint(kl[:], uint64(len(prefix)+len(key)))
+	body := 1 + kn + len(prefix) + len(key) + len(val)
 	if body > MaxRecord {
 		return 0, fmt.Errorf("wal: a record of %d bytes exceeds %d", body, MaxRecord)
 	}
@@ -211,6 +222,7 @@ func (l *Log) Append(op Op, key, val []byte) (uint64, error) {
 	l.buf = append(l.buf, make([]byte, header)...)
 	l.buf = append(l.buf, byte(op))
 	l.buf = append(l.buf, kl[:kn]...)
+	l.buf = append(l.buf, prefix...)
 	l.buf = append(l.buf, key...)
 	l.buf = append(l.buf, val...)
 	rec := l.buf[start:]
@@ -219,6 +231,7 @@ func (l *Log) Append(op Op, key, val []byte) (uint64, error) {
 	le.PutUint32(rec, crc32.Checksum(rec[4:], castagnoli))
 	l.next += uint64(len(rec))
 	lsn := l.next
+	l.nextNow.Store(lsn)
 	l.mu.Unlock()
 	return lsn, nil
 }
@@ -227,6 +240,9 @@ func (l *Log) Append(op Op, key, val []byte) (uint64, error) {
 // to the operating system). One waiter writes and syncs what all have
 // appended while the others wait for it: group commit.
 func (l *Log) Commit(lsn uint64) error {
+	if l.durableNow.Load() >= lsn {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.durable < lsn {
@@ -237,9 +253,19 @@ func (l *Log) Commit(lsn uint64) error {
 			l.cond.Wait()
 			continue
 		}
-		l.writing = true
 		buf, end := l.buf, l.next
 		off := int64(end - l.base - uint64(len(buf)))
+		if stop := off + int64(len(buf)); l.noSync.Load() && stop <= l.size && stop <= int64(len(l.mapped)) {
+			// NoSync into the mapping, no growth: a copy, made here under
+			// the lock rather than by a writer the others wait for (a
+			// wait is a wake-up of each waiter, dearer than the copy).
+			copy(l.mapped[off:stop], buf)
+			l.buf = buf[:0]
+			l.durable = end
+			l.durableNow.Store(end)
+			continue
+		}
+		l.writing = true
 		l.buf = l.spare[:0]
 		l.mu.Unlock()
 		err := l.write(buf, off)
@@ -250,6 +276,7 @@ func (l *Log) Commit(lsn uint64) error {
 			l.err = fmt.Errorf("wal: %s: %w (the log takes no more records)", l.path, err)
 		} else {
 			l.durable = end
+			l.durableNow.Store(end)
 		}
 		l.cond.Broadcast()
 	}
@@ -331,11 +358,35 @@ func (l *Log) SetNoSync(noSync bool) error {
 	return nil
 }
 
+// Appended is the LSN of the last record appended so far: Commit of it
+// waits for every record appended before this call.
+func (l *Log) Appended() uint64 { return l.nextNow.Load() }
+
+// Durable is the LSN up to which every record is durable.
+func (l *Log) Durable() uint64 { return l.durableNow.Load() }
+
 // Size is how many bytes the current epoch's records take.
 func (l *Log) Size() int64 {
+	// Each writer asks after its commit (a checkpoint due?): no lock. Read
+	// base first: Start moves it up to next, never past.
+	base := l.baseNow.Load()
+	return int64(l.nextNow.Load() - base)
+}
+
+// Abandon closes the file without committing what was appended and not
+// yet committed, as a killed process would leave it.
+func (l *Log) Abandon() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int64(l.next - l.base)
+	for l.writing {
+		l.cond.Wait()
+	}
+	l.err = errors.New("wal: abandoned")
+	l.mu.Unlock()
+	if l.mapped != nil {
+		_ = unix.Munmap(l.mapped)
+		l.mapped = nil
+	}
+	return l.f.Close()
 }
 
 // Close commits what was appended and closes the file.

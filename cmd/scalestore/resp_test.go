@@ -358,9 +358,15 @@ func killLosesNothing(t *testing.T, durability string, nodes int) {
 	if len(loaded) < 150 {
 		t.Fatalf("the loader put only %d keys before the kills", len(loaded))
 	}
+	// One client a node: a client each would hold a connection each, and
+	// a fast loader's keys outnumber the server's 10,000 connections.
+	readers := make([]*redis.Client, nodes)
+	for i := range readers {
+		readers[i] = c.client(i)
+	}
 	for _, i := range loaded {
 		k := fmt.Sprintf("bulk:%07d", i)
-		v, err := c.client(i%nodes).Get(ctx, k).Result()
+		v, err := readers[i%nodes].Get(ctx, k).Result()
 		if want := strings.Repeat("v", 100) + strconv.Itoa(i); err != nil || v != want {
 			t.Fatalf("after the restart, %s (acknowledged; %d keys loaded) reads %.20q..., %v\n%s", k, len(loaded), v, err, c.allLogs())
 		}
