@@ -179,9 +179,6 @@ type DB struct {
 	persist func(w *bufmgr.Worker, g *bufmgr.ExclusiveGuard) error
 	// persistAll writes a split's pages through together (with persist).
 	persistAll func(w *bufmgr.Worker, gs ...*bufmgr.ExclusiveGuard) error
-	// settle, when set, waits at the end of a call until what it wrote or
-	// read is durable (deferred write-throughs, actors.Local.Settle).
-	settle func(w *bufmgr.Worker) error
 
 	// log is the redo log, nil for a store that keeps none (in memory, or
 	// a custom store without an undo journal); logEpoch tags its records

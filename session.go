@@ -21,9 +21,9 @@ var ErrSessionClosed = errors.New("scalestore: session closed")
 type Session struct {
 	db *DB
 	w  *bufmgr.Worker
-	// hold, when set, takes the calls' durability tickets instead of
-	// waiting for them (the RESP connection of a node that defers its
-	// write-throughs settles once before it answers: connEngine).
+	// hold, when set, takes the log positions the calls must be durable
+	// up to instead of waiting for them (the RESP connection of a node
+	// that logs alone settles once before it answers: connEngine).
 	hold *uint64
 }
 
@@ -45,15 +45,6 @@ func (s *Session) do(fn func(w *bufmgr.Worker) error) error {
 		return ErrSessionClosed
 	}
 	err := s.db.rt.DoAs(s.w, fn)
-	if s.hold != nil {
-		*s.hold = max(*s.hold, s.db.rt.Ticket(s.w))
-	} else if s.db.settle != nil && s.db.rt.Unsettled(s.w) {
-		// The call's answer waits until what it wrote or read is durable
-		// (deferred write-throughs); a failed call may have written too.
-		if serr := s.db.rt.DoAs(s.w, s.db.settle); err == nil {
-			err = serr
-		}
-	}
 	if err != nil {
 		return s.db.explain(err)
 	}

@@ -778,11 +778,6 @@ func (db *DB) writeThroughOnDisk(w *bufmgr.Worker, l *btree.Locked, dirty []*buf
 		}
 	}
 	err = l.PersistEach(after)
-	if err == nil && db.settle != nil {
-		// Deferred write-throughs (a node alone): on the store before
-		// the record is done.
-		err = db.settle(w)
-	}
 	if db.commitMutant == mutantDoneBeforeLastWrite {
 		return err
 	}

@@ -398,18 +398,17 @@ func TestTxFileKeepsConcurrentRecords(t *testing.T) {
 	}
 }
 
-// On a node alone (its write-throughs deferred, actors/durable.go) a
-// commit of several leaves keeps its record too, and ends it; a commit
-// whose record would not fit the file fails with ErrTxTooLarge before it
-// changes anything.
+// A commit whose record would not fit the file fails with ErrTxTooLarge
+// before it changes anything; one whose record fits goes on.
 func TestTxRecordTooLargeIsRefusedBeforeApply(t *testing.T) {
 	defer func(m int64) { txFileMax = m }(txFileMax)
-	opts := clusterOpts(freePorts(t, 1), []string{t.TempDir()})
-	c, err := Join(opts[0])
-	if err != nil {
-		t.Fatal(err)
+	opts := clusterOpts(freePorts(t, 2), []string{t.TempDir(), t.TempDir()})
+	cs := joinAll(t, opts)
+	defer func() { closeAll(t, cs) }()
+	c := cs[0]
+	if c.def.txFile == nil {
+		t.Fatal("a cluster of two without membership keeps no file of transaction records")
 	}
-	defer c.Close()
 	val := strings.Repeat("x", 500)
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
 	for i := range 200 { // 8 to a leaf
@@ -431,7 +430,7 @@ func TestTxRecordTooLargeIsRefusedBeforeApply(t *testing.T) {
 		t.Fatalf("a commit of three leaves: %v", err)
 	}
 	txFileMax = txFileHeader + txRecordBytes(2)
-	err = update(1, 101, 198)
+	err := update(1, 101, 198)
 	t.Logf("a commit of three leaves, with room for a record of two: %v", err)
 	if !errors.Is(err, ErrTxTooLarge) {
 		t.Fatalf("a commit whose record does not fit: %v, want ErrTxTooLarge", err)

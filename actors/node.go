@@ -113,8 +113,6 @@ type Node struct {
 	// each page (storageOpSeq; nodes that see view changes).
 	writeSeq  uint64
 	lastWrite map[protocol.PID]uint64
-	// deferred: write-throughs issued and not waited for (durable.go).
-	deferred deferState
 	// txr are the records of cluster transactions (txrecord.go).
 	txr   txRecords
 	Stats Stats

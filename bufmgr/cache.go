@@ -58,10 +58,6 @@ type Worker struct {
 	// grant entitles it to a turn); Stats.Regranted counts the accesses
 	// that needed more.
 	satisfied int
-	// Durable is the newest deferred write-through this worker issued in
-	// its current call (the runtime's ticket, actors.Local.Settle), 0 if
-	// none.
-	Durable uint64
 }
 
 // hasTurn reports whether w holds a still valid entitlement on f.

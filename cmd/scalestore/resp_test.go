@@ -246,10 +246,9 @@ func TestRESPKillLosesNoAcknowledgedWrite(t *testing.T) {
 	for _, d := range []string{"process", "sync"} {
 		t.Run(d, func(t *testing.T) { killLosesNothing(t, d, 3) })
 	}
-	// One node defers its write-throughs (actors/durable.go): a SET
-	// releases its leaf before its page is durable, and its answer, and
-	// that of every GET that may have read it, waits. Readers check that
-	// no value read was lost by the kill.
+	// One node logs alone (nodelog.go): a SET's answer, and that of
+	// every GET that may have read it, waits until its record is in the
+	// log. Readers check that no value read was lost by the kill.
 	for _, d := range []string{"process", "sync"} {
 		t.Run("one-node-"+d, func(t *testing.T) { killLosesNothing(t, d, 1) })
 	}
