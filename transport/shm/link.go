@@ -157,6 +157,7 @@ func (l *link) teardown() {
 func (l *link) readLoop() {
 	defer l.t.wg.Done()
 	defer l.teardown()
+	defer l.drainLeft()
 	stopped := func() bool { return l.dead.Load() }
 	for !l.dead.Load() {
 		l.inMu.Lock()
@@ -183,6 +184,32 @@ func (l *link) readLoop() {
 		}
 	}
 }
+
+// drainLeft hands the handler the messages the peer wrote before the link
+// failed. A peer that stops cleanly writes its last messages (the replies
+// of its shutdown: the pages it took back) and closes its socket at once;
+// the socket's EOF must not lose what the ring already holds, as a TCP
+// connection's close loses none of the bytes sent before it. A record the
+// ring does not hold whole (a peer killed mid-write) ends it; verb
+// requests are not served (nobody waits for their answer).
+func (l *link) drainLeft() {
+	handler := l.t.cfg.Handler
+	l.inMu.Lock()
+	defer l.inMu.Unlock()
+	for range maxLeft {
+		kind, frame, payload, n, err := l.msgIn.next()
+		if err != nil || n == 0 {
+			return
+		}
+		if kind == kindMsg {
+			handler(l.peer.id, frame, payload)
+		}
+		l.msgIn.release(n)
+	}
+}
+
+// maxLeft bounds drainLeft: more records than a ring can hold.
+const maxLeft = 1 << 20
 
 // readBatch bounds the records one turn of the reader or a poller consumes
 // before it lets the other have the ring.
