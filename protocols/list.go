@@ -145,6 +145,8 @@ var scaleStoreOptions = []protocolapi.Option{
 		About: "compute nodes (cache, workers, no pages) beside the --nodes storage nodes, which then run no workers (paper §6.6); --elastic joins and leaves them"},
 	{Name: scenarios.OptionPartitioned, Default: "off", Flag: scenarios.OptionPartitioned, FlagValue: "on",
 		About: "on: each node's workers use only the pages whose directory is their own node (the paper's partitioned YCSB)"},
+	{Name: scenarios.OptionDoubleFaults, Default: "off", Flag: scenarios.OptionDoubleFaults, FlagValue: "on",
+		About: "on: crashes may take both copies of a directory (with --replicas 2, register and rmw): its pages fail at once with an error naming the nodes that held them, the other pages serve, and the history is checked without them"},
 	{Name: scenarios.OptionMessageBudget, Default: "0", Flag: scenarios.OptionMessageBudget,
 		About: "most messages per operation before the run is a violation (0: the calibrated budget of the swarm's configuration, none for others; -1: none)"},
 }

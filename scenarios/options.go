@@ -27,6 +27,8 @@ const (
 	OptionPartitioned = "partitioned"
 	// OptionMessageBudget is SimConfig.MessageBudget.
 	OptionMessageBudget = "message-budget"
+	// OptionDoubleFaults (on or off) is SimConfig.DoubleFaults.
+	OptionDoubleFaults = "double-faults"
 )
 
 // Registered is the registered name of the protocol cfg runs (package
@@ -102,6 +104,8 @@ func (c *SimConfig) applyOptions() error {
 			c.Partitioned, err = onOff(v)
 		case OptionMessageBudget:
 			c.MessageBudget, err = strconv.ParseFloat(v, 64)
+		case OptionDoubleFaults:
+			c.DoubleFaults, err = onOff(v)
 		}
 		if err != nil {
 			return fmt.Errorf("option %s=%s: %w", name, v, err)

@@ -343,7 +343,7 @@ func (c *SimConfig) loop() (runLoop, error) {
 		return runLoop{run: runSELCC, counters: selccCounters, options: []string{selcc.OptionMemoryNodes, selcc.OptionGamma, selcc.OptionPriority}}, nil
 	case c.System == "" || c.System == SystemScaleStore:
 		return runLoop{run: runScaleStore, counters: scaleStoreCounters, crashes: true, replicas: true, computeNodes: true,
-			options: []string{OptionConflict, OptionReplicas, OptionComputeNodes, OptionPartitioned, OptionMessageBudget}}, nil
+			options: []string{OptionConflict, OptionReplicas, OptionComputeNodes, OptionPartitioned, OptionMessageBudget, OptionDoubleFaults}}, nil
 	}
 	return runLoop{}, fmt.Errorf("--protocol %q: want chaining, fifo, polling or %s", c.System, SystemSELCC)
 }

@@ -82,6 +82,35 @@ func TestSimJSON(t *testing.T) {
 	}
 }
 
+// --double-faults lets crashes take both copies of a directory: the run
+// passes its checks, says how many operations failed on a lost directory,
+// and is refused where the simulator cannot run it.
+func TestSimDoubleFaults(t *testing.T) {
+	code, out, errOut := runCLI("sim", "--replicas", "2", "--crashes", "6", "--double-faults", "--seeds", "40", "--faults", "heavy", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if !strings.Contains(out+errOut, "failed on a directory that had lost both copies") {
+		t.Errorf("no line for the operations on lost directories:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("last line is not JSON: %v", err)
+	}
+	if n, _ := m["lost_directory_ops"].(float64); n == 0 || m["violations"].(float64) != 0 {
+		t.Errorf("lost_directory_ops %v, violations %v: want some lost, none violated", m["lost_directory_ops"], m["violations"])
+	}
+	for _, args := range [][]string{
+		{"sim", "--replicas", "2", "--crashes", "2", "--double-faults", "--workload", "btree"},
+		{"sim", "--crashes", "2", "--double-faults"},
+	} {
+		if code, _, e := runCLI(args...); code != 2 || !strings.Contains(e, "double faults") {
+			t.Errorf("%v: exit %d, stderr %q, want a refusal naming double faults", args, code, e)
+		}
+	}
+}
+
 // A violation exits 1 and prints the seed, the replay command and the
 // visualization.
 func TestSimViolationReport(t *testing.T) {

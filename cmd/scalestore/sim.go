@@ -383,6 +383,7 @@ type simSummary struct {
 	FailedOps         int      `json:"failed_ops"`
 	Crashes           int      `json:"crashes"`
 	UnknownOps        int      `json:"unknown_outcome_writes"`
+	LostOps           int      `json:"lost_directory_ops,omitempty"` // --double-faults: failed on a directory that lost both copies
 	SimulatedNanos    int64    `json:"simulated_ns"`
 	Verbs             uint64   `json:"sim_verbs"`
 	Scans             int      `json:"index_scans,omitempty"`
@@ -525,6 +526,7 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 	sum.EvictionsDeclined, sum.DirtyPulls = count(scenarios.CounterEvictionsDeclined), count(scenarios.CounterDirtyPulls)
 	sum.IORetries, sum.MemoryHandlers = count(scenarios.CounterIORetries), count(scenarios.CounterMemoryHandlerCalls)
 	sum.UnreadableReads, sum.FailedOps = int(count(scenarios.CounterUnreadableReads)), int(count(scenarios.CounterFailedOps))
+	sum.LostOps = int(count(scenarios.CounterLostOps))
 	sum.Scans, sum.scanWaits = int(count(scenarios.CounterIndexScans)), count(scenarios.CounterScanRoundTrips)
 	sum.MegaSplits, sum.MegaMoved, sum.Restarts = count(scenarios.CounterMegaSplits), count(scenarios.CounterMegaMoved), count(scenarios.CounterCellRestarts)
 	if progress || !shown.IsZero() {
@@ -617,6 +619,9 @@ func simMain(f *simFlags, args []string, stdout, stderr io.Writer) int {
 				}
 			}
 			fmt.Fprintln(w)
+		}
+		if sum.LostOps > 0 {
+			fmt.Fprintf(w, "  operations that failed on a directory that had lost both copies %d (not in the history: they did not happen)\n", sum.LostOps)
 		}
 		if sum.UnreadableReads > 0 || sum.FailedOps > 0 {
 			fmt.Fprintf(w, "  unreadable page reads %d; operations that failed on an unreadable page %d (not in the history: they did not happen)\n",
