@@ -640,15 +640,7 @@ func midCommitCrash(t *testing.T, committer, victim, replicas int, mutant commit
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err = reader.View(func(tx *Tx) error {
-			x, _, err := tx.Get(from, nil)
-			if err != nil {
-				return err
-			}
-			y, _, err := tx.Get(to, nil)
-			a, b = bankBalance(x), bankBalance(y)
-			return err
-		})
+		a, b, err = readBalances(reader, from, to)
 		if err == nil {
 			return a, b, true
 		}
@@ -697,4 +689,18 @@ func moveFive(c *Cluster, from, to []byte) error {
 		tx.Put(from, strconv.AppendInt(nil, bankBalance(x)-5, 10))
 		return tx.Put(to, strconv.AppendInt(nil, bankBalance(y)+5, 10))
 	})
+}
+
+// readBalances reads accounts from and to through c in one snapshot.
+func readBalances(c *Cluster, from, to []byte) (a, b int64, err error) {
+	err = c.View(func(tx *Tx) error {
+		x, _, err := tx.Get(from, nil)
+		if err != nil {
+			return err
+		}
+		y, _, err := tx.Get(to, nil)
+		a, b = bankBalance(x), bankBalance(y)
+		return err
+	})
+	return a, b, err
 }

@@ -103,15 +103,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 	cs = restartCommitterLast(t, opts, 1)
 	defer closeAll(t, cs)
 	for _, reader := range cs {
-		err = reader.View(func(tx *Tx) error {
-			x, _, err := tx.Get(from, nil)
-			if err != nil {
-				return err
-			}
-			y, _, err := tx.Get(to, nil)
-			a, b = bankBalance(x), bankBalance(y)
-			return err
-		})
+		a, b, err = readBalances(reader, from, to)
 		if err != nil {
 			t.Fatalf("reading the accounts through node %d after the restart: %v", reader.ID(), err)
 		}

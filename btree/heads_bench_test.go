@@ -30,23 +30,9 @@ func BenchmarkLeafSearch(b *testing.B) {
 	for _, shape := range benchKeyShapes {
 		b.Run(shape.name, func(b *testing.B) {
 			var page [protocol.PageSize]byte
-			initNode(page[:], kindLeaf)
 			n := node(page[:])
 			r := rand.New(rand.NewPCG(1, 2))
-			val := make([]byte, 8)
-			for {
-				k := shape.key(nil, r.IntN(100_000))
-				i, found := n.lowerBound(k)
-				if found {
-					continue
-				}
-				if !n.room(len(k), len(val)) {
-					break
-				}
-				n.insertAt(i, k, val)
-			}
-			// A split or compaction is what sets up a node's layout.
-			n.compact()
+			fillLeafWith(n, r, make([]byte, 8), func(i int) []byte { return shape.key(nil, i) })
 			keys := make([][]byte, n.count())
 			for i := range keys {
 				keys[i] = n.key(i)

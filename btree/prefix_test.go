@@ -172,15 +172,13 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// counterLeaf fills a leaf with keys of format drawn from 100,000 (as
-// redis-benchmark -r 100000 does) and 8-byte values, compacts it, and
-// returns its entries in order.
-func counterLeaf(n node, format string, seed uint64) [][2][]byte {
+// fillLeafWith makes n a leaf full of keys key(i), i drawn by r from 100,000
+// (as redis-benchmark -r 100000 does), each with val, and compacts it: a
+// split or compaction is what sets up a node's layout (its prefix).
+func fillLeafWith(n node, r *rand.Rand, val []byte, key func(i int) []byte) {
 	initNode(n, kindLeaf)
-	r := rand.New(rand.NewPCG(seed, 1))
-	val := []byte("12345678")
 	for {
-		k := fmt.Appendf(nil, format, r.IntN(100_000))
+		k := key(r.IntN(100_000))
 		i, found := n.lowerBound(k)
 		if found {
 			continue
@@ -191,6 +189,14 @@ func counterLeaf(n node, format string, seed uint64) [][2][]byte {
 		n.insertAt(i, k, val)
 	}
 	n.compact()
+}
+
+// counterLeaf fills a leaf with keys of format drawn from 100,000 (as
+// redis-benchmark -r 100000 does) and 8-byte values, compacts it, and
+// returns its entries in order.
+func counterLeaf(n node, format string, seed uint64) [][2][]byte {
+	val := []byte("12345678")
+	fillLeafWith(n, rand.New(rand.NewPCG(seed, 1)), val, func(i int) []byte { return fmt.Appendf(nil, format, i) })
 	var out [][2][]byte
 	for i := range n.count() {
 		out = append(out, [2][]byte{slices.Clone(n.key(i)), val})
