@@ -75,10 +75,14 @@ type peer struct {
 	// wmu is held by whoever writes to the connection: the writer
 	// goroutine for a batch (flushed before it lets go), TrySend for one
 	// message.
-	wmu     sync.Mutex
-	direct  syscall.RawConn // under wmu: the live plain TCP connection, for TrySend
-	scratch []byte          // under wmu: TrySend's encoding buffer
-	rest    []byte          // under wmu: what TrySend could not write; the writer writes it first
+	wmu    sync.Mutex
+	direct syscall.RawConn // under wmu: the live plain TCP connection, for TrySend
+	rest   []byte          // under wmu: what TrySend could not write; the writer writes it first
+	// corked: messages TrySend held back while a drain handled frames
+	// (cork.go); they follow rest and precede the queue. dirty: p is on
+	// the transport's list of peers to uncork.
+	corked []byte // under wmu
+	dirty  bool   // under wmu
 }
 
 func newPeer(t *Transport, id protocol.NodeID, addr string) *peer {
@@ -432,6 +436,10 @@ func (p *peer) serve(conn, raw net.Conn, gen uint64) (err error) {
 		if rc, err := sc.SyscallConn(); err == nil {
 			p.wmu.Lock()
 			p.direct = rc
+			// Messages corked while no connection was up go first.
+			if len(p.corked) > 0 {
+				p.wakeWriter()
+			}
 			p.wmu.Unlock()
 			defer func() {
 				p.wmu.Lock()
@@ -466,6 +474,12 @@ func (p *peer) writeBatch(bw *bufio.Writer, it item, gen uint64) error {
 			return err
 		}
 		p.rest = p.rest[:0]
+	}
+	if len(p.corked) > 0 {
+		if _, err := bw.Write(p.corked); err != nil {
+			return err
+		}
+		p.corked = p.corked[:0]
 	}
 	for more := true; more; {
 		err := p.write(bw, it, gen)

@@ -54,6 +54,7 @@ func (r *fdReader) Read(b []byte) (int, error) {
 // polledConn is an inbound plain TCP connection that pollers and its
 // reader goroutine consume in turns, under mu.
 type polledConn struct {
+	t   *Transport
 	raw net.Conn
 	rc  syscall.RawConn
 
@@ -68,8 +69,13 @@ type polledConn struct {
 // a RawConn callback (which keeps fd open).
 func (c *polledConn) drain(fd uintptr) (int, error) {
 	c.src.fd = int(fd)
+	c.t.cork()
+	defer c.t.uncork()
 	n := 0
 	for {
+		if n > 0 && n%corkFrames == 0 {
+			c.t.flushCorked()
+		}
 		k, body, err := c.in.fr.next()
 		if err != nil {
 			if ferr := c.in.flush(); ferr != nil && errors.Is(err, errAgain) {
@@ -178,8 +184,10 @@ func (t *Transport) setPolledLocked() {
 // TrySend is Send that never waits: it writes the message to the peer's
 // socket on the caller's goroutine when the connection is up, plain TCP,
 // and nothing is queued before it, and reports false (sending nothing)
-// otherwise; the caller then uses Send. A partial write leaves the rest to
-// the writer goroutine, ahead of anything queued.
+// otherwise; the caller then uses Send. While a drain handles frames, the
+// message is corked instead, and written with the others when the drain
+// ends (cork.go). What the socket does not take is left to the writer
+// goroutine, ahead of anything queued.
 func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, error) {
 	if t.closed.Load() {
 		return false, fmt.Errorf("tcp: send to node %d: %w", to, transport.ErrClosed)
@@ -202,34 +210,17 @@ func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, er
 	if p.direct == nil || p.queued.Load() != 0 {
 		return false, nil
 	}
-	b := appendHeader(p.scratch[:0], kindMsg, len(frame)+len(payload))
+	if len(p.corked)+hdrSize+len(frame)+len(payload) > corkBytes {
+		p.sendCorkedLocked()
+	}
+	b := appendHeader(p.corked, kindMsg, len(frame)+len(payload))
 	b = append(b, frame...)
-	b = append(b, payload...)
-	p.scratch = b
-	var n int
-	var werr error
-	if err := p.direct.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Write(int(fd), b)
-			if werr != unix.EINTR {
-				return true
-			}
-		}
-	}); err != nil || (werr != nil && werr != unix.EAGAIN) {
-		return false, nil // the connection is failing: the writer finds out
+	p.corked = append(b, payload...)
+	t.directMsgs.Add(1)
+	if p.t.corks.Load() > 0 && p.holdLocked() {
+		return true, nil // a drain's uncork writes it with its neighbours
 	}
-	if n <= 0 {
-		return false, nil // the socket's buffer is full
-	}
-	if n < len(b) {
-		p.rest = append(p.rest, b[n:]...)
-		p.queued.Add(1)
-		select {
-		case p.queue <- item{}: // wakes the writer, which writes the rest first
-		default: // the writer has items to write and will see the rest
-			p.queued.Add(-1)
-		}
-	}
+	p.sendCorkedLocked()
 	return true, nil
 }
 
@@ -243,7 +234,7 @@ func (t *Transport) pollable(conn net.Conn, from protocol.NodeID) *polledConn {
 	if err != nil {
 		return nil
 	}
-	c := &polledConn{raw: conn, rc: rc}
+	c := &polledConn{t: t, raw: conn, rc: rc}
 	c.in = t.newInStream(&c.src, conn, from)
 	return c
 }

@@ -33,6 +33,16 @@ type Transport struct {
 	inbound map[protocol.NodeID]*inConn   // the live connection each peer dialed
 	polled  atomic.Pointer[[]*polledConn] // the inbound connections Poll consumes
 
+	// corks counts the drains running; dirty lists the peers whose
+	// messages wait in their corked buffer for a drain's end (cork.go).
+	corks   atomic.Int32
+	dirtyMu sync.Mutex
+	dirty   []*peer // under dirtyMu
+	// directMsgs and directWrites count the messages TrySend took and the
+	// writes that sent them (tests read them: corking shares writes).
+	directMsgs   atomic.Int64
+	directWrites atomic.Int64
+
 	ctx    context.Context // cancelled by Close: aborts dials and TLS handshakes
 	cancel context.CancelFunc
 	done   chan struct{} // closed by Close
