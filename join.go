@@ -111,7 +111,8 @@ type ClusterOptions struct {
 	// means it on Linux) on a few event loops, or resp.LoopGoroutine, a
 	// goroutine per connection (resp.Config.Loop).
 	RESPLoop string
-	// RESPLoops is how many event loops serve RESP (0: GOMAXPROCS).
+	// RESPLoops is how many event loops serve RESP (0: GOMAXPROCS, half of
+	// them for clients that pipeline: resp.Config.Loops).
 	RESPLoops int
 	// Durability is what a write that returned survives: DurabilityNone
 	// (the paper: a page lives in the caches until it is evicted or the

@@ -12,6 +12,7 @@ import (
 // event loop that owns it, touches it.
 type client struct {
 	s     *Server
+	execs int      // commands execUntil ran, for the event loop (takeExecs)
 	nc    net.Conn // the goroutine path's connection (nil on an event loop)
 	raddr net.Addr
 	id    uint64
@@ -175,8 +176,17 @@ func (c *client) execUntil(beforeWrite bool) (blocked bool, err error) {
 			continue
 		}
 		c.exec(args)
+		c.execs++
 	}
 	return false, nil
+}
+
+// takeExecs returns how many commands execUntil ran since the last call
+// (an event loop's measure of pipelining: loopspread.go).
+func (c *client) takeExecs() int {
+	n := c.execs
+	c.execs = 0
+	return n
 }
 
 // writeBlocks reports whether executing args now would write through the

@@ -51,21 +51,35 @@ type eventLoop struct {
 	now       time.Time // read once per turn when IdleTimeout is set
 	lastSweep time.Time
 	done      chan struct{}
+
+	// index is the loop's place in Server.loops; the first homeLoops take
+	// new connections (loopspread.go). reads and cmds count the reads of
+	// the current window and the commands they brought; held counts conns
+	// (for tests and INFO, read from other goroutines).
+	index       int
+	reads, cmds int
+	held        atomic.Int32
 }
 
 // startLoops starts the event loops (Config.Loops, GOMAXPROCS by default).
 func (s *Server) startLoops() error {
 	n := s.nLoops
+	s.homeLoops = n
 	if n == 0 {
+		// Spread by how the clients send (loopspread.go).
 		n = runtime.GOMAXPROCS(0)
+		s.homeLoops = max(1, n/2)
 	}
-	for range n {
+	for i := range n {
 		l, err := newEventLoop(s)
 		if err != nil {
 			s.stopLoops()
 			return err
 		}
+		l.index = i
 		s.loops = append(s.loops, l)
+	}
+	for _, l := range s.loops {
 		go l.run()
 	}
 	return nil
@@ -131,7 +145,7 @@ func (s *Server) toLoop(c *client) {
 	c.fd = fd
 	c.active = time.Now()
 	l := s.loops[s.nextLoop]
-	s.nextLoop = (s.nextLoop + 1) % len(s.loops)
+	s.nextLoop = (s.nextLoop + 1) % s.homeLoops
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing || l.shut {
@@ -226,6 +240,9 @@ func (l *eventLoop) run() {
 		if len(l.turn) > 0 {
 			l.serveTurn()
 		}
+		if l.reads >= spreadWindow && s.homeLoops < len(s.loops) {
+			l.adapt()
+		}
 		if s.idle > 0 && l.now.Sub(l.lastSweep) >= sweepEvery {
 			l.sweep()
 		}
@@ -249,6 +266,7 @@ func (l *eventLoop) takeLocked() {
 			c.useEngine(l.eng)
 		}
 		l.conns[int32(c.fd)] = c
+		l.held.Add(1)
 		l.pending[i] = nil
 	}
 	l.pending = l.pending[:0]
@@ -284,6 +302,7 @@ func (l *eventLoop) sweep() {
 // drop closes c's socket and forgets it.
 func (l *eventLoop) drop(c *client) {
 	delete(l.conns, int32(c.fd))
+	l.held.Add(-1)
 	unix.Close(c.fd) // the only descriptor of the socket: epoll forgets it
 	c.fd = -1
 	l.s.conns.Add(-1)
@@ -300,6 +319,7 @@ func (l *eventLoop) readable(c *client) {
 	switch {
 	case n > 0:
 		c.w += n
+		l.reads++
 		c.active = l.now
 	case err == unix.EAGAIN || err == unix.EINTR:
 		return
@@ -310,6 +330,7 @@ func (l *eventLoop) readable(c *client) {
 		// Run its commands now, answer them once the turn's writes are
 		// durable (serveTurn).
 		c.execUntil(l.s.offload)
+		l.cmds += c.takeExecs()
 		l.turn = append(l.turn, c)
 		return
 	}
@@ -360,6 +381,7 @@ func (l *eventLoop) writable(c *client) {
 func (l *eventLoop) serve(c *client) (onLoop bool) {
 	for {
 		blocked, err := c.execUntil(l.s.offload)
+		l.cmds += c.takeExecs()
 		if err != nil {
 			l.protocolError(c, err)
 			return false
@@ -466,6 +488,7 @@ func (l *eventLoop) handOff(c *client) {
 	}
 	fd := c.fd
 	delete(l.conns, int32(fd))
+	l.held.Add(-1)
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	c.fd = -1
 	go l.s.closeGently(fd, c.out[c.sent:])
@@ -512,6 +535,7 @@ func (l *eventLoop) offload(c *client) {
 	}
 	fd := c.fd
 	delete(l.conns, int32(fd))
+	l.held.Add(-1)
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	c.fd = -1
 	go l.s.serveMoved(c, fd)

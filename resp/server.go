@@ -117,7 +117,10 @@ type Config struct {
 	// in read. Under TLS, and off Linux, connections are served by
 	// goroutines whatever Loop says.
 	Loop string
-	// Loops is how many event loops LoopEpoll runs (0: GOMAXPROCS).
+	// Loops is how many event loops LoopEpoll runs, all taking new
+	// connections. 0: GOMAXPROCS loops, of which half (at least one)
+	// take new connections and the others serve clients that pipeline,
+	// moved to them while they do (loopspread.go).
 	Loops int
 	// OffloadWrites says that the engine's writes block (a write-through
 	// to a store): on an event loop, a connection leaves the loop for a
@@ -206,6 +209,7 @@ type Server struct {
 	nLoops    int           // how many loops to start
 	offload   bool          // Config.OffloadWrites
 	nextLoop  int           // the loop the next connection goes to
+	homeLoops int           // the loops that take new connections (loopspread.go)
 
 	conns      atomic.Int64
 	connsTotal atomic.Uint64
