@@ -98,6 +98,11 @@ func (s *Server) infoSections(cmdStats bool) []InfoSection {
 			{"master_repl_offset", "0"},
 		}},
 	}
+	if lc := s.loopClients(); lc != "" {
+		// Not Redis's: the connections each event loop serves, the home
+		// loops first (resp/loopspread.go).
+		secs[1].Fields = append(secs[1].Fields, [2]string{"event_loop_clients", lc})
+	}
 	if cmdStats {
 		secs = append(secs, s.commandStatsSection())
 	}

@@ -3,6 +3,9 @@
 package resp
 
 import (
+	"strconv"
+	"strings"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +23,7 @@ import (
 // least one), take connections, and each loop measures the commands per
 // read of its connections over a window of reads:
 //   - a home loop that reads spreadRatio commands or more per read gives
-//     every other connection to an extra loop;
+//     connections to an extra loop until both serve as many;
 //   - an extra loop that reads fewer than gatherRatio gives its
 //     connections back to the home loops.
 //
@@ -49,12 +52,16 @@ func (l *eventLoop) adapt() {
 		if extra == 0 {
 			return
 		}
+		// Even the two out: a loop that gave half its connections at
+		// every window would end up with none.
 		to := s.loops[home+l.index%extra]
-		odd := false
+		surplus := (len(l.conns) - int(to.held.Load())) / 2
 		for _, c := range l.conns {
-			if odd = !odd; odd {
-				l.give(c, to)
+			if surplus <= 0 {
+				break
 			}
+			l.give(c, to)
+			surplus--
 		}
 	case l.index >= home && cmds < gatherRatio*reads:
 		i := 0
@@ -100,4 +107,17 @@ func (l *eventLoop) give(c *client, to *eventLoop) {
 	// buffered bytes are to's now.
 	var one = [8]byte{1}
 	unix.Write(to.wakefd, one[:])
+}
+
+// loopClients lists how many connections each loop serves, "4,1": INFO's
+// event_loop_clients.
+func (s *Server) loopClients() string {
+	var b strings.Builder
+	for i, l := range s.loops {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(l.held.Load())))
+	}
+	return b.String()
 }

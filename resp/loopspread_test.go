@@ -14,7 +14,8 @@ import (
 
 // TestLoopsSpreadPipelinedClients: with the default loop count, clients
 // that send one request at a time stay on the home loop; once they
-// pipeline, the home loop gives half of them to the extra loop; once they
+// pipeline, the home loop gives half of them to the extra loop (and no
+// more, however long they pipeline); once they
 // send one at a time again, the extra loop gives them back. Every reply
 // arrives, in order, throughout.
 func TestLoopsSpreadPipelinedClients(t *testing.T) {
@@ -77,9 +78,9 @@ func TestLoopsSpreadPipelinedClients(t *testing.T) {
 	if n := extra(); n != 0 {
 		t.Fatalf("after one request at a time, the extra loop holds %d connections", n)
 	}
-	run(16, 2*spreadWindow/clients+50)
-	if n := extra(); n == 0 {
-		t.Fatal("after pipelined requests, the extra loop holds no connection")
+	run(16, 4*spreadWindow/clients+50)
+	if n := extra(); n != clients/2 {
+		t.Fatalf("after pipelined requests, the extra loop holds %d connections, want %d", n, clients/2)
 	}
 	run(1, 4*spreadWindow/clients+50)
 	if n := extra(); n != 0 {
@@ -87,6 +88,9 @@ func TestLoopsSpreadPipelinedClients(t *testing.T) {
 	}
 	if n := s.loops[0].held.Load(); n != clients {
 		t.Fatalf("the home loop holds %d connections, want %d", n, clients)
+	}
+	if got := s.loopClients(); got != "4,0" {
+		t.Fatalf("INFO's event_loop_clients is %q, want \"4,0\"", got)
 	}
 }
 
