@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -111,8 +112,9 @@ type ClusterOptions struct {
 	// means it on Linux) on a few event loops, or resp.LoopGoroutine, a
 	// goroutine per connection (resp.Config.Loop).
 	RESPLoop string
-	// RESPLoops is how many event loops serve RESP (0: GOMAXPROCS, half of
-	// them for clients that pipeline: resp.Config.Loops).
+	// RESPLoops is how many event loops serve RESP. 0: GOMAXPROCS; on a
+	// node alone (one peer), half of them for clients that pipeline
+	// (resp.Config.Loops).
 	RESPLoops int
 	// Durability is what a write that returned survives: DurabilityNone
 	// (the paper: a page lives in the caches until it is evicted or the
@@ -495,8 +497,17 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	if o.RESP != "" {
+		loops := o.RESPLoops
+		if loops == 0 && len(o.Peers) > 1 {
+			// A node with peers blocks a loop for every page it fetches
+			// from them: all its loops take connections, so that a fetch
+			// holds up fewer of them. The spreading default (fewer loops
+			// for clients that do not pipeline) is for a node alone, whose
+			// commands never wait for the network.
+			loops = runtime.GOMAXPROCS(0)
+		}
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: o.RESPLoops,
+			MaxKey: btree.MaxKey, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: loops,
 			OffloadWrites: o.writesThrough() && !c.defersDurable()}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
