@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -112,9 +111,8 @@ type ClusterOptions struct {
 	// means it on Linux) on a few event loops, or resp.LoopGoroutine, a
 	// goroutine per connection (resp.Config.Loop).
 	RESPLoop string
-	// RESPLoops is how many event loops serve RESP. 0: GOMAXPROCS; on a
-	// node alone (one peer), half of them for clients that pipeline
-	// (resp.Config.Loops).
+	// RESPLoops is how many event loops serve RESP (0: GOMAXPROCS, half of
+	// them for clients that pipeline or wait for peers: resp.Config.Loops).
 	RESPLoops int
 	// Durability is what a write that returned survives: DurabilityNone
 	// (the paper: a page lives in the caches until it is evicted or the
@@ -497,18 +495,9 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	if o.RESP != "" {
-		loops := o.RESPLoops
-		if loops == 0 && len(o.Peers) > 1 {
-			// A node with peers blocks a loop for every page it fetches
-			// from them: all its loops take connections, so that a fetch
-			// holds up fewer of them. The spreading default (fewer loops
-			// for clients that do not pipeline) is for a node alone, whose
-			// commands never wait for the network.
-			loops = runtime.GOMAXPROCS(0)
-		}
 		c.resp, err = resp.Listen(resp.Config{Addr: o.RESP, Password: o.RESPPassword, TLS: o.RESPTLS,
-			MaxKey: btree.MaxKey, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: loops,
-			OffloadWrites: o.writesThrough() && !c.defersDurable()}, respEngine{c})
+			MaxKey: btree.MaxKey, MaxEntry: btree.MaxEntry, Info: c.info, Logger: o.Logger, Unprotected: o.RESPUnprotected, Loop: o.RESPLoop, Loops: o.RESPLoops,
+			OffloadWrites: o.writesThrough() && !c.defersDurable(), Waits: c.requests}, respEngine{c})
 		if err != nil {
 			err = fmt.Errorf("scalestore: node %d: --resp: %w", o.ID, err)
 			c.closeAfter(err)
@@ -1120,6 +1109,14 @@ func (c *Cluster) Node() *cluster.Node { return c.node }
 
 // ID is this node's id.
 func (c *Cluster) ID() int { return c.opts.ID }
+
+// requests counts the node's requests for pages so far (each a wait of
+// the worker that made it): resp.Config.Waits.
+func (c *Cluster) requests() uint64 {
+	var n uint64
+	c.node.RT.Locked(func() { n = c.node.RT.Node().Stats.Requests })
+	return n
+}
 
 // RESPAddr is where the node serves the Redis protocol ("" if it does not).
 func (c *Cluster) RESPAddr() string {

@@ -58,6 +58,7 @@ type eventLoop struct {
 	// (for tests and INFO, read from other goroutines).
 	index       int
 	reads, cmds int
+	lastWaits   uint64 // Server.waits at the window's start
 	held        atomic.Int32
 }
 

@@ -25,7 +25,12 @@ import (
 //   - a home loop that reads spreadRatio commands or more per read gives
 //     connections to an extra loop until both serve as many;
 //   - an extra loop that reads fewer than gatherRatio gives its
-//     connections back to the home loops.
+//     connections back to the home loops;
+//   - a cluster node's loop blocks while a command waits for a page from
+//     a peer, and the loop's other connections wait with it: a window in
+//     which the node's commands waited for the network once per waitShare
+//     reads or more (Config.Waits) spreads as pipelining does, and keeps
+//     the extra loops' connections where they are.
 //
 // Measured on the 2-core VM (redis-benchmark -c 50 -d 128, against
 // redis-server in the same run): one loop serves -P 1 at 0.93-1.11x of
@@ -35,6 +40,10 @@ const (
 	spreadWindow = 1024 // reads between two looks
 	spreadRatio  = 4    // commands per read at or above which a home loop spreads
 	gatherRatio  = 2    // commands per read below which an extra loop gathers back
+	// waitShare: a window with a wait for the network (Config.Waits) per
+	// waitShare reads or more spreads as pipelining does, and keeps an
+	// extra loop's connections.
+	waitShare = 64
 )
 
 // adapt looks at the window that just ended: it gives connections away
@@ -45,9 +54,16 @@ func (l *eventLoop) adapt() {
 	reads, cmds := l.reads, l.cmds
 	l.reads, l.cmds = 0, 0
 	s := l.s
+	waiting := false
+	if s.waits != nil {
+		w := s.waits()
+		// The node's count, not the loop's: all its loops see the waits.
+		waiting = (w-l.lastWaits)*waitShare >= uint64(reads)
+		l.lastWaits = w
+	}
 	home := s.homeLoops
 	switch {
-	case l.index < home && cmds >= spreadRatio*reads:
+	case l.index < home && (cmds >= spreadRatio*reads || waiting):
 		extra := len(s.loops) - home
 		if extra == 0 {
 			return
@@ -63,7 +79,7 @@ func (l *eventLoop) adapt() {
 			l.give(c, to)
 			surplus--
 		}
-	case l.index >= home && cmds < gatherRatio*reads:
+	case l.index >= home && cmds < gatherRatio*reads && !waiting:
 		i := 0
 		for _, c := range l.conns {
 			l.give(c, s.loops[i%home])

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +26,31 @@ func TestLoopsSpreadPipelinedClients(t *testing.T) {
 		t.Fatalf("%d loops, %d of them home; want 2 and 1", len(s.loops), s.homeLoops)
 	}
 	const clients = 4
+	run := pingClients(t, s, clients)
+	extra := func() int32 { return s.loops[1].held.Load() }
+	run(1, 2*spreadWindow/clients+50)
+	if n := extra(); n != 0 {
+		t.Fatalf("after one request at a time, the extra loop holds %d connections", n)
+	}
+	run(16, 4*spreadWindow/clients+50)
+	if n := extra(); n != clients/2 {
+		t.Fatalf("after pipelined requests, the extra loop holds %d connections, want %d", n, clients/2)
+	}
+	run(1, 4*spreadWindow/clients+50)
+	if n := extra(); n != 0 {
+		t.Fatalf("after one request at a time again, the extra loop still holds %d connections", n)
+	}
+	if n := s.loops[0].held.Load(); n != clients {
+		t.Fatalf("the home loop holds %d connections, want %d", n, clients)
+	}
+	if got := s.loopClients(); got != "4,0" {
+		t.Fatalf("INFO's event_loop_clients is %q, want \"4,0\"", got)
+	}
+}
+
+// pingClients dials n connections to s and returns run, which has each
+// send rounds writes of depth PINGs and read the replies before the next.
+func pingClients(t *testing.T, s *Server, clients int) (run func(depth, rounds int)) {
 	conns := make([]net.Conn, clients)
 	readers := make([]*bufio.Reader, clients)
 	for i := range conns {
@@ -38,7 +64,7 @@ func TestLoopsSpreadPipelinedClients(t *testing.T) {
 	ping := []byte("*1\r\n$4\r\nPING\r\n")
 	// run has every client send rounds writes of depth PINGs each and
 	// read the depth replies before the next write.
-	run := func(depth, rounds int) {
+	return func(depth, rounds int) {
 		t.Helper()
 		batch := bytes.Repeat(ping, depth)
 		var wg sync.WaitGroup
@@ -73,24 +99,37 @@ func TestLoopsSpreadPipelinedClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	extra := func() int32 { return s.loops[1].held.Load() }
+}
+
+// TestLoopsSpreadWhenCommandsWait: clients that send one request at a
+// time are spread all the same while the node's commands wait for the
+// network (Config.Waits), as a cluster node's page fetches make them.
+func TestLoopsSpreadWhenCommandsWait(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var waits atomic.Uint64
+	s, _ := startServer(t, Config{Loop: LoopEpoll, Waits: func() uint64 { return waits.Load() }})
+	const clients = 4
+	run := pingClients(t, s, clients)
 	run(1, 2*spreadWindow/clients+50)
-	if n := extra(); n != 0 {
-		t.Fatalf("after one request at a time, the extra loop holds %d connections", n)
+	if n := s.loops[1].held.Load(); n != 0 {
+		t.Fatalf("with no waits, the extra loop holds %d connections", n)
 	}
-	run(16, 4*spreadWindow/clients+50)
-	if n := extra(); n != clients/2 {
-		t.Fatalf("after pipelined requests, the extra loop holds %d connections, want %d", n, clients/2)
-	}
+	// Every window from now on sees many waits.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				waits.Add(1 << 20)
+			}
+		}
+	}()
 	run(1, 4*spreadWindow/clients+50)
-	if n := extra(); n != 0 {
-		t.Fatalf("after one request at a time again, the extra loop still holds %d connections", n)
-	}
-	if n := s.loops[0].held.Load(); n != clients {
-		t.Fatalf("the home loop holds %d connections, want %d", n, clients)
-	}
-	if got := s.loopClients(); got != "4,0" {
-		t.Fatalf("INFO's event_loop_clients is %q, want \"4,0\"", got)
+	close(stop)
+	if n := s.loops[1].held.Load(); n != clients/2 {
+		t.Fatalf("while commands wait, the extra loop holds %d connections, want %d", n, clients/2)
 	}
 }
 

@@ -129,6 +129,12 @@ type Config struct {
 	// wait together share the store's flush. Connections that only read
 	// stay on the loops.
 	OffloadWrites bool
+	// Waits, when set, counts the times the engine's calls so far waited
+	// for the network (a cluster node's requests for pages): event loops
+	// whose commands wait take connections on every loop, not only on the
+	// home loops (loopspread.go), since a loop blocks while its command
+	// waits.
+	Waits func() uint64
 }
 
 // Loop values of Config.
@@ -210,6 +216,7 @@ type Server struct {
 	offload   bool          // Config.OffloadWrites
 	nextLoop  int           // the loop the next connection goes to
 	homeLoops int           // the loops that take new connections (loopspread.go)
+	waits     func() uint64 // Config.Waits
 
 	conns      atomic.Int64
 	connsTotal atomic.Uint64
@@ -265,6 +272,7 @@ func Listen(cfg Config, e Engine) (*Server, error) {
 		protected: !cfg.Unprotected,
 		nLoops:    cfg.Loops,
 		offload:   cfg.OffloadWrites,
+		waits:     cfg.Waits,
 		cmdStats:  make([]cmdStat, len(commandNames)),
 	}
 	if s.log == nil {
