@@ -25,6 +25,14 @@ type TrySender interface {
 	TrySend(to protocol.NodeID, frame, payload []byte) (bool, error)
 }
 
+// CorkSender is a TrySender that can also hold back a message that the
+// handler of a frame it delivered sends, until it has handled the frames
+// that came with that one, and write them together (tcp: one write per
+// peer instead of one per message).
+type CorkSender interface {
+	TrySendCorked(to protocol.NodeID, frame, payload []byte) (bool, error)
+}
+
 // ClusterConfig adds what a node of a real cluster needs.
 type ClusterConfig struct {
 	Config
@@ -69,6 +77,18 @@ func (l *Local) Connect(s Sender) { l.out.setSender(s) }
 // node: a malformed frame, a frame claiming another sender or for another
 // node, or a payload of the wrong length is logged and dropped.
 func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
+	l.receive(from, frame, payload, false)
+}
+
+// ReceiveInline is Receive called by the transport's own goroutine for
+// the frames it consumes (actors.InlineFrames): what the handler sends may
+// wait there for the frames that came with this one (CorkSender). No other
+// caller may use it: its messages would wait on a batch it does not end.
+func (l *Local) ReceiveInline(from protocol.NodeID, frame, payload []byte) {
+	l.receive(from, frame, payload, true)
+}
+
+func (l *Local) receive(from protocol.NodeID, frame, payload []byte, inline bool) {
 	m, err := protocol.Decode(frame)
 	if err == nil {
 		switch {
@@ -101,11 +121,15 @@ func (l *Local) Receive(from protocol.NodeID, frame, payload []byte) {
 	}
 	l.mu.Lock()
 	if !l.closed {
+		// What the handler sends may wait for the transport's other
+		// frames (CorkSender): this goroutine is the transport's.
+		l.inFrame = inline
 		if l.views.Load() {
 			l.admit(&m, payload)
 		} else {
 			l.node.Deliver(&m, payload)
 		}
+		l.inFrame = false
 	}
 	l.mu.Unlock()
 }
@@ -174,8 +198,9 @@ type outbox struct {
 	cond   *sync.Cond
 	queue  []outMsg
 	sender Sender
-	try    TrySender // sender's non-blocking side, if it has one
-	busy   bool      // run is sending a batch (order: nothing may overtake it)
+	try    TrySender  // sender's non-blocking side, if it has one
+	cork   CorkSender // its side for the handlers of its frames, if it has one
+	busy   bool       // run is sending a batch (order: nothing may overtake it)
 	closed bool
 	// deliver: the close is a clean one, run hands what is queued to the
 	// sender before it returns (else it drops it, as a crash would).
@@ -197,6 +222,7 @@ func (o *outbox) setSender(s Sender) {
 	o.mu.Lock()
 	o.sender = s
 	o.try, _ = s.(TrySender)
+	o.cork, _ = s.(CorkSender)
 	o.mu.Unlock()
 	o.cond.Broadcast()
 }
@@ -230,7 +256,13 @@ func (o *outbox) addFrame(om *outMsg, payload []byte) {
 	if direct {
 		// Nothing is queued or being sent, and only adds queue: sending
 		// now keeps every pair's order.
-		ok, err := o.try.TrySend(om.to, om.frame[:], payload)
+		var ok bool
+		var err error
+		if o.l.inFrame && o.cork != nil {
+			ok, err = o.cork.TrySendCorked(om.to, om.frame[:], payload)
+		} else {
+			ok, err = o.try.TrySend(om.to, om.frame[:], payload)
+		}
 		if err != nil {
 			o.sendFailed(om.to, om.frame[:], payload, err)
 			return

@@ -164,7 +164,7 @@ func NewHost(node *Local, self protocol.NodeID, tr transport.Messenger, opts ...
 		node.Connect(h)
 	}
 	if o.inline {
-		return h, node.Receive, nil
+		return h, node.ReceiveInline, nil
 	}
 	return h, h.remote.receive, nil
 }
@@ -195,6 +195,14 @@ type hostTry struct {
 }
 
 func (h hostTry) TrySend(to protocol.NodeID, frame, payload []byte) (bool, error) {
+	return h.try.TrySend(to, frame, payload)
+}
+
+// TrySendCorked passes to the transport when it corks (CorkSender).
+func (h hostTry) TrySendCorked(to protocol.NodeID, frame, payload []byte) (bool, error) {
+	if c, ok := h.try.(CorkSender); ok {
+		return c.TrySendCorked(to, frame, payload)
+	}
 	return h.try.TrySend(to, frame, payload)
 }
 

@@ -56,6 +56,7 @@ type Local struct {
 	parked           map[*goParker]struct{} // workers waiting (under mu)
 	stopping         bool                   // Stop is under way (under mu)
 	out              *outbox                // messages to other nodes; nil for a node of one
+	inFrame          bool                   // under mu: handling a frame the transport's goroutine delivered (ReceiveInline)
 	gate             startGate              // the start gate of a cluster without membership (txstart.go)
 	log              *slog.Logger
 	// Obtained, when set, sees how long every ownership request took (for

@@ -13,17 +13,20 @@ import (
 // the same peers: a primary acknowledges a run of write-throughs to their
 // writer and forwards each to its backup. Written one by one, each message
 // costs a write(2), and on this 2-core VM the system calls were most of a
-// replicated SET's cost. So while any poller drains frames (corks > 0),
-// TrySend appends the message to the peer's corked buffer instead of
-// writing it, and the drain writes every corked peer's buffer in one call
-// when it ends (and every corkFrames frames, so a long drain does not hold
+// replicated SET's cost. So while a poller drains frames (corks > 0), a
+// message its handlers send (TrySendCorked) is appended to the peer's
+// corked buffer instead of written, and the drain writes every corked
+// peer's buffer in one call when it ends (and every corkFrames frames, so a long drain does not hold
 // answers back). Per-peer order is kept: corked follows rest (a partial
 // direct write) and precedes the writer goroutine's queue, which TrySend
-// does not pass while anything is queued.
+// does not pass while anything is queued; a TrySend writes what is corked
+// before its own message.
 //
-// Nothing corked is lost to a connection that fails: corked holds whole
-// messages only (a partial write's remainder goes to rest), and a
-// connection's writer writes it first, as soon as it is up again.
+// What is corked when its connection fails goes with it, as what was
+// written to the connection does: the peer's next connection may be to a
+// new process, which must not get the old one's messages. A TrySend whose
+// own write finds the connection failing reports false, as before corking,
+// and its caller queues the message instead.
 
 const (
 	// corkFrames: a drain uncorks after this many frames as well as at its
@@ -83,11 +86,13 @@ func (p *peer) holdLocked() bool {
 // sendCorkedLocked writes p.corked to the live connection without waiting
 // (under p.wmu). What the socket does not take is left to the writer
 // goroutine: a partial message's remainder as rest, whole messages in
-// corked. With no live connection, corked waits for the next one.
-func (p *peer) sendCorkedLocked() {
+// corked. It reports false when the connection is failing (nothing was
+// written): what is corked then goes with the connection, as what was
+// written to it does.
+func (p *peer) sendCorkedLocked() bool {
 	b := p.corked
 	if len(b) == 0 || p.direct == nil {
-		return
+		return p.direct != nil
 	}
 	var n int
 	var werr error
@@ -99,9 +104,7 @@ func (p *peer) sendCorkedLocked() {
 			}
 		}
 	}); err != nil || (werr != nil && werr != unix.EAGAIN) {
-		// The connection is failing: its writer finds out, and the next
-		// connection's writer writes corked first.
-		return
+		return false // the connection is failing: its writer finds out
 	}
 	p.t.directWrites.Add(1)
 	if n < 0 {
@@ -114,9 +117,10 @@ func (p *peer) sendCorkedLocked() {
 		p.rest = append(p.rest, b[n:cut]...)
 		p.corked = p.corked[:copy(p.corked, b[cut:])]
 		p.wakeWriter()
-		return
+		return true
 	}
 	p.corked = p.corked[:0]
+	return true
 }
 
 // messageEnd is the offset in b (whole encoded messages) where the message

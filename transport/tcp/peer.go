@@ -78,9 +78,10 @@ type peer struct {
 	wmu    sync.Mutex
 	direct syscall.RawConn // under wmu: the live plain TCP connection, for TrySend
 	rest   []byte          // under wmu: what TrySend could not write; the writer writes it first
-	// corked: messages TrySend held back while a drain handled frames
-	// (cork.go); they follow rest and precede the queue. dirty: p is on
-	// the transport's list of peers to uncork.
+	// corked: messages TrySendCorked held back while a drain handled
+	// frames (cork.go); they follow rest and precede the queue, and go
+	// with the connection when it fails, as rest does. dirty: p is on the
+	// transport's list of peers to uncork.
 	corked []byte // under wmu
 	dirty  bool   // under wmu
 }
@@ -436,14 +437,10 @@ func (p *peer) serve(conn, raw net.Conn, gen uint64) (err error) {
 		if rc, err := sc.SyscallConn(); err == nil {
 			p.wmu.Lock()
 			p.direct = rc
-			// Messages corked while no connection was up go first.
-			if len(p.corked) > 0 {
-				p.wakeWriter()
-			}
 			p.wmu.Unlock()
 			defer func() {
 				p.wmu.Lock()
-				p.direct, p.rest = nil, p.rest[:0]
+				p.direct, p.rest, p.corked = nil, p.rest[:0], p.corked[:0]
 				p.wmu.Unlock()
 			}()
 		}

@@ -184,11 +184,23 @@ func (t *Transport) setPolledLocked() {
 // TrySend is Send that never waits: it writes the message to the peer's
 // socket on the caller's goroutine when the connection is up, plain TCP,
 // and nothing is queued before it, and reports false (sending nothing)
-// otherwise; the caller then uses Send. While a drain handles frames, the
-// message is corked instead, and written with the others when the drain
-// ends (cork.go). What the socket does not take is left to the writer
-// goroutine, ahead of anything queued.
+// otherwise; the caller then uses Send. What the socket does not take is
+// left to the writer goroutine, ahead of anything queued.
 func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, error) {
+	return t.trySend(to, frame, payload, false)
+}
+
+// TrySendCorked is TrySend for a handler of a frame this transport
+// delivered: while the drain that called the handler runs, the message
+// waits in the peer's corked buffer, and is written with the others when
+// the drain ends (cork.go). Only a drain's own handlers may cork: a
+// message of another goroutine would wait on a drain it does not know
+// the end of.
+func (t *Transport) TrySendCorked(to protocol.NodeID, frame, payload []byte) (bool, error) {
+	return t.trySend(to, frame, payload, true)
+}
+
+func (t *Transport) trySend(to protocol.NodeID, frame, payload []byte, cork bool) (bool, error) {
 	if t.closed.Load() {
 		return false, fmt.Errorf("tcp: send to node %d: %w", to, transport.ErrClosed)
 	}
@@ -210,17 +222,22 @@ func (t *Transport) TrySend(to protocol.NodeID, frame, payload []byte) (bool, er
 	if p.direct == nil || p.queued.Load() != 0 {
 		return false, nil
 	}
-	if len(p.corked)+hdrSize+len(frame)+len(payload) > corkBytes {
-		p.sendCorkedLocked()
+	if len(p.corked)+hdrSize+len(frame)+len(payload) > corkBytes && !p.sendCorkedLocked() {
+		return false, nil // the connection is failing: the writer finds out
 	}
+	before := len(p.corked)
 	b := appendHeader(p.corked, kindMsg, len(frame)+len(payload))
 	b = append(b, frame...)
 	p.corked = append(b, payload...)
 	t.directMsgs.Add(1)
-	if p.t.corks.Load() > 0 && p.holdLocked() {
+	if cork && p.t.corks.Load() > 0 && p.holdLocked() {
 		return true, nil // a drain's uncork writes it with its neighbours
 	}
-	p.sendCorkedLocked()
+	if !p.sendCorkedLocked() {
+		p.corked = p.corked[:before]
+		t.directMsgs.Add(-1)
+		return false, nil // the connection is failing: the writer finds out
+	}
 	return true, nil
 }
 
