@@ -68,6 +68,9 @@ type txRecord struct {
 	// buddy's, until its drop or the committer's death.
 	open     bool
 	complete bool // buddy: the last page arrived
+	// restart: read from this node's disk at its restart, after every
+	// process of its last view died (TxRestartRolls).
+	restart bool
 }
 
 // txWait is a worker waiting for a TTxAck of a record or a drop.

@@ -61,6 +61,39 @@ func (n *Node) TxStartRolls(records [][]TxRollPage) {
 	n.TxRollTo(n.id)
 }
 
+// TxRestartRolls keeps records read from this node's disk at its
+// restart with membership, when every process of its last view died
+// (membership.Restart): unlike TxStartRolls, no page is written at once;
+// each goes in the view changes that follow (TxViewChange), to its
+// directory's current primary once that one is a member. Call it before
+// the node's first view.
+func (n *Node) TxRestartRolls(records [][]TxRollPage) {
+	for _, rec := range records {
+		if len(rec) == 0 {
+			continue
+		}
+		r := &txRecord{committer: n.id, id: n.txNext(), mine: true, restart: true}
+		for _, p := range rec {
+			r.pages = append(r.pages, txPage{pid: p.PID, data: p.Data, roll: true})
+		}
+		n.txr.records = append(n.txr.records, r)
+	}
+}
+
+// TxRestartPending is how many records TxRestartRolls kept are not
+// rolled forward (acknowledged) yet.
+func (l *Local) TxRestartPending() int {
+	k := 0
+	l.Locked(func() {
+		for _, r := range l.node.txr.records {
+			if r.restart {
+				k++
+			}
+		}
+	})
+	return k
+}
+
 // TxRollTo sends the rolls of the kept records' pages of directory dir
 // that are not sent yet, and reports how many it sent.
 func (n *Node) TxRollTo(dir protocol.NodeID) int {

@@ -93,6 +93,7 @@ func (f *viewFollower) join(cfg membership.Config, timeout time.Duration) error 
 	f.mu.Lock()
 	f.member = m
 	f.mu.Unlock()
+	f.n.Member = m
 	v := m.View()
 	if err := f.install(v); err != nil {
 		m.Leave(context.Background())

@@ -547,9 +547,9 @@ func (m *Member) apply(st *watchState, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 			st.viewOK = true // read again after the watch was restarted
 			return
 		}
-		if st.viewOK && v.Number == st.view.Number && slices.Equal(v.Members, st.view.Members) && v.Replicas > 1 {
-			// A node recorded a copy it finished (UpdateCurrent): the
-			// same view, with more current copies.
+		if st.viewOK && v.Number == st.view.Number && slices.Equal(v.Members, st.view.Members) {
+			// A node recorded a copy it finished (UpdateCurrent), or
+			// rolled its records (Rolled): the same view, updated.
 			st.view, st.viewAt = v, kv.ModRevision
 			m.publish(v, st.agreedAt)
 			return
@@ -603,6 +603,11 @@ func (m *Member) decide(st *watchState, retry *time.Timer) {
 		return
 	}
 	next := View{Number: st.highest + 1, Members: members}
+	if st.viewOK {
+		// Nodes that still must roll their records stay listed until
+		// they did (Restart, Rolled).
+		next.Rolling = st.view.Rolling
+	}
 	// The cluster's replica count is the record's: a member started with
 	// another count proposes the cluster's, and refuses the view itself
 	// (cluster's viewFollower), so it cannot change it for the others.
@@ -671,7 +676,7 @@ func (m *Member) publish(v View, rev int64) {
 }
 
 func cloneView(v View) View {
-	return View{Number: v.Number, Members: slices.Clone(v.Members), Replicas: v.Replicas, Current: maps.Clone(v.Current)}
+	return View{Number: v.Number, Members: slices.Clone(v.Members), Replicas: v.Replicas, Current: maps.Clone(v.Current), Rolling: v.Rolling}
 }
 
 // ForgetCopies removes node cfg.Node from every directory's current
