@@ -218,7 +218,9 @@ type Cluster struct {
 	txPending []txPending
 	// rolling: with membership, txPending roll forward at this start
 	// (every process of the node's last view died: restartDecision).
-	rolling bool
+	// listedRolling: the membership lists the node as rolling; it takes
+	// itself out once its records are rolled (passRollingGate).
+	rolling, listedRolling bool
 	// nlog is the node's redo log when it logs alone (nodelog.go).
 	nlog *nodeLog
 
@@ -795,7 +797,8 @@ func (c *Cluster) restartDecision() error {
 	if err != nil {
 		return fmt.Errorf("scalestore: node %d: deciding what its transaction records are worth at its restart: %w", o.ID, err)
 	}
-	c.rolling = roll && !txRestartNoRoll
+	c.listedRolling = roll
+	c.rolling = (roll || txRestartAlwaysRoll) && !txRestartNoRoll
 	if c.rolling || len(c.txPending) == 0 {
 		return nil
 	}
@@ -810,7 +813,9 @@ func (c *Cluster) restartDecision() error {
 
 // txRestartNoRoll (a test's mutant) discards the records a node must roll
 // at its restart with membership.
-var txRestartNoRoll bool
+// txRestartAlwaysRoll, the opposite mutant, rolls them whatever the
+// membership says.
+var txRestartNoRoll, txRestartAlwaysRoll bool
 
 // passRollingGate is the start gate with membership: a node listed as
 // rolling (restartDecision) waits until the records it sent in its view
@@ -821,7 +826,7 @@ var txRestartNoRoll bool
 func (c *Cluster) passRollingGate(n *cluster.Node) error {
 	o := c.opts
 	deadline := time.Now().Add(o.JoinTimeout)
-	if c.rolling {
+	if c.rolling || c.listedRolling {
 		for pending := n.RT.TxRestartPending(); pending > 0; pending = n.RT.TxRestartPending() {
 			if n.RT.Failed() {
 				return fmt.Errorf("scalestore: node %d: rolling its transaction records forward: %w", o.ID, n.RT.Err())
@@ -845,7 +850,7 @@ func (c *Cluster) passRollingGate(n *cluster.Node) error {
 		if err != nil {
 			return fmt.Errorf("scalestore: node %d: %w", o.ID, err)
 		}
-		c.rolling = false
+		c.rolling, c.listedRolling = false, false
 	}
 	if err := n.Member.WaitRolled(time.Until(deadline)); err != nil {
 		return fmt.Errorf("scalestore: node %d: %w: %w: start them (their records roll); for a node that will not come back, "+
