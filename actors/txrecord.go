@@ -317,13 +317,10 @@ func (n *Node) TxViewChange(gone, down protocol.NodeSet) int {
 			}
 			p.rolling = n.txNext()
 			sent++
-			if to == n.id && n.hasBackup.Has(p.pid.Dir()) {
-				n.forward(n.id, p.pid, p.data, p.rolling).roll = true
-				continue
-			}
 			if to == n.id {
-				pid, seq := p.pid, p.rolling
-				n.writeDurable(pid, p.data, func() { n.txRollDone(pid, seq) })
+				if n.holdOwnRoll == nil || !n.holdOwnRoll(p.pid, p.data, p.rolling) {
+					n.rollOwn(p.pid, p.data, p.rolling)
+				}
 				continue
 			}
 			n.send(protocol.Message{Type: protocol.TTxRoll, To: to, PID: p.pid, Epoch: p.rolling}, p.data)
@@ -339,6 +336,16 @@ func (n *Node) TxViewChange(gone, down protocol.NodeSet) int {
 	clear(n.txr.records[len(kept):])
 	n.txr.records = kept
 	return sent
+}
+
+// rollOwn writes roll seq of pid, a page of a directory this node
+// serves (and to its backup, with one).
+func (n *Node) rollOwn(pid protocol.PID, data []byte, seq uint32) {
+	if n.hasBackup.Has(pid.Dir()) {
+		n.forward(n.id, pid, data, seq).roll = true
+		return
+	}
+	n.writeDurable(pid, data, func() { n.txRollDone(pid, seq) })
 }
 
 // TxRecords is how many transaction records the node keeps (its own and
