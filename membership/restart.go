@@ -41,9 +41,11 @@ var ErrRollingTimeout = errors.New("membership: nodes that must roll their trans
 // latest view is registered (every process of it died), it adds the
 // view's members to Rolling. A node that is not listed and not a member
 // of the latest view discards its records (a view without it was agreed
-// by nodes that were alive: its buddy rolled them). A node that is a
-// member of a view whose other members are still registered waits for a
-// view without it or for their keys to expire, until ctx ends.
+// by nodes that were alive: its buddy rolled them), once the registered
+// members are known to run (their leases renewed) rather than dead
+// processes whose leases did not expire yet. A node that is a member of
+// a view whose other members are still registered waits for a view
+// without it or for their keys to expire, until ctx ends.
 func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: max(cfg.DialTimeout, time.Second), Logger: zap.NewNop()})
 	if err != nil {
@@ -60,12 +62,19 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 	// second) past its death; a key that outlives that belongs to another
 	// live process.
 	taken := time.Now().Add(2*ttl + time.Second)
+	// A registered member of the view may be a dead process whose lease
+	// has not expired yet: it counts as alive once its lease was seen
+	// renewed (its time to live went up), or once it outlived a lease.
+	lowest := map[clientv3.LeaseID]int64{}
+	renewed := map[clientv3.LeaseID]bool{}
+	outlived := time.Now().Add(2*ttl + time.Second)
 	for {
 		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 		if err != nil {
 			return false, fmt.Errorf("membership: etcd at %v %w: reading cluster %s for node %d's restart: %w", cfg.Endpoints, unreachable(ctx), cfg.Cluster, cfg.Node, err)
 		}
 		var live protocol.NodeSet
+		var leases [protocol.MaxNodes]clientv3.LeaseID
 		var v View
 		var viewRev int64
 		found := false
@@ -80,6 +89,7 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 			if name, ok := strings.CutPrefix(key, nodes); ok {
 				if id, err := strconv.ParseUint(name, 10, 8); err == nil {
 					live.Add(protocol.NodeID(id))
+					leases[id] = clientv3.LeaseID(kv.Lease)
 				}
 			}
 		}
@@ -108,13 +118,47 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 				continue // the view or a key changed: read again
 			}
 			if !v.Has(cfg.Node) {
-				return false, nil
+				// Not a member: wait until the registered members are
+				// known to run (then a view without this node was agreed
+				// by live nodes, or they will agree one) or expire.
+				if time.Now().After(outlived) {
+					return false, nil
+				}
+				running := true
+				for _, id := range v.Members {
+					if live.Has(id) && !leaseRenewed(ctx, cli, leases[id], lowest, renewed) {
+						running = false
+					}
+				}
+				if running {
+					return false, nil
+				}
 			}
 		}
 		if !sleep(ctx, min(ttl/8, 250*time.Millisecond)) {
 			return false, fmt.Errorf("membership: node %d: %w: waiting for %v's other members to drop it from the view or to expire", cfg.Node, ctx.Err(), v)
 		}
 	}
+}
+
+// leaseRenewed reports whether lease was seen renewed: its time to live
+// went up since the lowest seen.
+func leaseRenewed(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, lowest map[clientv3.LeaseID]int64, renewed map[clientv3.LeaseID]bool) bool {
+	if lease == 0 || renewed[lease] {
+		return true // a key without a lease never expires
+	}
+	resp, err := cli.TimeToLive(ctx, lease)
+	if err != nil || resp.TTL <= 0 {
+		return false // expired, or unknown: the next read tells
+	}
+	if low, ok := lowest[lease]; ok && resp.TTL > low {
+		renewed[lease] = true
+		return true
+	}
+	if low, ok := lowest[lease]; !ok || resp.TTL < low {
+		lowest[lease] = resp.TTL
+	}
+	return false
 }
 
 // markRolling adds v's members to its Rolling, if v is still the view
