@@ -333,12 +333,25 @@ func (m *Member) Err() error {
 
 // Leave revokes the lease, so that the others see this node leave at once,
 // and stops. The member cannot be used afterwards.
-func (m *Member) Leave(ctx context.Context) error {
+func (m *Member) Leave(ctx context.Context) error { return m.leave(ctx, false) }
+
+// Retire is Leave on a clean stop (no commit under way): a view whose
+// only member is this node is first replaced by a view of no member
+// (retire), so that the restart decision lists nobody as rolling.
+func (m *Member) Retire(ctx context.Context) error { return m.leave(ctx, true) }
+
+func (m *Member) leave(ctx context.Context, clean bool) error {
 	m.lose(ErrClosed)
 	var revokeErr error
 	if m.ctx != nil && m.ctx.Err() == nil {
 		// Stop renewing before revoking, so no keepalive races the revoke.
 		m.stop()
+		if clean {
+			// After stop: no proposal of this member's brings it back.
+			if err := m.retire(ctx); err != nil {
+				m.log.Warn("recording a clean stop", "err", err)
+			}
+		}
 		_, err := m.cli.Revoke(ctx, m.lease)
 		// An expired lease is as good as a revoked one here.
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {

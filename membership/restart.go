@@ -102,6 +102,8 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 			return false, nil // a new cluster (or a record that is not a view): nobody has records of it
 		case v.Rolling.Has(cfg.Node):
 			return true, nil
+		case len(v.Members) == 0:
+			return false, nil // its last member stopped cleanly (Retire)
 		default:
 			alive := false
 			for _, id := range v.Members {
@@ -260,4 +262,34 @@ func ForgetRolling(ctx context.Context, cfg Config, node protocol.NodeID) (bool,
 		return false, err
 	}
 	return true, m.Rolled(ctx)
+}
+
+// retire replaces a view whose only member is this node by a view of
+// no member: the restart decision then lists nobody as rolling, and the
+// cluster restarts with any of its nodes. A view with other members is
+// left as it is (they agree the next one, as survivors).
+func (m *Member) retire(ctx context.Context) error {
+	resp, err := m.cli.Get(ctx, m.viewKey)
+	if err != nil {
+		return fmt.Errorf("membership: node %d: reading the view to retire: %w", m.node, err)
+	}
+	if len(resp.Kvs) != 1 {
+		return nil
+	}
+	kv := resp.Kvs[0]
+	v, err := decodeView(kv.Value)
+	if err != nil || len(v.Members) != 1 || v.Members[0] != m.node {
+		return nil
+	}
+	v.Number++
+	v.Members = nil
+	val, err := encodeView(v)
+	if err != nil {
+		return err
+	}
+	if _, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(m.viewKey), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(m.viewKey, val)).Commit(); err != nil {
+		return fmt.Errorf("membership: node %d: retiring view %d: %w", m.node, v.Number-1, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,40 @@ func TestViewRollingRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeView([]byte(`{"number":3,"members":[0],"rolling":[256]}`)); err == nil {
 		t.Fatal("a rolling node id out of range was accepted")
+	}
+}
+
+// A cluster stopped cleanly (Retire, member after member) lists nobody as
+// rolling at its restart: any of its nodes starts without the others.
+func TestRestartAfterACleanStop(t *testing.T) {
+	e := startEtcd(t)
+	m0, m1 := join(t, e, 0), join(t, e, 1)
+	waitAll(t, 2*time.Second, "{0 1}", members(0, 1), m0, m1)
+	if err := m0.Retire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, 2*time.Second, "{1}", members(1), m1)
+	if err := m1.Retire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Observe(e.Endpoints(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if v, err := o.View(t.Context()); err != nil || len(v.Members) != 0 {
+		t.Fatalf("after a clean stop the view is %v, %v: want one of no member", v, err)
+	}
+	start := time.Now()
+	if restart(t, e, 0) {
+		t.Fatal("node 0 was told to roll after a clean stop")
+	}
+	if v, err := o.View(t.Context()); err != nil || !v.Rolling.Empty() {
+		t.Fatalf("after node 0's restart decision the view is %v, %v: want nobody rolling", v, err)
+	}
+	t.Logf("restart decision after a clean stop: %v", time.Since(start).Round(time.Millisecond))
+	a := join(t, e, 0)
+	if v := a.View(); !slices.Equal(v.Members, []protocol.NodeID{0}) {
+		t.Fatalf("node 0 joined %v", v)
 	}
 }
