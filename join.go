@@ -212,8 +212,8 @@ type Cluster struct {
 	replicas   *replicaStores
 	freshStore bool
 	// txFile keeps the records of commits of several leaves (a cluster
-	// without membership that writes through: txfile.go); txPending are
-	// those it held open at start, rolled forward before the node serves.
+	// that writes through: txfile.go); txPending are those it held open
+	// at start, rolled forward before the node serves.
 	txFile    *txFile
 	txPending []txPending
 	// rolling: with membership, txPending roll forward at this start
@@ -703,8 +703,9 @@ func (o ClusterOptions) storePath() string { return filepath.Join(o.Data, NodeSt
 func (o ClusterOptions) txPath() string { return filepath.Join(o.Data, NodeTxFile(o.ID)) }
 
 // openTxFile opens the node's file of transaction records (a cluster
-// without membership that writes through: txfile.go) and keeps the
-// records it holds open, to roll forward at start. A fresh store discards
+// that writes through: txfile.go) and keeps the records it holds open,
+// to roll forward at start (with membership, if restartDecision says
+// so). A fresh store discards
 // the file: its records were of the store it replaces. allocated is how
 // many pages the node's own directory has.
 func (c *Cluster) openTxFile(fresh bool, allocated uint64) error {

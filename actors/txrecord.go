@@ -43,8 +43,15 @@ import (
 //
 // This covers the death of any one process (the committer, the buddy or
 // a directory): a second death before the roll forward is acknowledged
-// may leave half a transaction, and so may a crash of every node at once
-// (the records live in memory).
+// may leave half a transaction. A crash of every node at once is covered
+// by the committer's copy of the record on its disk (the root package's
+// txfile.go), rolled at its restart when every process of its last view
+// died (membership.Restart, TxRestartRolls): the record here is then
+// gone with the processes.
+//
+// A roll that reaches a primary while it catches its directory up from
+// the holder of the current copies is held until the pushed pages are
+// written (Local.holdRoll): a pushed page written after it would undo it.
 
 // txPage is one page of a record.
 type txPage struct {

@@ -9,16 +9,22 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
-// Transaction records rolled forward at start, in a cluster without
-// membership (docs/transactions.md, "Durability").
+// Transaction records rolled forward at start (docs/transactions.md,
+// "Durability").
 //
-// There, a commit of several leaves keeps its record on its committer's
-// disk (the root package's txfile.go) until every leaf is on its
-// directory's store. A record still open when the cluster restarts was
-// cut between two write-throughs: at its node's next start its pages are
-// rolled forward, each to its directory (this node's own: written here;
-// a peer's: TTxRoll, acknowledged with TTxAck once durable), reusing the
-// rolls of view changes (txrecord.go).
+// A commit of several leaves keeps its record on its committer's disk
+// (the root package's txfile.go) until every leaf is on its directory's
+// store. With membership the record is also at a buddy, which rolls it
+// in a view change (txrecord.go); the disk's records roll only after a
+// crash of every process of a view, in the node's first view change
+// (TxRestartRolls), behind the membership's gate (the root package's
+// passRollingGate).
+//
+// What follows is the start without membership. A record still open
+// when the cluster restarts was cut between two write-throughs: at its
+// node's next start its pages are rolled forward, each to its directory
+// (this node's own: written here; a peer's: TTxRoll, acknowledged with
+// TTxAck once durable), reusing the rolls of view changes (txrecord.go).
 //
 // No reader may see a page of such a record before every page of it is
 // rolled, and a directory serves its pages as soon as its transport
@@ -164,9 +170,9 @@ func (l *Local) onGate(m *protocol.Message) {
 	}
 }
 
-// ErrStartGate: a node of a cluster without membership did not hear,
-// within its join timeout, that every peer rolled its transaction
-// records forward.
+// ErrStartGate: a node did not hear, within its join timeout, that every
+// peer (with membership: every node the view record lists as rolling)
+// rolled its transaction records forward.
 var ErrStartGate = errors.New("the start gate did not open")
 
 // PassGate runs this node's start gate: it sends the rolls of the records
