@@ -63,10 +63,11 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 	// live process.
 	taken := time.Now().Add(2*ttl + time.Second)
 	// A registered member of the view may be a dead process whose lease
-	// has not expired yet: it counts as alive once its lease was seen
-	// renewed (its time to live went up), or once it outlived a lease.
-	lowest := map[clientv3.LeaseID]int64{}
-	renewed := map[clientv3.LeaseID]bool{}
+	// has not expired yet: it counts as running once its key outlived
+	// the lease's granted TTL since it was first seen (a dead process's
+	// lease expires within it). The clock starts at the first read, so
+	// that it runs while this node waits for its own previous key.
+	leases := leaseWatch{first: map[clientv3.LeaseID]time.Time{}, granted: map[clientv3.LeaseID]time.Duration{}}
 	outlived := time.Now().Add(2*ttl + time.Second)
 	for {
 		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
@@ -74,7 +75,7 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 			return false, fmt.Errorf("membership: etcd at %v %w: reading cluster %s for node %d's restart: %w", cfg.Endpoints, unreachable(ctx), cfg.Cluster, cfg.Node, err)
 		}
 		var live protocol.NodeSet
-		var leases [protocol.MaxNodes]clientv3.LeaseID
+		var leaseOf [protocol.MaxNodes]clientv3.LeaseID
 		var v View
 		var viewRev int64
 		found := false
@@ -89,7 +90,14 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 			if name, ok := strings.CutPrefix(key, nodes); ok {
 				if id, err := strconv.ParseUint(name, 10, 8); err == nil {
 					live.Add(protocol.NodeID(id))
-					leases[id] = clientv3.LeaseID(kv.Lease)
+					leaseOf[id] = clientv3.LeaseID(kv.Lease)
+				}
+			}
+		}
+		if found {
+			for _, id := range v.Members {
+				if live.Has(id) && id != cfg.Node {
+					leases.see(ctx, cli, leaseOf[id], ttl)
 				}
 			}
 		}
@@ -128,7 +136,7 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 				}
 				running := true
 				for _, id := range v.Members {
-					if live.Has(id) && !leaseRenewed(ctx, cli, leases[id], lowest, renewed) {
+					if live.Has(id) && !leases.outlived(leaseOf[id]) {
 						running = false
 					}
 				}
@@ -143,24 +151,34 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 	}
 }
 
-// leaseRenewed reports whether lease was seen renewed: its time to live
-// went up since the lowest seen.
-func leaseRenewed(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, lowest map[clientv3.LeaseID]int64, renewed map[clientv3.LeaseID]bool) bool {
-	if lease == 0 || renewed[lease] {
+// leaseWatch times the leases of registered members (Restart).
+type leaseWatch struct {
+	first   map[clientv3.LeaseID]time.Time
+	granted map[clientv3.LeaseID]time.Duration
+}
+
+// see notes lease as registered now (the first time: its granted TTL).
+func (w leaseWatch) see(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID, ttl time.Duration) {
+	if _, ok := w.first[lease]; ok || lease == 0 {
+		return
+	}
+	w.first[lease] = time.Now()
+	w.granted[lease] = ttl
+	if resp, err := cli.TimeToLive(ctx, lease); err == nil && resp.GrantedTTL > 0 {
+		w.granted[lease] = time.Duration(resp.GrantedTTL) * time.Second
+	}
+}
+
+// outlived reports whether lease (still registered) was first seen more
+// than its granted TTL ago: it was renewed since, by a running process.
+func (w leaseWatch) outlived(lease clientv3.LeaseID) bool {
+	if lease == 0 {
 		return true // a key without a lease never expires
 	}
-	resp, err := cli.TimeToLive(ctx, lease)
-	if err != nil || resp.TTL <= 0 {
-		return false // expired, or unknown: the next read tells
-	}
-	if low, ok := lowest[lease]; ok && resp.TTL > low {
-		renewed[lease] = true
-		return true
-	}
-	if low, ok := lowest[lease]; !ok || resp.TTL < low {
-		lowest[lease] = resp.TTL
-	}
-	return false
+	first, ok := w.first[lease]
+	// etcd revokes expired leases in a loop (every 500 ms): a second of
+	// margin.
+	return ok && time.Since(first) > w.granted[lease]+time.Second
 }
 
 // markRolling adds v's members to its Rolling, if v is still the view
