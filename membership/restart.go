@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -63,10 +64,10 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 	// live process.
 	taken := time.Now().Add(2*ttl + time.Second)
 	// A registered member of the view may be a dead process whose lease
-	// has not expired yet: it counts as running once its key outlived
-	// the lease's granted TTL since it was first seen (a dead process's
-	// lease expires within it). The clock starts at the first read, so
-	// that it runs while this node waits for its own previous key.
+	// has not expired yet: it counts as running once its lease was seen
+	// renewed since it was first seen (leaseWatch.running). The clock
+	// starts at the first read, so that it runs while this node waits for
+	// its own previous key.
 	leases := leaseWatch{first: map[clientv3.LeaseID]time.Time{}, granted: map[clientv3.LeaseID]time.Duration{}}
 	outlived := time.Now().Add(2*ttl + time.Second)
 	for {
@@ -78,6 +79,7 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 		var leaseOf [protocol.MaxNodes]clientv3.LeaseID
 		var v View
 		var viewRev int64
+		var own []byte // this node's key: who holds the id
 		found := false
 		for _, kv := range resp.Kvs {
 			key := string(kv.Key)
@@ -91,6 +93,9 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 				if id, err := strconv.ParseUint(name, 10, 8); err == nil {
 					live.Add(protocol.NodeID(id))
 					leaseOf[id] = clientv3.LeaseID(kv.Lease)
+					if protocol.NodeID(id) == cfg.Node {
+						own = kv.Value
+					}
 				}
 			}
 		}
@@ -104,7 +109,12 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 		switch {
 		case live.Has(cfg.Node):
 			if time.Now().After(taken) {
-				return false, fmt.Errorf("membership: node %d is still registered %v after its restart began: %w", cfg.Node, 2*ttl+time.Second, ErrNodeIDTaken)
+				var info nodeInfo
+				if err := json.Unmarshal(own, &info); err != nil {
+					return false, fmt.Errorf("membership: node %d is still registered %v after its restart began (unreadable registration %q): %w", cfg.Node, 2*ttl+time.Second, own, ErrNodeIDTaken)
+				}
+				return false, fmt.Errorf("membership: node %d is still registered %v after its restart began: it is already a member (addr %s, pid %d on host %s): %w",
+					cfg.Node, 2*ttl+time.Second, info.Addr, info.PID, info.Hostname, ErrNodeIDTaken)
 			}
 		case !found:
 			return false, nil // a new cluster (or a record that is not a view): nobody has records of it
@@ -136,7 +146,7 @@ func Restart(ctx context.Context, cfg Config) (roll bool, err error) {
 				}
 				running := true
 				for _, id := range v.Members {
-					if live.Has(id) && !leases.outlived(leaseOf[id]) {
+					if live.Has(id) && !leases.running(ctx, cli, leaseOf[id]) {
 						running = false
 					}
 				}
@@ -169,16 +179,26 @@ func (w leaseWatch) see(ctx context.Context, cli *clientv3.Client, lease clientv
 	}
 }
 
-// outlived reports whether lease (still registered) was first seen more
-// than its granted TTL ago: it was renewed since, by a running process.
-func (w leaseWatch) outlived(lease clientv3.LeaseID) bool {
+// running reports whether lease (still registered) was renewed since it
+// was first seen, by a running process: it would expire, unrenewed, by
+// its first sight plus its granted TTL, and its time to live now reaches
+// past that; or it outlived that by a second (etcd revokes expired
+// leases in a loop, every 500 ms).
+func (w leaseWatch) running(ctx context.Context, cli *clientv3.Client, lease clientv3.LeaseID) bool {
 	if lease == 0 {
 		return true // a key without a lease never expires
 	}
 	first, ok := w.first[lease]
-	// etcd revokes expired leases in a loop (every 500 ms): a second of
-	// margin.
-	return ok && time.Since(first) > w.granted[lease]+time.Second
+	if !ok {
+		return false
+	}
+	unrenewed := first.Add(w.granted[lease])
+	if time.Now().After(unrenewed.Add(time.Second)) {
+		return true
+	}
+	resp, err := cli.TimeToLive(ctx, lease)
+	// Whole seconds, rounded down: the lease lives at least that long.
+	return err == nil && resp.TTL > 0 && time.Now().Add(time.Duration(resp.TTL)*time.Second).After(unrenewed.Add(250*time.Millisecond))
 }
 
 // markRolling adds v's members to its Rolling, if v is still the view
