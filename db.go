@@ -213,10 +213,12 @@ type DB struct {
 	// afterWriteThrough, when set (a test's crash point), is called after
 	// each leaf a cluster commit with a record writes through.
 	afterWriteThrough func(protocol.PID)
-	// txFile, on a table of a cluster without membership that writes
-	// through, keeps the records of commits of several leaves on the
-	// node's disk until every leaf is written through (txfile.go).
-	txFile *txFile
+	// txFile, on a table of a cluster that writes through, keeps the
+	// records of commits of several leaves on the node's disk until every
+	// leaf is written through (txfile.go); members: the cluster has
+	// membership (the records go to a buddy too: tx.go writeThrough).
+	txFile  *txFile
+	members bool
 }
 
 // redoLocks order a log's records as the tree applied their changes:

@@ -213,10 +213,15 @@ type Cluster struct {
 	replicas   *replicaStores
 	freshStore bool
 	// txFile keeps the records of commits of several leaves (a cluster
-	// without membership that writes through: txfile.go); txPending are
-	// those it held open at start, rolled forward before the node serves.
+	// that writes through: txfile.go); txPending are those it held open
+	// at start, rolled forward before the node serves.
 	txFile    *txFile
 	txPending []txPending
+	// rolling: with membership, txPending roll forward at this start
+	// (every process of the node's last view died: restartDecision).
+	// listedRolling: the membership lists the node as rolling; it takes
+	// itself out once its records are rolled (passRollingGate).
+	rolling, listedRolling bool
 	// nlog is the node's redo log when it logs alone (nodelog.go).
 	nlog *nodeLog
 
@@ -371,10 +376,17 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 		}
 		want.incarnation = stored.id.incarnation
 	}
-	if o.writesThrough() && len(o.Etcd) == 0 && !o.logsAlone() {
+	if o.writesThrough() && !o.logsAlone() {
 		if err := c.openTxFile(fresh, stored.allocated); err != nil {
 			store.Close()
 			return nil, err
+		}
+		if len(o.Etcd) > 0 {
+			if err := c.restartDecision(); err != nil {
+				c.closeTxFile()
+				store.Close()
+				return nil, err
+			}
 		}
 	}
 	if o.logsAlone() {
@@ -406,6 +418,11 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			rt.Locked(func() { err = rt.Node().Directory().Restore(stored.allocated) })
 			if err != nil {
 				return fmt.Errorf("scalestore: node %d: restoring the allocator: %w", o.ID, err)
+			}
+			if c.rolling {
+				// Before the first view: its change sends them.
+				records := c.pendingPages()
+				rt.Locked(func() { rt.Node().TxRestartRolls(records) })
 			}
 			return nil
 		}
@@ -621,7 +638,11 @@ func (c *Cluster) start(tc cluster.TransportConfig, prepare func(*actors.Local) 
 	if err == nil && c.txFile != nil {
 		// Before any worker of this node reads a table's page: the
 		// catalog's pages are in no transaction's record.
-		err = c.passStartGate(n, boot)
+		if len(o.Etcd) > 0 {
+			err = c.passRollingGate(n)
+		} else {
+			err = c.passStartGate(n, boot)
+		}
 	}
 	if err == nil {
 		c.id = got
@@ -683,8 +704,9 @@ func (o ClusterOptions) storePath() string { return filepath.Join(o.Data, NodeSt
 func (o ClusterOptions) txPath() string { return filepath.Join(o.Data, NodeTxFile(o.ID)) }
 
 // openTxFile opens the node's file of transaction records (a cluster
-// without membership that writes through: txfile.go) and keeps the
-// records it holds open, to roll forward at start. A fresh store discards
+// that writes through: txfile.go) and keeps the records it holds open,
+// to roll forward at start (with membership, if restartDecision says
+// so). A fresh store discards
 // the file: its records were of the store it replaces. allocated is how
 // many pages the node's own directory has.
 func (c *Cluster) openTxFile(fresh bool, allocated uint64) error {
@@ -731,10 +753,7 @@ func (c *Cluster) closeTxFile() {
 func (c *Cluster) passStartGate(n *cluster.Node, boot bool) error {
 	tr := n.Tr
 	n.RT.SetGateSender(func(to protocol.NodeID, frame []byte) error { return tr.Send(to, frame, nil) })
-	records := make([][]actors.TxRollPage, len(c.txPending))
-	for i, p := range c.txPending {
-		records[i] = p.pages
-	}
+	records := c.pendingPages()
 	n.RT.Locked(func() { n.RT.Node().TxStartRolls(records) })
 	peers := c.peers
 	if boot && c.freshStore {
@@ -753,6 +772,92 @@ func (c *Cluster) passStartGate(n *cluster.Node, boot bool) error {
 	})
 	if err != nil {
 		return fmt.Errorf("scalestore: node %d: %w", c.opts.ID, err)
+	}
+	return nil
+}
+
+// pendingPages are the pages of the records the node's file held open.
+func (c *Cluster) pendingPages() [][]actors.TxRollPage {
+	records := make([][]actors.TxRollPage, len(c.txPending))
+	for i, p := range c.txPending {
+		records[i] = p.pages
+	}
+	return records
+}
+
+// restartDecision tells, with membership and before the node registers,
+// whether the records its file holds open roll forward (every process of
+// its last view died: membership.Restart) or are discarded (a view
+// without this node was agreed by live nodes: its buddy rolled them).
+func (c *Cluster) restartDecision() error {
+	o := c.opts
+	cfg := membership.Config{Endpoints: o.Etcd, Cluster: strconv.FormatUint(o.ClusterID, 10), Node: protocol.NodeID(o.ID),
+		LeaseTTL: o.LeaseTTL, DialTimeout: min(o.JoinTimeout, membership.DefaultDialTimeout)}
+	ctx, cancel := context.WithTimeout(context.Background(), o.JoinTimeout)
+	roll, err := membership.Restart(ctx, cfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("scalestore: node %d: deciding what its transaction records are worth at its restart: %w", o.ID, err)
+	}
+	c.listedRolling = roll
+	c.rolling = (roll || txRestartAlwaysRoll) && !txRestartNoRoll
+	if c.rolling || len(c.txPending) == 0 {
+		return nil
+	}
+	if err := c.txFile.reset(); err != nil {
+		return fmt.Errorf("scalestore: node %d: %w", o.ID, err)
+	}
+	o.Logger.Warn("discarded the transaction records its death cut: a view without this node was agreed, whose nodes rolled them forward",
+		"node", o.ID, "file", c.txFile.path, "records", len(c.txPending))
+	c.txPending = nil
+	return nil
+}
+
+// txRestartNoRoll (a test's mutant) discards the records a node must roll
+// at its restart with membership.
+// txRestartAlwaysRoll, the opposite mutant, rolls them whatever the
+// membership says.
+var txRestartNoRoll, txRestartAlwaysRoll bool
+
+// passRollingGate is the start gate with membership: a node listed as
+// rolling (restartDecision) waits until the records it sent in its view
+// changes are acknowledged, resets its file and takes itself out of the
+// list; then every node waits until the list is empty, so that no worker
+// reads a page before every record of the view whose processes all died
+// is on the stores. It fails after JoinTimeout, naming the nodes awaited.
+func (c *Cluster) passRollingGate(n *cluster.Node) error {
+	o := c.opts
+	deadline := time.Now().Add(o.JoinTimeout)
+	if c.rolling || c.listedRolling {
+		for pending := n.RT.TxRestartPending(); pending > 0; pending = n.RT.TxRestartPending() {
+			if n.RT.Failed() {
+				return fmt.Errorf("scalestore: node %d: rolling its transaction records forward: %w", o.ID, n.RT.Err())
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("scalestore: node %d: %w within %v: %d of its transaction records are not rolled forward (acknowledged): are their directories' nodes down?",
+					o.ID, actors.ErrStartGate, o.JoinTimeout, pending)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if len(c.txPending) > 0 {
+			if err := c.txFile.reset(); err != nil {
+				return err
+			}
+			o.Logger.Info("rolled forward the transactions its death cut", "node", o.ID, "records", len(c.txPending))
+			c.txPending = nil
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := n.Member.Rolled(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("scalestore: node %d: %w", o.ID, err)
+		}
+		c.rolling, c.listedRolling = false, false
+	}
+	if err := n.Member.WaitRolled(time.Until(deadline)); err != nil {
+		return fmt.Errorf("scalestore: node %d: %w: %w: start them (their records roll); for a node that will not come back, "+
+			"remove its id from \"rolling\" in the view key /scalestore/%d/view on etcd (membership.ForgetRolling): its records are lost",
+			o.ID, actors.ErrStartGate, err, o.ClusterID)
 	}
 	return nil
 }
@@ -959,7 +1064,7 @@ func (c *Cluster) session(w *bufmgr.Worker) btree.Session {
 // tree, no log, and a Close that does nothing (the Cluster closes).
 func (c *Cluster) view(t *btree.Tree, name string) *DB {
 	db := &DB{rt: c.node.RT, tree: t, allocate: c.node.RT.Allocate, dir: fmt.Sprintf("node %d, table %q", c.opts.ID, name), view: true,
-		pins: c.pins, txFile: c.txFile}
+		pins: c.pins, txFile: c.txFile, members: len(c.opts.Etcd) > 0}
 	home, rt := t.Catalog().Dir(), c.node.RT
 	db.allocateInner = func(w *bufmgr.Worker) (bufmgr.ExclusiveGuard, error) { return rt.AllocateOn(w, home) }
 	if c.opts.Replicas > 1 {

@@ -714,12 +714,14 @@ func (db *DB) commitOnce(s Session, keys []btree.TreeKey, st *txState, writes []
 // writeThrough writes the leaves a commit changed through to their
 // directories' stores (a cluster with write-through). Several leaves go
 // behind a record of the commit: without membership on this node's disk
-// (writeThroughOnDisk); with membership kept on this node and on a buddy
-// node before the first of them is written: if this node, the buddy or a
-// directory dies in between, the record rolls the rest forward during the
-// view change, before the pages are served again (actors/txrecord.go,
-// docs/transactions.md). The record is dropped before the latches are
-// released: no later write of these pages can be rolled over.
+// (writeThroughOnDisk); with membership on this node's disk and in its
+// memory, and on a buddy node, before the first of them is written: if
+// this node, the buddy or a directory dies in between, the record rolls
+// the rest forward during the view change, before the pages are served
+// again (actors/txrecord.go); if every node dies, the disk record rolls
+// at the committer's restart (membership.Restart, docs/transactions.md).
+// The record is marked done and dropped before the latches are released:
+// no later write of these pages can be rolled over.
 func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	if !db.view || db.persist == nil || db.commitMutant == mutantNoRecord {
 		return l.Persist()
@@ -728,7 +730,7 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 	if len(dirty) < 2 {
 		return l.Persist()
 	}
-	if db.txFile != nil {
+	if db.txFile != nil && !db.members {
 		return db.writeThroughOnDisk(w, l, dirty)
 	}
 	if db.commitMutant == mutantWriteBeforeRecord {
@@ -737,8 +739,30 @@ func (db *DB) writeThrough(w *bufmgr.Worker, l *btree.Locked) error {
 		db.rt.TxFinish(w, id, buddy, ok)
 		return err
 	}
+	// With membership the record is on this node's disk too, for a crash
+	// of every node at once (membership.Restart): appended before the
+	// buddy's copy, marked done after the write-throughs whatever they
+	// did (a failed one rolls from memory in a view change) and before
+	// the buddy drops its copy, so that a disk record that is not done
+	// always has a live copy at the buddy or names pages still latched.
+	off := int64(-1)
+	if db.txFile != nil {
+		var err error
+		if off, err = txBegin(db.txFile, dirty); err != nil {
+			err = fmt.Errorf("scalestore: %s: %w", db.dir, err)
+			db.rt.Fail(err)
+			return err
+		}
+	}
 	id, buddy, ok := db.rt.TxRecord(w, dirty)
 	err := l.PersistEach(db.afterWriteThrough)
+	if off >= 0 {
+		if derr := db.txFile.done(off); derr != nil {
+			derr = fmt.Errorf("scalestore: %s: %w", db.dir, derr)
+			db.rt.Fail(derr)
+			err = errors.Join(err, derr)
+		}
+	}
 	db.rt.TxFinish(w, id, buddy, ok)
 	return err
 }

@@ -18,8 +18,12 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
-// A node's file of transaction records, in a cluster without membership
-// (docs/transactions.md, "Durability").
+// A node's file of transaction records, in a cluster that writes through
+// (docs/transactions.md, "Durability"). Without membership it is what
+// keeps a commit whole; with membership the record goes to a buddy's
+// memory too, and the file is read at a restart only when every process
+// of the node's last view died (membership.Restart: otherwise the buddy
+// rolled it, and the file is reset unread).
 //
 // A commit that changed several leaves writes them through to their
 // directories one by one. Before the first, its committer appends the

@@ -52,6 +52,11 @@ type Node struct {
 	dir   *protocol.Directory
 	cache *bufmgr.Cache
 
+	// holdOwnRoll, when set (replicated directories), holds a roll of a
+	// page of a directory this node serves until the directory is caught
+	// up (Local.holdRoll); it reports whether it did.
+	holdOwnRoll func(pid protocol.PID, data []byte, seq uint32) bool
+
 	local    []protocol.Message // messages to itself, handled after the current step
 	draining bool
 

@@ -86,6 +86,11 @@ type replicas struct {
 	// latched page cannot be flushed).
 	copies     sync.WaitGroup
 	stopCopies bool
+	// rolls are transactions' rolls (TTxRoll) of directories this node
+	// catches up, held until the holder's pushes are all written (its
+	// report came: maybeRecord): a pushed page written after a roll would
+	// undo it. A view change drops them: their senders roll again.
+	rolls []heldFrame
 }
 
 // EnableReplicas makes the node keep replicated directories (call it after
@@ -96,6 +101,27 @@ func (l *Local) EnableReplicas(cfg ReplicaConfig) {
 	defer l.mu.Unlock()
 	l.rep = &replicas{cfg: cfg}
 	l.node.cfg.ViewChanges = true
+	l.node.holdOwnRoll = func(pid protocol.PID, data []byte, seq uint32) bool {
+		m := protocol.Message{Type: protocol.TTxRoll, From: l.node.id, To: l.node.id, PID: pid, Epoch: seq}
+		return l.holdRoll(&m, data)
+	}
+}
+
+// holdRoll holds a transaction's roll (m, from a peer or this node) of a
+// directory this node catches up in the view being installed, until the
+// holder's pushed pages are written (maybeRecord); it reports whether it
+// did.
+func (l *Local) holdRoll(m *protocol.Message, payload []byte) bool {
+	r, d := l.rep, m.PID.Dir()
+	if r == nil || l.vs.active || !r.catchUp.Has(d) || r.recording.Has(d) {
+		return false
+	}
+	if len(r.rolls) >= maxHeld {
+		l.fail(fmt.Errorf("actors: node %d: %d transactions' rolls wait for catch-ups in view %d", l.node.ID(), maxHeld, l.vs.number))
+		return true
+	}
+	r.rolls = append(r.rolls, heldFrame{m: *m, payload: append([]byte(nil), payload...)})
+	return true
 }
 
 // ReplicaStats are counts of a node's replication work.
@@ -129,6 +155,7 @@ func (l *Local) place(members protocol.NodeSet, current map[protocol.NodeID]prot
 	r.current = current
 	r.promoted, r.catchUp, r.recorded, r.recording = protocol.NodeSet{}, protocol.NodeSet{}, protocol.NodeSet{}, protocol.NodeSet{}
 	r.pushing, r.deferred = protocol.NodeSet{}, protocol.NodeSet{}
+	r.rolls = nil
 	r.pushes = [protocol.MaxNodes]int{}
 	r.jobs = [protocol.MaxNodes][]pushJob{}
 	r.caught = [protocol.MaxNodes]uint64{}
@@ -452,6 +479,18 @@ func (l *Local) maybeRecord(from protocol.NodeID) {
 		r.recording.Add(d)
 		self := l.node.id
 		l.log.Info("caught up", "node", self, "directory", d, "from", from, "pages", r.caught[d], "view", view)
+		kept := r.rolls[:0]
+		for _, h := range r.rolls {
+			switch {
+			case h.m.PID.Dir() != d:
+				kept = append(kept, h)
+			case h.m.From == self:
+				l.node.rollOwn(h.m.PID, h.payload, h.m.Epoch)
+			default:
+				l.node.onTxRoll(&h.m, h.payload)
+			}
+		}
+		r.rolls = kept
 		go l.record(view, d, self, true, func() {
 			r.recorded.Add(d)
 			l.maybeRebuild()

@@ -43,8 +43,15 @@ import (
 //
 // This covers the death of any one process (the committer, the buddy or
 // a directory): a second death before the roll forward is acknowledged
-// may leave half a transaction, and so may a crash of every node at once
-// (the records live in memory).
+// may leave half a transaction. A crash of every node at once is covered
+// by the committer's copy of the record on its disk (the root package's
+// txfile.go), rolled at its restart when every process of its last view
+// died (membership.Restart, TxRestartRolls): the record here is then
+// gone with the processes.
+//
+// A roll that reaches a primary while it catches its directory up from
+// the holder of the current copies is held until the pushed pages are
+// written (Local.holdRoll): a pushed page written after it would undo it.
 
 // txPage is one page of a record.
 type txPage struct {
@@ -68,6 +75,9 @@ type txRecord struct {
 	// buddy's, until its drop or the committer's death.
 	open     bool
 	complete bool // buddy: the last page arrived
+	// restart: read from this node's disk at its restart, after every
+	// process of its last view died (TxRestartRolls).
+	restart bool
 }
 
 // txWait is a worker waiting for a TTxAck of a record or a drop.
@@ -314,13 +324,10 @@ func (n *Node) TxViewChange(gone, down protocol.NodeSet) int {
 			}
 			p.rolling = n.txNext()
 			sent++
-			if to == n.id && n.hasBackup.Has(p.pid.Dir()) {
-				n.forward(n.id, p.pid, p.data, p.rolling).roll = true
-				continue
-			}
 			if to == n.id {
-				pid, seq := p.pid, p.rolling
-				n.writeDurable(pid, p.data, func() { n.txRollDone(pid, seq) })
+				if n.holdOwnRoll == nil || !n.holdOwnRoll(p.pid, p.data, p.rolling) {
+					n.rollOwn(p.pid, p.data, p.rolling)
+				}
 				continue
 			}
 			n.send(protocol.Message{Type: protocol.TTxRoll, To: to, PID: p.pid, Epoch: p.rolling}, p.data)
@@ -336,6 +343,16 @@ func (n *Node) TxViewChange(gone, down protocol.NodeSet) int {
 	clear(n.txr.records[len(kept):])
 	n.txr.records = kept
 	return sent
+}
+
+// rollOwn writes roll seq of pid, a page of a directory this node
+// serves (and to its backup, with one).
+func (n *Node) rollOwn(pid protocol.PID, data []byte, seq uint32) {
+	if n.hasBackup.Has(pid.Dir()) {
+		n.forward(n.id, pid, data, seq).roll = true
+		return
+	}
+	n.writeDurable(pid, data, func() { n.txRollDone(pid, seq) })
 }
 
 // TxRecords is how many transaction records the node keeps (its own and

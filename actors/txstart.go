@@ -9,16 +9,22 @@ import (
 	"github.com/scalestore-go/scalestore/protocol"
 )
 
-// Transaction records rolled forward at start, in a cluster without
-// membership (docs/transactions.md, "Durability").
+// Transaction records rolled forward at start (docs/transactions.md,
+// "Durability").
 //
-// There, a commit of several leaves keeps its record on its committer's
-// disk (the root package's txfile.go) until every leaf is on its
-// directory's store. A record still open when the cluster restarts was
-// cut between two write-throughs: at its node's next start its pages are
-// rolled forward, each to its directory (this node's own: written here;
-// a peer's: TTxRoll, acknowledged with TTxAck once durable), reusing the
-// rolls of view changes (txrecord.go).
+// A commit of several leaves keeps its record on its committer's disk
+// (the root package's txfile.go) until every leaf is on its directory's
+// store. With membership the record is also at a buddy, which rolls it
+// in a view change (txrecord.go); the disk's records roll only after a
+// crash of every process of a view, in the node's first view change
+// (TxRestartRolls), behind the membership's gate (the root package's
+// passRollingGate).
+//
+// What follows is the start without membership. A record still open
+// when the cluster restarts was cut between two write-throughs: at its
+// node's next start its pages are rolled forward, each to its directory
+// (this node's own: written here; a peer's: TTxRoll, acknowledged with
+// TTxAck once durable), reusing the rolls of view changes (txrecord.go).
 //
 // No reader may see a page of such a record before every page of it is
 // rolled, and a directory serves its pages as soon as its transport
@@ -59,6 +65,39 @@ func (n *Node) TxStartRolls(records [][]TxRollPage) {
 		n.txr.records = append(n.txr.records, r)
 	}
 	n.TxRollTo(n.id)
+}
+
+// TxRestartRolls keeps records read from this node's disk at its
+// restart with membership, when every process of its last view died
+// (membership.Restart): unlike TxStartRolls, no page is written at once;
+// each goes in the view changes that follow (TxViewChange), to its
+// directory's current primary once that one is a member. Call it before
+// the node's first view.
+func (n *Node) TxRestartRolls(records [][]TxRollPage) {
+	for _, rec := range records {
+		if len(rec) == 0 {
+			continue
+		}
+		r := &txRecord{committer: n.id, id: n.txNext(), mine: true, restart: true}
+		for _, p := range rec {
+			r.pages = append(r.pages, txPage{pid: p.PID, data: p.Data, roll: true})
+		}
+		n.txr.records = append(n.txr.records, r)
+	}
+}
+
+// TxRestartPending is how many records TxRestartRolls kept are not
+// rolled forward (acknowledged) yet.
+func (l *Local) TxRestartPending() int {
+	k := 0
+	l.Locked(func() {
+		for _, r := range l.node.txr.records {
+			if r.restart {
+				k++
+			}
+		}
+	})
+	return k
 }
 
 // TxRollTo sends the rolls of the kept records' pages of directory dir
@@ -131,9 +170,9 @@ func (l *Local) onGate(m *protocol.Message) {
 	}
 }
 
-// ErrStartGate: a node of a cluster without membership did not hear,
-// within its join timeout, that every peer rolled its transaction
-// records forward.
+// ErrStartGate: a node did not hear, within its join timeout, that every
+// peer (with membership: every node the view record lists as rolling)
+// rolled its transaction records forward.
 var ErrStartGate = errors.New("the start gate did not open")
 
 // PassGate runs this node's start gate: it sends the rolls of the records

@@ -253,6 +253,9 @@ func (l *Local) admit(m *protocol.Message, payload []byte) {
 		l.onHoldings(m, payload)
 	case m.Type == protocol.TRebuilt:
 		l.onRebuilt(m, payload)
+	case m.Type == protocol.TTxRoll && !l.vs.active && l.holdRoll(m, payload):
+		// A directory this node catches up: written after the pushed
+		// pages.
 	case m.Type == protocol.TTxRoll && !l.vs.active:
 		// A transaction's roll forward is written while the view is
 		// gated, before this directory serves it (txrecord.go).

@@ -242,7 +242,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 // Stop ends the node: workers still waiting get an error.
 func (n *Node) Stop() error {
 	if n.views != nil {
-		n.views.leave()
+		n.views.leave(false)
 	}
 	n.RT.Stop()
 	n.Host.Stop()
@@ -280,7 +280,7 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 		// With membership the node leaves its view: the others give up
 		// their copies of its pages (every write to them is on its store
 		// already), so it need not wait for them to hand them back.
-		n.views.leave()
+		n.views.leave(true)
 		peers = nil
 	}
 	for {
@@ -306,7 +306,7 @@ func (n *Node) Shutdown(peers []protocol.NodeID, limit time.Duration) (held int,
 	}
 	err = n.RT.Close() // writes back what the directory took back
 	if n.views != nil {
-		n.views.leave()
+		n.views.leave(true)
 	}
 	n.Host.Stop()
 	if cerr := n.Tr.Close(); err == nil {

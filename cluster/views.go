@@ -93,6 +93,7 @@ func (f *viewFollower) join(cfg membership.Config, timeout time.Duration) error 
 	f.mu.Lock()
 	f.member = m
 	f.mu.Unlock()
+	f.n.Member = m
 	v := m.View()
 	if err := f.install(v); err != nil {
 		m.Leave(context.Background())
@@ -233,7 +234,10 @@ func (f *viewFollower) follow() {
 }
 
 // leave ends the node's membership: the others see it leave at once.
-func (f *viewFollower) leave() {
+// clean: a clean stop (Shutdown), with no commit under way: the last
+// member records that nobody must roll transaction records for its view
+// (membership.Member.Retire).
+func (f *viewFollower) leave(clean bool) {
 	f.left.Do(func() {
 		close(f.done)
 		f.mu.Lock()
@@ -242,7 +246,11 @@ func (f *viewFollower) leave() {
 		if m != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if err := m.Leave(ctx); err != nil {
+			leave := m.Leave
+			if clean {
+				leave = m.Retire
+			}
+			if err := leave(ctx); err != nil {
 				f.n.log.Warn("leaving the membership", "node", f.n.ID, "err", err)
 			}
 		}

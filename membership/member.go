@@ -333,12 +333,25 @@ func (m *Member) Err() error {
 
 // Leave revokes the lease, so that the others see this node leave at once,
 // and stops. The member cannot be used afterwards.
-func (m *Member) Leave(ctx context.Context) error {
+func (m *Member) Leave(ctx context.Context) error { return m.leave(ctx, false) }
+
+// Retire is Leave on a clean stop (no commit under way): a view whose
+// only member is this node is first replaced by a view of no member
+// (retire), so that the restart decision lists nobody as rolling.
+func (m *Member) Retire(ctx context.Context) error { return m.leave(ctx, true) }
+
+func (m *Member) leave(ctx context.Context, clean bool) error {
 	m.lose(ErrClosed)
 	var revokeErr error
 	if m.ctx != nil && m.ctx.Err() == nil {
 		// Stop renewing before revoking, so no keepalive races the revoke.
 		m.stop()
+		if clean {
+			// After stop: no proposal of this member's brings it back.
+			if err := m.retire(ctx); err != nil {
+				m.log.Warn("recording a clean stop", "err", err)
+			}
+		}
 		_, err := m.cli.Revoke(ctx, m.lease)
 		// An expired lease is as good as a revoked one here.
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -547,9 +560,9 @@ func (m *Member) apply(st *watchState, typ mvccpb.Event_EventType, kv *mvccpb.Ke
 			st.viewOK = true // read again after the watch was restarted
 			return
 		}
-		if st.viewOK && v.Number == st.view.Number && slices.Equal(v.Members, st.view.Members) && v.Replicas > 1 {
-			// A node recorded a copy it finished (UpdateCurrent): the
-			// same view, with more current copies.
+		if st.viewOK && v.Number == st.view.Number && slices.Equal(v.Members, st.view.Members) {
+			// A node recorded a copy it finished (UpdateCurrent), or
+			// rolled its records (Rolled): the same view, updated.
 			st.view, st.viewAt = v, kv.ModRevision
 			m.publish(v, st.agreedAt)
 			return
@@ -603,6 +616,11 @@ func (m *Member) decide(st *watchState, retry *time.Timer) {
 		return
 	}
 	next := View{Number: st.highest + 1, Members: members}
+	if st.viewOK {
+		// Nodes that still must roll their records stay listed until
+		// they did (Restart, Rolled).
+		next.Rolling = st.view.Rolling
+	}
 	// The cluster's replica count is the record's: a member started with
 	// another count proposes the cluster's, and refuses the view itself
 	// (cluster's viewFollower), so it cannot change it for the others.
@@ -671,7 +689,7 @@ func (m *Member) publish(v View, rev int64) {
 }
 
 func cloneView(v View) View {
-	return View{Number: v.Number, Members: slices.Clone(v.Members), Replicas: v.Replicas, Current: maps.Clone(v.Current)}
+	return View{Number: v.Number, Members: slices.Clone(v.Members), Replicas: v.Replicas, Current: maps.Clone(v.Current), Rolling: v.Rolling}
 }
 
 // ForgetCopies removes node cfg.Node from every directory's current

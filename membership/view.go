@@ -29,6 +29,13 @@ type View struct {
 	Members  []protocol.NodeID // sorted, no duplicates
 	Replicas int               // 0 or 1: one copy of each page (no Current)
 	Current  map[protocol.NodeID]protocol.NodeSet
+	// Rolling are the nodes that must roll their transaction records
+	// (on their disks) forward before any node's workers run: every
+	// member of a view whose processes all died, put there by the first
+	// node to start after it (Restart); each takes itself out once its
+	// rolls are acknowledged (Member.Rolled). The proposer of a view
+	// copies it forward.
+	Rolling protocol.NodeSet
 }
 
 // Has reports whether id is a member of v.
@@ -58,6 +65,9 @@ func (v View) String() string {
 		fmt.Fprintf(&b, "%d", id)
 	}
 	b.WriteByte('}')
+	if !v.Rolling.Empty() {
+		fmt.Fprintf(&b, " rolling %v", v.Rolling)
+	}
 	if v.Replicas > 1 {
 		b.WriteString(" current")
 		for _, d := range slices.Sorted(maps.Keys(v.Current)) {
@@ -117,6 +127,7 @@ type wireView struct {
 	Members  []int            `json:"members"`
 	Replicas int              `json:"replicas,omitempty"`
 	Current  map[string][]int `json:"current,omitempty"`
+	Rolling  []int            `json:"rolling,omitempty"`
 }
 
 func encodeView(v View) (string, error) {
@@ -124,6 +135,7 @@ func encodeView(v View) (string, error) {
 	for i, id := range v.Members {
 		w.Members[i] = int(id)
 	}
+	v.Rolling.Each(func(id protocol.NodeID) { w.Rolling = append(w.Rolling, int(id)) })
 	if v.Replicas > 1 {
 		w.Replicas = v.Replicas
 		w.Current = map[string][]int{}
@@ -160,6 +172,12 @@ func decodeView(b []byte) (View, error) {
 	}
 	slices.Sort(v.Members)
 	v.Members = slices.Compact(v.Members)
+	for _, id := range w.Rolling {
+		if id < 0 || id >= protocol.MaxNodes {
+			return View{}, fmt.Errorf("membership: decoding view %q: rolling node id %d out of range", b, id)
+		}
+		v.Rolling.Add(protocol.NodeID(id))
+	}
 	switch {
 	case w.Replicas < 0 || w.Replicas > 2:
 		return View{}, fmt.Errorf("membership: decoding view %q: %d replicas, want 1 or 2", b, w.Replicas)
