@@ -53,17 +53,26 @@ func TestUpdateWholeWhenEveryNodeIsKilledMidCommit(t *testing.T) {
 	}
 }
 
+// startCommitCluster starts three nodes with membership, node 1 (the
+// committer of the tests here) logging to buf, and funds two accounts on
+// leaves of nodes 0 and 2 (fundAcrossLeaves).
+func startCommitCluster(t *testing.T) ([]ClusterOptions, []*Cluster, *syncBuffer) {
+	t.Helper()
+	etcd := startEtcd(t)
+	opts := membershipOpts(t, etcd, 3)
+	buf := new(syncBuffer)
+	opts[1].Logger = slog.New(slog.NewTextHandler(buf, nil))
+	cs := joinAll(t, opts)
+	fundAcrossLeaves(t, cs[2])
+	return opts, cs, buf
+}
+
 // killEveryNodeMidCommit runs the crash above and restarts the nodes,
 // node last after the others (restartCommitterLast). It returns the
 // accounts as read through every node and node 1's log.
 func killEveryNodeMidCommit(t *testing.T, last int, noRoll bool) (a, b int64, log string) {
 	t.Helper()
-	etcd := startEtcd(t)
-	opts := membershipOpts(t, etcd, 3)
-	var buf syncBuffer
-	opts[1].Logger = slog.New(slog.NewTextHandler(&buf, nil))
-	cs := joinAll(t, opts)
-	fundAcrossLeaves(t, cs[2])
+	opts, cs, buf := startCommitCluster(t)
 	from, to := []byte(bankKey(0)), []byte(bankKey(bankAccounts-1))
 	c := cs[1]
 	var dirs []protocol.NodeID
@@ -139,12 +148,7 @@ func TestCommitterRestartedAfterItsBuddyRolledDoesNotRoll(t *testing.T) {
 
 func restartCommitterAfterANewerWrite(t *testing.T, alwaysRoll bool) (a, b int64, log string) {
 	t.Helper()
-	etcd := startEtcd(t)
-	opts := membershipOpts(t, etcd, 3)
-	var buf syncBuffer
-	opts[1].Logger = slog.New(slog.NewTextHandler(&buf, nil))
-	cs := joinAll(t, opts)
-	fundAcrossLeaves(t, cs[2])
+	opts, cs, buf := startCommitCluster(t)
 	from, to := []byte(bankKey(0)), []byte(bankKey(bankAccounts-1))
 	c := cs[1]
 	crashed := false

@@ -790,26 +790,40 @@ var ErrViewChanged = errors.New("membership: the view changed")
 // ErrViewChanged when the view changed first: what was copied in an older
 // view does not count. Concurrent updates of one view are retried.
 func (m *Member) UpdateCurrent(ctx context.Context, number uint64, update func(v View)) error {
+	return m.rewriteView(ctx, "record a copy", ErrViewChanged, func(v *View) (bool, error) {
+		if v.Number != number {
+			return false, fmt.Errorf("%w: view %d, not %d", ErrViewChanged, v.Number, number)
+		}
+		if v.Replicas <= 1 {
+			return false, fmt.Errorf("membership: view %d has one replica: no copies to record", number)
+		}
+		update(*v)
+		return true, nil
+	})
+}
+
+// rewriteView changes the view record with change, in a compare-and-swap
+// on its revision, read again and retried while concurrent writers win.
+// change says whether there is anything to write; its error ends the
+// call. why names the change in errors; gone is the error for a view
+// key that does not exist.
+func (m *Member) rewriteView(ctx context.Context, why string, gone error, change func(v *View) (bool, error)) error {
 	for {
 		resp, err := m.cli.Get(ctx, m.viewKey)
 		if err != nil {
-			return fmt.Errorf("membership: reading the view to record a copy: %w", err)
+			return fmt.Errorf("membership: node %d: reading the view to %s: %w", m.node, why, err)
 		}
 		if len(resp.Kvs) != 1 {
-			return fmt.Errorf("%w: the view key is gone", ErrViewChanged)
+			return fmt.Errorf("%w: node %d: the view key is gone", gone, m.node)
 		}
 		kv := resp.Kvs[0]
 		v, err := decodeView(kv.Value)
 		if err != nil {
 			return err
 		}
-		if v.Number != number {
-			return fmt.Errorf("%w: view %d, not %d", ErrViewChanged, v.Number, number)
+		if write, err := change(&v); err != nil || !write {
+			return err
 		}
-		if v.Replicas <= 1 {
-			return fmt.Errorf("membership: view %d has one replica: no copies to record", number)
-		}
-		update(v)
 		val, err := encodeView(v)
 		if err != nil {
 			return err
@@ -817,7 +831,7 @@ func (m *Member) UpdateCurrent(ctx context.Context, number uint64, update func(v
 		tr, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(m.viewKey), "=", kv.ModRevision)).
 			Then(clientv3.OpPut(m.viewKey, val)).Commit()
 		if err != nil {
-			return fmt.Errorf("membership: recording a copy in view %d: %w", number, err)
+			return fmt.Errorf("membership: node %d: writing the view to %s: %w", m.node, why, err)
 		}
 		if tr.Succeeded {
 			return nil

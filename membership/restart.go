@@ -31,6 +31,9 @@ import (
 // none of its members registered), and a node rolls its disk records iff
 // it is listed there.
 
+// errNoView: the view record is missing (Rolled).
+var errNoView = errors.New("membership: no view record")
+
 // ErrRollingTimeout: the nodes listed as rolling did not all roll their
 // records within the wait.
 var ErrRollingTimeout = errors.New("membership: nodes that must roll their transaction records did not")
@@ -225,36 +228,13 @@ func markRolling(ctx context.Context, cli *clientv3.Client, viewKey, nodes strin
 // Rolled takes this node out of the view record's Rolling: its
 // transaction records are rolled forward (acknowledged) and reset.
 func (m *Member) Rolled(ctx context.Context) error {
-	for {
-		resp, err := m.cli.Get(ctx, m.viewKey)
-		if err != nil {
-			return fmt.Errorf("membership: node %d: reading the view to record its rolls: %w", m.node, err)
-		}
-		if len(resp.Kvs) != 1 {
-			return fmt.Errorf("membership: node %d: the view key is gone", m.node)
-		}
-		kv := resp.Kvs[0]
-		v, err := decodeView(kv.Value)
-		if err != nil {
-			return err
-		}
+	return m.rewriteView(ctx, "record its rolls", errNoView, func(v *View) (bool, error) {
 		if !v.Rolling.Has(m.node) {
-			return nil
+			return false, nil
 		}
 		v.Rolling.Remove(m.node)
-		val, err := encodeView(v)
-		if err != nil {
-			return err
-		}
-		tr, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(m.viewKey), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(m.viewKey, val)).Commit()
-		if err != nil {
-			return fmt.Errorf("membership: node %d: recording its rolls: %w", m.node, err)
-		}
-		if tr.Succeeded {
-			return nil
-		}
-	}
+		return true, nil
+	})
 }
 
 // WaitRolled returns once the view record lists no node as rolling, or
