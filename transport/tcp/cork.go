@@ -89,22 +89,36 @@ func (p *peer) holdLocked() bool {
 // corked. It reports false when the connection is failing (nothing was
 // written): what is corked then goes with the connection, as what was
 // written to it does.
+//
+// While rest holds a cut message's remainder nothing is written: the
+// writer goroutine, already woken for rest, writes it and then corked.
+// Writing corked here would put whole messages inside the cut one.
+//
+// The write goes through Control, not RawConn.Write: Write refuses at
+// once when the writer goroutine's write deadline (timedWriter, renewed
+// only when the writer writes) has passed, which on a connection whose
+// messages all went direct for PeerTimeout is not a failure. Holding
+// wmu serialises it with the writer as Write's lock would.
 func (p *peer) sendCorkedLocked() bool {
 	b := p.corked
-	if len(b) == 0 || p.direct == nil {
+	if len(b) == 0 || p.direct == nil || len(p.rest) > 0 {
 		return p.direct != nil
 	}
 	var n int
 	var werr error
-	if err := p.direct.Write(func(fd uintptr) bool {
+	if err := p.direct.Control(func(fd uintptr) {
 		for {
 			n, werr = unix.Write(int(fd), b)
 			if werr != unix.EINTR {
-				return true
+				return
 			}
 		}
 	}); err != nil || (werr != nil && werr != unix.EAGAIN) {
-		return false // the connection is failing: its writer finds out
+		// The connection is failing. The writer finds out (and the
+		// connection's end drops what is corked) or, if the error
+		// passes, writes it: nothing is left without an owner.
+		p.wakeWriter()
+		return false
 	}
 	p.t.directWrites.Add(1)
 	if n < 0 {

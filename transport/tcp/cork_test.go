@@ -1,6 +1,8 @@
 package tcp
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,4 +141,113 @@ func TestCorkedGoesWithItsConnection(t *testing.T) {
 			t.Fatal("nothing arrived after the reconnect")
 		}
 	}
+}
+
+// TestCorkedKeepOrderWhenTheSocketIsFull: node 1 answers every message
+// with a page (TrySendCorked) to a node 0 that reads slowly, so node 1's
+// socket fills and its writes are cut short. The cut message's remainder
+// is the writer goroutine's to write: nothing corked later may be written
+// before it. Every answer arrives once, whole and in order.
+func TestCorkedKeepOrderWhenTheSocketIsFull(t *testing.T) {
+	const n = 3_000
+	var tr1 atomic.Pointer[Transport]
+	answer := func(from protocol.NodeID, frame, _ []byte) {
+		seq := frameSeq(frame)
+		page := make([]byte, transport.MaxPayload)
+		for i := range page {
+			page[i] = byte(seq) ^ byte(i)
+		}
+		tr := tr1.Load()
+		ok, err := tr.TrySendCorked(from, msgFrame(seq), page)
+		if err == nil && !ok {
+			err = tr.Send(from, msgFrame(seq), page)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	var mu sync.Mutex
+	var seqs []uint64
+	var bad error
+	slow := func(_ protocol.NodeID, frame, payload []byte) {
+		seq := frameSeq(frame)
+		mu.Lock()
+		defer mu.Unlock()
+		for i, b := range payload {
+			if b != byte(seq)^byte(i) && bad == nil {
+				bad = fmt.Errorf("answer %d: byte %d of its page is %#x, want %#x", seq, i, b, byte(seq)^byte(i))
+			}
+		}
+		if len(payload) != transport.MaxPayload && bad == nil {
+			bad = fmt.Errorf("answer %d: page of %d bytes", seq, len(payload))
+		}
+		seqs = append(seqs, seq)
+		if len(seqs)%64 == 0 {
+			time.Sleep(2 * time.Millisecond) // a reader that falls behind
+		}
+	}
+	ts := startCluster(t, []transport.Handler{slow, answer}, nil)
+	tr1.Store(ts[1])
+	startPollers(t, ts[1])
+	exchangeWarm(t, ts[0])
+	for i := range uint64(n) {
+		if err := ts[0].Send(1, msgFrame(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got, err := len(seqs), bad
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d answers arrived in 30 s", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range seqs {
+		if s != uint64(i) {
+			t.Fatalf("answer %d arrived as %d: out of order or twice", i, s)
+		}
+	}
+}
+
+// TestCorkedGoOutAfterTheWritersDeadline: the writer goroutine leaves a
+// write deadline (PeerTimeout) on the connection, and direct writes go on
+// long after it passed while the writer has nothing to do. A passed
+// deadline is the writer's business, not a failing connection: what a
+// drain corked then must still go out, and so must a TrySend.
+func TestCorkedGoOutAfterTheWritersDeadline(t *testing.T) {
+	got := newCollector()
+	nop := func(protocol.NodeID, []byte, []byte) {}
+	ts := startCluster(t, []transport.Handler{nop, got.handler}, func(c *Config) {
+		c.PeerTimeout = 50 * time.Millisecond
+	})
+	exchangeWarm(t, ts[0])
+	if err := ts[0].Send(1, msgFrame(0), nil); err != nil { // the writer writes, and sets its deadline
+		t.Fatal(err)
+	}
+	got.waitSeq(t, 0, 0)
+	time.Sleep(150 * time.Millisecond) // the deadline passes
+	// As a drain's handler does: cork, send, uncork.
+	ts[0].cork()
+	ok, err := ts[0].TrySendCorked(1, msgFrame(1), nil)
+	ts[0].uncork()
+	if err != nil || !ok {
+		t.Fatalf("TrySendCorked after the deadline: %v, %v (a live connection takes it)", ok, err)
+	}
+	got.waitSeq(t, 0, 1)
+	ok, err = ts[0].TrySend(1, msgFrame(2), nil)
+	if err != nil || !ok {
+		t.Fatalf("TrySend after the deadline: %v, %v (a live connection takes it)", ok, err)
+	}
+	got.waitSeq(t, 0, 2)
 }
