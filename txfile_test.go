@@ -100,7 +100,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 	if damage != nil {
 		damage(filepath.Join(opts[1].Data, NodeTxFile(1)))
 	}
-	cs = restartCommitterLast(t, opts, 1)
+	cs = restartCommitterLast(t, opts, nil, 0, 1, time.Second)
 	defer closeAll(t, cs)
 	for _, reader := range cs {
 		a, b, err = readBalances(reader, from, to)
@@ -150,23 +150,31 @@ func TestTxRecordTornIsDropped(t *testing.T) {
 	}
 }
 
-// restartCommitterLast starts every node but last, checks that none of
-// them serves (returns from Join) before node last has rolled its records
-// forward, then starts node last.
-func restartCommitterLast(t *testing.T, opts []ClusterOptions, last int) []*Cluster {
+// restartCommitterLast starts every node but last, in the order of first
+// (each gap after the one before; the others at once), checks that none
+// of them serves (returns from Join) for wait, in which node last has not
+// rolled its records forward, then starts node last.
+func restartCommitterLast(t *testing.T, opts []ClusterOptions, first []int, gap time.Duration, last int, wait time.Duration) []*Cluster {
 	t.Helper()
 	cs := make([]*Cluster, len(opts))
 	errs := make([]error, len(opts))
 	done := make(chan int, len(opts))
+	start := func(i int) { go func() { cs[i], errs[i] = Join(opts[i]); done <- i }() }
+	started := map[int]bool{last: true}
+	for _, i := range first {
+		start(i)
+		started[i] = true
+		time.Sleep(gap)
+	}
 	for i := range opts {
-		if i != last {
-			go func() { cs[i], errs[i] = Join(opts[i]); done <- i }()
+		if !started[i] {
+			start(i)
 		}
 	}
 	select {
 	case i := <-done:
 		t.Fatalf("node %d started before node %d, whose records roll forward (%v)", i, last, errs[i])
-	case <-time.After(time.Second):
+	case <-time.After(wait):
 	}
 	cs[last], errs[last] = Join(opts[last])
 	for range len(opts) - 1 {

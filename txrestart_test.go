@@ -21,22 +21,28 @@ import (
 // a transfer between leaves of nodes 0 and 2, committed on node 1, whose
 // first leaf is on node 0's store when all three are killed (kill -9: no
 // lease revoked, so no view change rolls the buddy's copy). The cluster
-// restarts on its stores, node 1 (the committer) last or node 0 last:
+// restarts on its stores, node 1 (the committer) last, node 0 last or
+// node 2 last:
 // nobody serves before the last one is up, and node 1's disk record rolls
 // the second leaf forward. With the roll disabled (txRestartNoRoll) the
 // accounts read half the transfer, and the test says so.
 func TestUpdateWholeWhenEveryNodeIsKilledMidCommit(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		last   int
+		order  restartOrder
 		noRoll bool
 	}{
-		{"committer-last", 1, false},
-		{"directory-last", 0, false},
-		{"roll-disabled", 1, true},
+		{"committer-last", restartOrder{last: 1, wait: time.Second}, false},
+		{"directory-last", restartOrder{last: 0, wait: time.Second}, false},
+		// Node 1, then node 0, then node 2 once its lease expired: node
+		// 0's first view is {0 1}, in which it serves directory 2 from
+		// its copy, and node 1's roll of the second leaf reaches node 0
+		// before the holdings that let that directory rebuild.
+		{"backup-serves", restartOrder{first: []int{1, 0}, gap: time.Second, last: 2, wait: 3 * time.Second}, false},
+		{"roll-disabled", restartOrder{last: 1, wait: time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b, log := killEveryNodeMidCommit(t, tc.last, tc.noRoll)
+			a, b, log := killEveryNodeMidCommit(t, tc.order, tc.noRoll)
 			t.Logf("after the restart: %d and %d", a, b)
 			whole := a == bankStart-5 && b == bankStart+5
 			switch {
@@ -70,7 +76,15 @@ func startCommitCluster(t *testing.T) ([]ClusterOptions, []*Cluster, *syncBuffer
 // killEveryNodeMidCommit runs the crash above and restarts the nodes,
 // node last after the others (restartCommitterLast). It returns the
 // accounts as read through every node and node 1's log.
-func killEveryNodeMidCommit(t *testing.T, last int, noRoll bool) (a, b int64, log string) {
+// restartOrder: restartCommitterLast's arguments.
+type restartOrder struct {
+	first []int
+	gap   time.Duration
+	last  int
+	wait  time.Duration
+}
+
+func killEveryNodeMidCommit(t *testing.T, order restartOrder, noRoll bool) (a, b int64, log string) {
 	t.Helper()
 	opts, cs, buf := startCommitCluster(t)
 	from, to := []byte(bankKey(0)), []byte(bankKey(bankAccounts-1))
@@ -99,7 +113,7 @@ func killEveryNodeMidCommit(t *testing.T, last int, noRoll bool) (a, b int64, lo
 		txRestartNoRoll = true
 		defer func() { txRestartNoRoll = false }()
 	}
-	cs = restartCommitterLast(t, opts, last)
+	cs = restartCommitterLast(t, opts, order.first, order.gap, order.last, order.wait)
 	defer closeAll(t, cs)
 	for _, reader := range cs {
 		a, b, err = readBalances(reader, from, to)

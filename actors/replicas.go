@@ -487,6 +487,7 @@ func (l *Local) maybeRecord(from protocol.NodeID) {
 			case h.m.From == self:
 				l.node.rollOwn(h.m.PID, h.payload, h.m.Epoch)
 			default:
+				l.sizeForRoll(d)
 				l.node.onTxRoll(&h.m, h.payload)
 			}
 		}
@@ -519,6 +520,24 @@ func (l *Local) record(view uint32, d, holder protocol.NodeID, primary bool, don
 		}
 		l.mu.Unlock()
 		return
+	}
+}
+
+// sizeForRoll sizes another node's directory that this node serves in
+// the view being installed to the pages of its store, before a
+// transaction's roll of one of them is written: a promoted directory
+// starts empty and is sized when it rebuilds (growHosted), but the rolls
+// come first (the committer sends them before its holdings, which the
+// rebuild waits for), and a roll of a page the directory does not know
+// is a protocol violation. Only the store is trusted for the size, not
+// the roll's page number.
+func (l *Local) sizeForRoll(d protocol.NodeID) {
+	r, n := l.rep, l.node
+	if r == nil || d == n.id || n.route[d] != n.id || n.hosted[d] == nil || r.stores[d] == nil {
+		return
+	}
+	if err := n.hosted[d].Grow(r.stores[d].allocated); err != nil {
+		l.fail(fmt.Errorf("actors: node %d: view %d: directory %d: %w", n.id, l.vs.number, d, err))
 	}
 }
 

@@ -259,6 +259,7 @@ func (l *Local) admit(m *protocol.Message, payload []byte) {
 	case m.Type == protocol.TTxRoll && !l.vs.active:
 		// A transaction's roll forward is written while the view is
 		// gated, before this directory serves it (txrecord.go).
+		l.sizeForRoll(m.PID.Dir())
 		l.node.onTxRoll(m, payload)
 	default:
 		l.node.Deliver(m, payload)
