@@ -434,7 +434,7 @@ func BenchmarkTransferAcrossNodes(b *testing.B) {
 		}
 	}
 	if os.Getenv("SCALESTORE_BENCH_MEMBERSHIP") != "" {
-		etcd, err := membership.StartEmbedded(b.TempDir())
+		etcd, err := membership.StartEmbedded(b.TempDir(), membership.Ephemeral())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func startEtcd(t *testing.T) *membership.Embedded {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	etcd, err := membership.StartEmbedded(t.TempDir())
+	etcd, err := membership.StartEmbedded(t.TempDir(), membership.Ephemeral())
 	if err != nil {
 		t.Fatal(err)
 	}

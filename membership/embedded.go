@@ -36,7 +36,13 @@ type Embedded struct {
 // that the server grants the 1 s leases that fast failure detection needs:
 // etcd's minimum lease TTL is 1.5 election timeouts, rounded up to seconds.
 // That is only sound on one host, where the round trips are microseconds.
-func StartEmbedded(dir string) (*Embedded, error) {
+//
+// Options: Ephemeral, for a server whose data goes with its process.
+func StartEmbedded(dir string, opts ...EmbeddedOption) (*Embedded, error) {
+	var o embeddedOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("membership: embedded etcd: %w", err)
 	}
@@ -59,6 +65,7 @@ func StartEmbedded(dir string) (*Embedded, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+	cfg.UnsafeNoFsync = o.ephemeral
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -86,6 +93,20 @@ func StartEmbedded(dir string) (*Embedded, error) {
 	}
 	return em, nil
 }
+
+// EmbeddedOption adjusts StartEmbedded.
+type EmbeddedOption func(*embeddedOptions)
+
+type embeddedOptions struct{ ephemeral bool }
+
+// Ephemeral is for a server whose data is removed when its run ends (tests,
+// `cluster --kill`, `crashtest --cluster`, `bench resp`): it never calls
+// fsync (etcd's UnsafeNoFsync), since nothing of it has to outlive an OS
+// crash. A lease renewal waits for the server to apply what it committed,
+// and with fsync a disk busy with the nodes' own writes stalled that for
+// over a lease's 2 s on a loaded 2-core machine: every node lost its lease
+// at once. `scalestore etcd --data`, whose data is kept, syncs.
+func Ephemeral() EmbeddedOption { return func(o *embeddedOptions) { o.ephemeral = true } }
 
 // Endpoints returns the client URLs to put in Config.Endpoints.
 func (e *Embedded) Endpoints() []string {

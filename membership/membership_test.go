@@ -25,7 +25,7 @@ const ttl = time.Second
 func startEtcd(t *testing.T) *Embedded {
 	t.Helper()
 	start := time.Now()
-	e, err := StartEmbedded(t.TempDir())
+	e, err := StartEmbedded(t.TempDir(), Ephemeral())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -444,7 +444,7 @@ func (b *benchRESP) start(ctx context.Context, target string, servers *[]*respPr
 	// process, closed with the target.
 	etcdURL := ""
 	if replicas, ok := strings.CutPrefix(target, "scalestore-3tcp-r"); ok && replicas != "" {
-		e, err := membership.StartEmbedded(filepath.Join(dir, "etcd"))
+		e, err := membership.StartEmbedded(filepath.Join(dir, "etcd"), membership.Ephemeral())
 		if err != nil {
 			return nil, dir, fmt.Errorf("%s: starting its etcd: %w", target, err)
 		}

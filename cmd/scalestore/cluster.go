@@ -286,7 +286,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		etcd, err := membership.StartEmbedded(dir)
+		etcd, err := membership.StartEmbedded(dir, membership.Ephemeral())
 		if err != nil {
 			fmt.Fprintf(stderr, "cluster: --kill: starting etcd: %v\n", err)
 			return 1

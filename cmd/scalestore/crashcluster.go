@@ -153,7 +153,7 @@ func runCrashtestCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crashtest --cluster: %v\n", err)
 		return 2
 	}
-	etcd, err := membership.StartEmbedded(filepath.Join(*dir, "etcd"))
+	etcd, err := membership.StartEmbedded(filepath.Join(*dir, "etcd"), membership.Ephemeral())
 	if err != nil {
 		fmt.Fprintf(stderr, "crashtest --cluster: starting etcd: %v\n", err)
 		return 1
