@@ -7,6 +7,9 @@ import (
 )
 
 // command is an entry of the command table.
+// maxLastName bounds the command name a client remembers (client.lastName).
+const maxLastName = 32
+
 type command struct {
 	fn func(c *client, args [][]byte)
 	// arity is Redis's: n means exactly n arguments (the name included),
@@ -112,7 +115,14 @@ func (c *client) exec(args [][]byte) {
 			return
 		}
 	}
-	cmd, ok := dispatch[string(name)]
+	// Clients mostly repeat a command (a pipeline of SETs): the last one
+	// found skips the table's lookup (3% of a -P 16 SET profile).
+	cmd, ok := c.lastCmd, len(c.lastName) > 0 && string(name) == string(c.lastName)
+	if !ok {
+		if cmd, ok = dispatch[string(name)]; ok && len(name) <= maxLastName {
+			c.lastName, c.lastCmd = append(c.lastName[:0], name...), cmd
+		}
+	}
 	if !ok {
 		c.multiFailed()
 		c.unknown(args)

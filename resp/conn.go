@@ -36,6 +36,9 @@ type client struct {
 	quit   bool   // close after writing the replies so far
 	name   string // CLIENT SETNAME
 	lower  [24]byte
+	// lastName and lastCmd: the command this client ran last (exec).
+	lastName []byte
+	lastCmd  command
 
 	// Reused per-command scratch space, so the hot paths do not allocate.
 	val   []byte   // GET's destination and SET GET's old value
