@@ -102,7 +102,17 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 	}
 	cs = restartCommitterLast(t, opts, nil, 0, 1, time.Second)
 	defer closeAll(t, cs)
+	a, b = readAfterRestart(t, opts, cs, from, to)
+	return a, b, buf.String()
+}
+
+// readAfterRestart reads the accounts from and to through every node of
+// the restarted cluster cs (the last reader's figures) and checks that
+// node 1, the committer, reset its file of transaction records.
+func readAfterRestart(t *testing.T, opts []ClusterOptions, cs []*Cluster, from, to []byte) (a, b int64) {
+	t.Helper()
 	for _, reader := range cs {
+		var err error
 		a, b, err = readBalances(reader, from, to)
 		if err != nil {
 			t.Fatalf("reading the accounts through node %d after the restart: %v", reader.ID(), err)
@@ -111,7 +121,7 @@ func killCommitterMidCommit(t *testing.T, mutant commitMutant, transport string,
 	if st, err := os.Stat(filepath.Join(opts[1].Data, NodeTxFile(1))); err != nil || st.Size() != txFileHeader {
 		t.Fatalf("node 1's file of transaction records after the restart: %v, %v (want it reset, %d bytes)", st, err, txFileHeader)
 	}
-	return a, b, buf.String()
+	return a, b
 }
 
 // A torn record (cut while it was written, or damaged: its checksum

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,15 +113,7 @@ func killEveryNodeMidCommit(t *testing.T, order restartOrder, noRoll bool) (a, b
 	}
 	cs = restartCommitterLast(t, opts, order.first, order.gap, order.last, order.wait)
 	defer closeAll(t, cs)
-	for _, reader := range cs {
-		a, b, err = readBalances(reader, from, to)
-		if err != nil {
-			t.Fatalf("reading the accounts through node %d after the restart: %v", reader.ID(), err)
-		}
-	}
-	if st, err := os.Stat(filepath.Join(opts[1].Data, NodeTxFile(1))); err != nil || st.Size() != txFileHeader {
-		t.Fatalf("node 1's file of transaction records after the restart: %v, %v (want it reset, %d bytes)", st, err, txFileHeader)
-	}
+	a, b = readAfterRestart(t, opts, cs, from, to)
 	return a, b, buf.String()
 }
 
