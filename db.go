@@ -490,7 +490,7 @@ func (db *DB) meta(logEpoch uint64) []byte {
 
 // Checkpoint writes every changed page back, persists the catalog, and
 // starts the log over: what a crash then replays begins here. Writes wait
-// while it runs. Open and Close checkpoint, and so does a write after
+// while the pages changed since its start are written. Open and Close checkpoint, and so does a write after
 // which the log (or the store's undo journal) has grown past
 // Options.CheckpointBytes.
 func (db *DB) Checkpoint() error {
@@ -502,6 +502,10 @@ func (db *DB) Checkpoint() error {
 	}
 	if db.readOnly != nil {
 		return db.readOnly
+	}
+	// Most of the pages, while writers go on (actors.Local.PrepareCheckpoint).
+	if err := db.rt.PrepareCheckpoint(); err != nil {
+		return fmt.Errorf("scalestore: %s: checkpoint: %w", db.dir, err)
 	}
 	db.locks.ckpt.Lock()
 	defer db.locks.ckpt.Unlock()

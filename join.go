@@ -486,6 +486,7 @@ func Join(opts ClusterOptions) (*Cluster, error) {
 			}
 			c.replicas.close(false)
 			c.closeTxFile()
+			c.nlog.stopBackground()
 			c.nlog.abandon()
 			return nil, err
 		}
@@ -563,6 +564,7 @@ func (c *Cluster) closeAfter(cause error) {
 	defer c.closeTxFile()
 	if c.nlog != nil {
 		// Unclean, with its log: the next start recovers it.
+		c.nlog.stopBackground()
 		c.node.Stop()
 		abandon(c.store)
 		c.nlog.abandon()
@@ -1271,6 +1273,7 @@ func (c *Cluster) Abandon() {
 	if c.resp != nil {
 		c.resp.Close()
 	}
+	c.nlog.stopBackground()
 	c.node.Stop()
 	abandon(c.store)
 	c.nlog.abandon()
@@ -1288,6 +1291,7 @@ func (c *Cluster) kill() {
 	if c.resp != nil {
 		c.resp.Close()
 	}
+	c.nlog.stopBackground()
 	c.node.Kill()
 	abandon(c.store)
 	c.nlog.abandon()

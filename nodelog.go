@@ -56,6 +56,12 @@ type nodeLog struct {
 	epoch         uint64
 	bound         int64
 	checkpointing atomic.Bool
+	// bg counts the checkpoints running in the background
+	// (maybeCheckpoint); stopping (under bgMu) keeps new ones from
+	// starting once the node is closing or being killed.
+	bgMu          sync.Mutex
+	stopping      bool
+	bg            sync.WaitGroup
 	checkpoints   atomic.Uint64
 	checkpointErr atomic.Pointer[error]
 	recovery      Recovery
@@ -142,9 +148,17 @@ func (n *nodeLog) replay() error {
 	return nil
 }
 
-// Checkpoint writes every changed page back and starts a new log epoch;
-// writers wait meanwhile.
+// Checkpoint writes every changed page back and starts a new log epoch.
+// Most of the pages are journaled and written while writers go on
+// (PrepareCheckpoint); writers wait while the pages changed since are, and
+// while the new epoch starts.
 func (n *nodeLog) Checkpoint() error {
+	if err := n.c.node.RT.PrepareCheckpoint(); err != nil {
+		return fmt.Errorf("scalestore: node %d: checkpoint: %w", n.c.opts.ID, err)
+	}
+	if err := n.fail("prepared"); err != nil {
+		return fmt.Errorf("scalestore: node %d: checkpoint: %w", n.c.opts.ID, err)
+	}
 	n.locks.ckpt.Lock()
 	defer n.locks.ckpt.Unlock()
 	if err := n.checkpoint(); err != nil {
@@ -201,9 +215,11 @@ func (n *nodeLog) fail(stage string) error {
 	return n.failAt(stage)
 }
 
-// maybeCheckpoint checkpoints, in the calling writer, when the log or the
-// store's undo journal has grown past the bound and no other checkpoint
-// runs.
+// maybeCheckpoint starts a checkpoint in the background when the log or
+// the store's undo journal has grown past the bound and no other
+// checkpoint runs. Not in the calling writer: a RESP connection's writer
+// runs on an event loop, whose other connections would wait the whole
+// checkpoint with it.
 func (n *nodeLog) maybeCheckpoint() {
 	big := n.log.Size() > n.bound
 	if r, ok := n.c.store.(recoverable); ok && !big {
@@ -212,13 +228,36 @@ func (n *nodeLog) maybeCheckpoint() {
 	if !big || !n.checkpointing.CompareAndSwap(false, true) {
 		return
 	}
-	defer n.checkpointing.Store(false)
-	if err := n.Checkpoint(); err != nil {
-		n.checkpointErr.Store(&err)
-		n.c.opts.Logger.Error("checkpoint failed (the log keeps every write; the next write tries again)", "node", n.c.opts.ID, "err", err)
-	} else {
-		n.checkpointErr.Store(nil)
+	n.bgMu.Lock()
+	if n.stopping {
+		n.bgMu.Unlock()
+		n.checkpointing.Store(false)
+		return
 	}
+	n.bg.Add(1)
+	n.bgMu.Unlock()
+	go func() {
+		defer n.bg.Done()
+		defer n.checkpointing.Store(false)
+		if err := n.Checkpoint(); err != nil {
+			n.checkpointErr.Store(&err)
+			n.c.opts.Logger.Error("checkpoint failed (the log keeps every write; the next write tries again)", "node", n.c.opts.ID, "err", err)
+		} else {
+			n.checkpointErr.Store(nil)
+		}
+	}()
+}
+
+// stopBackground lets a checkpoint running in the background finish and
+// starts none after it: the node is closing or being killed.
+func (n *nodeLog) stopBackground() {
+	if n == nil {
+		return
+	}
+	n.bgMu.Lock()
+	n.stopping = true
+	n.bgMu.Unlock()
+	n.bg.Wait()
 }
 
 // settleRead makes a call that read keys (nil with all: every key) wait
@@ -400,6 +439,7 @@ func (n *nodeLog) quiesce() error {
 	if n == nil {
 		return nil
 	}
+	n.stopBackground()
 	n.locks.ckpt.Lock()
 	return n.log.Sync()
 }

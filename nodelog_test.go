@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bulkVal is the value of key i in the node log's tests.
@@ -60,12 +61,13 @@ func TestNodeLogKillLosesNothing(t *testing.T) {
 	}
 }
 
-// A kill in the middle of a checkpoint, at each of its stages (the log
-// synced; the changed pages written in place; the metadata naming the
-// next epoch set but not persisted; after it), loses no acknowledged
-// write, also those made after the checkpoint failed.
+// A kill in the middle of a checkpoint, at each of its stages (most
+// changed pages journaled and written in place while writers went on; the
+// log synced; the rest written; the metadata naming the next epoch set but
+// not persisted; after it), loses no acknowledged write, also those made
+// after the checkpoint failed.
 func TestNodeLogKillMidCheckpoint(t *testing.T) {
-	for _, stage := range []string{"synced", "written", "meta", "done"} {
+	for _, stage := range []string{"prepared", "synced", "written", "meta", "done"} {
 		t.Run(stage, func(t *testing.T) {
 			opts := clusterOpts(freePorts(t, 1), []string{t.TempDir()})[0]
 			c, err := Join(opts)
@@ -112,6 +114,80 @@ func TestNodeLogKillMidCheckpoint(t *testing.T) {
 			checkBulk(t, c, want, "after a kill at "+stage)
 		})
 	}
+}
+
+// A checkpoint keeps writers out only at its end: a write made while it
+// journals and writes most pages back goes through, and the writer whose
+// write took the log past its bound does not wait for the checkpoint it
+// starts (on a RESP event loop, every connection of the loop would wait
+// with it). Close waits for it, and nothing is lost.
+func TestNodeLogCheckpointLetsWritersGoOn(t *testing.T) {
+	opts := clusterOpts(freePorts(t, 1), []string{t.TempDir()})[0]
+	c, err := Join(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	put := func() error {
+		err := c.Put([]byte(fmt.Sprintf("bulk:%07d", n)), []byte(bulkVal(n)))
+		if err == nil {
+			n++
+		}
+		return err
+	}
+	// The checkpoint stops after its first part until the test lets it
+	// go on; writes meanwhile must not wait for it.
+	prepared, release := make(chan struct{}), make(chan struct{})
+	c.nlog.failAt = func(s string) error {
+		if s == "prepared" {
+			close(prepared)
+			<-release
+		}
+		return nil
+	}
+	before := c.nlog.checkpoints.Load()
+	c.nlog.bound = 64 << 10
+	for !c.nlog.checkpointing.Load() {
+		if err := put(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-prepared:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the checkpoint the log's bound started did not get through its first part")
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		for range 500 {
+			if err := put(); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("writes waited for a checkpoint's first part")
+	}
+	if got := c.nlog.checkpoints.Load() - before; got != 0 {
+		t.Fatalf("%d checkpoints done while the first was held, want 0", got)
+	}
+	close(release)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Join(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	checkBulk(t, c, n, "after the close")
 }
 
 // A read waits until what it read is durable: a RESP connection's SET,

@@ -871,7 +871,11 @@ func (l *Local) SyncStore() error {
 // to journal, ahead of the writes and many at a time, the on-disk images of
 // the pages whose SSD copy is stale: the ones WriteBack is about to write.
 // Pages that turn stale meanwhile are journaled by their write, as usual.
-func (l *Local) ProtectStale() error {
+func (l *Local) ProtectStale() error { return l.protectStale(0) }
+
+// protectStale is ProtectStale, batch slots at a time with the store's
+// other I/O let in between (0: all at once).
+func (l *Local) protectStale(batch int) error {
 	p, ok := l.store.(interface{ Protect(slots []uint64) error })
 	if !ok {
 		return nil
@@ -885,14 +889,66 @@ func (l *Local) ProtectStale() error {
 			}
 		}
 	})
+	if batch <= 0 {
+		batch = max(len(slots), 1)
+	}
 	mu := &l.syncMu
 	if l.async != nil {
 		mu = &l.ringMu
 	}
-	mu.Lock()
-	err := p.Protect(slots)
-	mu.Unlock()
-	return err
+	for len(slots) > 0 {
+		n := min(batch, len(slots))
+		mu.Lock()
+		err := p.Protect(slots[:n])
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		slots = slots[n:]
+	}
+	return nil
+}
+
+// prepareBatch is how many old images PrepareCheckpoint journals at a
+// time: 256 random reads, a few milliseconds of the device, are the
+// longest a miss's read waits behind it.
+const prepareBatch = 256
+
+// prepareFrames is how many frames PrepareCheckpoint looks at, and writes
+// back the stale ones of, before it lets writers have the node's lock.
+const prepareFrames = 1024
+
+// PrepareCheckpoint does, while writers go on, what would otherwise keep
+// them out for most of a checkpoint: it journals the old images of the
+// pages whose SSD copy is stale (ProtectStale, prepareBatch at a time) and
+// writes those pages back once (one CleanStale round; pages latched or in
+// transition are left to the checkpoint). Both are safe beside writers:
+// the journal keeps a slot's first image of the epoch, whoever saves it,
+// and a page written back here is written again by the checkpoint if it
+// changes meanwhile. The checkpoint that follows, writers kept out, then
+// journals and writes only the pages changed since.
+func (l *Local) PrepareCheckpoint() error {
+	if err := l.protectStale(prepareBatch); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for next := 0; next < l.node.Cache().Frames(); {
+		// A batch of frames at a time, its writes done before the next:
+		// writers that need the node's lock (a page cleaned here is
+		// shared, and its next write takes the slow path) get it between.
+		for l.inFlite > 0 {
+			l.idle.Wait()
+		}
+		if l.err != nil {
+			return l.err
+		}
+		_, next = l.node.CleanStaleFrames(next, prepareFrames)
+	}
+	for l.inFlite > 0 {
+		l.idle.Wait()
+	}
+	return l.err
 }
 
 // SetPoller makes workers consume incoming messages themselves (poll, the

@@ -92,7 +92,15 @@ func (n *Node) EvictAll() {
 // evicted, the directory pulling it. It returns how many such frames it
 // could not claim now (latched, or being written back already).
 func (n *Node) CleanStale() (busy int) {
-	for i := range n.cache.Frames() {
+	busy, _ = n.CleanStaleFrames(0, n.cache.Frames())
+	return busy
+}
+
+// CleanStaleFrames is CleanStale over the frames from first, up to limit
+// of them; next is where the following call goes on (Frames: done).
+func (n *Node) CleanStaleFrames(first, limit int) (busy, next int) {
+	next = min(first+limit, n.cache.Frames())
+	for i := first; i < next; i++ {
 		f := n.cache.Frame(i)
 		if f.Mode == protocol.ModeNone || f.Evicting || n.route[f.PID.Dir()] != n.id {
 			continue
@@ -117,7 +125,7 @@ func (n *Node) CleanStale() (busy int) {
 	}
 	n.flushBatches()
 	n.drain()
-	return busy
+	return busy, next
 }
 
 // cleanInPlace writes f's page back while f keeps it, shared.
