@@ -504,7 +504,7 @@ func (db *DB) Checkpoint() error {
 		return db.readOnly
 	}
 	// Most of the pages, while writers go on (actors.Local.PrepareCheckpoint).
-	if err := db.rt.PrepareCheckpoint(); err != nil {
+	if err := db.rt.PrepareCheckpoint(false); err != nil {
 		return fmt.Errorf("scalestore: %s: checkpoint: %w", db.dir, err)
 	}
 	db.locks.ckpt.Lock()

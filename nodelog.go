@@ -152,8 +152,12 @@ func (n *nodeLog) replay() error {
 // Most of the pages are journaled and written while writers go on
 // (PrepareCheckpoint); writers wait while the pages changed since are, and
 // while the new epoch starts.
-func (n *nodeLog) Checkpoint() error {
-	if err := n.c.node.RT.PrepareCheckpoint(); err != nil {
+func (n *nodeLog) Checkpoint() error { return n.checkpointPaced(false) }
+
+// checkpointPaced is Checkpoint, its first part paced for a checkpoint in
+// the background (actors.Local.PrepareCheckpoint).
+func (n *nodeLog) checkpointPaced(paced bool) error {
+	if err := n.c.node.RT.PrepareCheckpoint(paced); err != nil {
 		return fmt.Errorf("scalestore: node %d: checkpoint: %w", n.c.opts.ID, err)
 	}
 	if err := n.fail("prepared"); err != nil {
@@ -239,7 +243,7 @@ func (n *nodeLog) maybeCheckpoint() {
 	go func() {
 		defer n.bg.Done()
 		defer n.checkpointing.Store(false)
-		if err := n.Checkpoint(); err != nil {
+		if err := n.checkpointPaced(true); err != nil {
 			n.checkpointErr.Store(&err)
 			n.c.opts.Logger.Error("checkpoint failed (the log keeps every write; the next write tries again)", "node", n.c.opts.ID, "err", err)
 		} else {
