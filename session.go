@@ -57,7 +57,7 @@ func (s *Session) Get(key, dst []byte) (val []byte, ok bool, err error) {
 		val, ok, err = s.db.tree.Get(s.db.session(w), key, dst)
 		return err
 	})
-	if err == nil && s.db.node != nil {
+	if err == nil {
 		err = s.db.settleRead(s.hold, false, key)
 	}
 	return val, ok, err
@@ -66,11 +66,9 @@ func (s *Session) Get(key, dst []byte) (val []byte, ok bool, err error) {
 // GetBatch is DB.GetBatch.
 func (s *Session) GetBatch(keys, vals [][]byte, found []bool) error {
 	err := s.do(func(w *bufmgr.Worker) error { return s.db.tree.GetBatch(s.db.session(w), keys, vals, found) })
-	if s.db.node != nil {
-		// Some keys may be answered even when err is not nil.
-		if serr := s.db.settleRead(s.hold, false, keys...); err == nil {
-			err = serr
-		}
+	// Some keys may be answered even when err is not nil.
+	if serr := s.db.settleRead(s.hold, false, keys...); err == nil {
+		err = serr
 	}
 	return err
 }
@@ -118,12 +116,10 @@ func (s *Session) Delete(key []byte) (found bool, err error) {
 // Scan is DB.Scan; fn must use neither the DB nor the session.
 func (s *Session) Scan(from, to []byte, fn func(key, val []byte) bool) error {
 	err := s.do(func(w *bufmgr.Worker) error { return s.db.tree.Scan(s.db.session(w), from, to, fn) })
-	if s.db.node != nil {
-		// fn saw the keys already: settling cannot hold them back, but
-		// the call's end (a RESP reply) still waits.
-		if serr := s.db.settleRead(s.hold, true); err == nil {
-			err = serr
-		}
+	// fn saw the keys already: settling cannot hold them back, but the
+	// call's end (a RESP reply, the caller's next step) still waits.
+	if serr := s.db.settleRead(s.hold, true); err == nil {
+		err = serr
 	}
 	return err
 }
