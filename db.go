@@ -490,9 +490,9 @@ func (db *DB) meta(logEpoch uint64) []byte {
 
 // Checkpoint writes every changed page back, persists the catalog, and
 // starts the log over: what a crash then replays begins here. Writes wait
-// while the pages changed since its start are written. Open and Close checkpoint, and so does a write after
-// which the log (or the store's undo journal) has grown past
-// Options.CheckpointBytes.
+// while the pages changed since its start are written. Open and Close
+// checkpoint, and so does a write after which the log (or the store's undo
+// journal) has grown past Options.CheckpointBytes.
 func (db *DB) Checkpoint() error {
 	if db.node != nil {
 		return db.node.Checkpoint()

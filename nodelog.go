@@ -266,7 +266,7 @@ func (n *nodeLog) stopBackground() {
 
 // settleRead makes a call that read keys (nil with all: every key) wait
 // until every value it may have read is durable (with hold: raises *hold
-// to it). A change is applied before its record is appended, both under
+// to it), on every DB with a log: the embedded DB's and a node alone's. A change is applied before its record is appended, both under
 // the key's stripe: taking each key's stripe after the read waits out the
 // writer of any value it saw, whose record is then in the log.
 func (db *DB) settleRead(hold *uint64, all bool, keys ...[]byte) error {

@@ -302,3 +302,47 @@ func TestNodeLogTablesAndTransactions(t *testing.T) {
 		t.Fatalf("after the kill: a is %q and %q, want %d and %d (%v)", a, b, -n, n, err)
 	}
 }
+
+// The embedded DB's reads wait for what they read as a node's do: a write
+// whose record is appended but not yet durable (a session that holds its
+// durability for later, as a RESP connection's does) is read by another
+// caller only once the log is durable up to it. Without it a kill after
+// the read took a value somebody had read (crashtest --shared).
+func TestDBReadWaitsForWhatItRead(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CachePages: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := db.log
+	for i, read := range []func(key []byte) error{
+		func(key []byte) error { _, _, err := db.Get(key, nil); return err },
+		func(key []byte) error {
+			vals, found := make([][]byte, 1), make([]bool, 1)
+			return db.GetBatch([][]byte{key}, vals, found)
+		},
+		func(key []byte) error { return db.Scan(key, nil, func(_, _ []byte) bool { return false }) },
+		func(key []byte) error {
+			return db.View(func(tx *Tx) error { _, _, err := tx.Get(key, nil); return err })
+		},
+	} {
+		var ticket uint64
+		s := db.borrow()
+		s.hold = &ticket
+		key := []byte(fmt.Sprintf("k%d", i))
+		err := s.Put(key, []byte("v"))
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ticket == 0 || l.Durable() >= ticket {
+			t.Fatalf("read %d: the held write is durable before anyone read it (ticket %d, durable %d)", i, ticket, l.Durable())
+		}
+		if err := read(key); err != nil {
+			t.Fatal(err)
+		}
+		if d := l.Durable(); d < ticket {
+			t.Fatalf("read %d returned before the write it read was durable (ticket %d, durable %d)", i, ticket, d)
+		}
+	}
+}
